@@ -1,0 +1,71 @@
+# dlcc build. `make` builds build/dlcc, build/libdlcc.a, build/libdlcc.so and the examples.
+# `make test` runs the test suite; `make test-asan` runs it under ASan+UBSan (build-asan/).
+CC      ?= cc
+BUILD   ?= build
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+OPT     ?= -O2
+SAN     ?=
+CFLAGS  ?=
+CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -Wno-format-truncation -fPIC -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 $(SAN)
+CPPFLAGS += -Iinclude -I$(BUILD)/gen -MMD -MP
+LDFLAGS += $(SAN)
+LDLIBS  += -lprotobuf-c -lm
+
+LIB_SRC  := $(sort $(wildcard src/*/*.c))
+TOOL_SRC := $(sort $(wildcard tools/*.c))
+EX_SRC   := $(sort $(wildcard examples/*.c))
+GEN_C    := $(BUILD)/gen/onnx.pb-c.c
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o
+TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
+EX_BIN   := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
+
+all: $(BUILD)/dlcc $(BUILD)/libdlcc.a $(BUILD)/libdlcc.so $(EX_BIN)
+
+$(GEN_C): $(ONNX_PROTO)
+	@mkdir -p $(BUILD)/gen
+	protoc-c --c_out=$(BUILD)/gen -I$(dir $(ONNX_PROTO)) $(ONNX_PROTO)
+
+$(BUILD)/obj/gen/onnx.pb-c.o: $(GEN_C)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(filter-out -Wextra,$(CFLAGS)) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c | $(GEN_C)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libdlcc.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libdlcc.so: $(LIB_OBJ)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/dlcc: $(TOOL_OBJ) $(BUILD)/libdlcc.a
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libdlcc.a $(LDLIBS)
+
+$(BUILD)/examples/%: examples/%.c $(BUILD)/libdlcc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libdlcc.a $(LDFLAGS) $(LDLIBS)
+
+# Installs build and test dependencies (Debian), then builds.
+setup:
+	bash scripts/setup.sh
+
+demo: setup all
+	bash scripts/demo.sh
+
+test: setup all
+	bash tests/run-tests.sh $(BUILD)
+
+test-asan:
+	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" all
+	DLCC_SANITIZED=1 bash tests/run-tests.sh build-asan
+
+format:
+	clang-format -i $(LIB_SRC) $(TOOL_SRC) $(EX_SRC) include/*.h src/*/*.h
+
+clean:
+	rm -rf build build-asan
+
+.PHONY: all setup demo test test-asan format clean
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,142 @@
+/* dlcc.h — the one public header of dlcc, a deep learning compiler.
+ *
+ * Handles are opaque. Every call that can fail returns a dl_status; the message lives on the
+ * context (dl_errmsg). Builder calls (dl_add, dl_matmul, ...) return NULL on error and record the
+ * error on the graph's context; a NULL operand makes them return NULL too, so a chain of builder
+ * calls can be checked once at the end with dl_graph_status(). */
+#ifndef DLCC_H
+#define DLCC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DL_MAX_RANK 8
+
+typedef enum dl_status {
+    DL_OK = 0,
+    DL_ERR_IO,          /* file missing, unreadable, short read */
+    DL_ERR_PARSE,       /* malformed model or tensor file */
+    DL_ERR_UNSUPPORTED, /* valid input dlcc does not handle (op, dtype, feature) */
+    DL_ERR_SHAPE,       /* shapes do not agree */
+    DL_ERR_TYPE,        /* dtypes do not agree */
+    DL_ERR_INVALID,     /* bad argument or attribute value */
+    DL_ERR_NOMEM,       /* allocation failed */
+    DL_ERR_LIMIT,       /* a size derived from the input exceeds a cap */
+    DL_ERR_INTERNAL,    /* a dlcc bug */
+    DL_STATUS_COUNT
+} dl_status;
+
+typedef enum dl_dtype {
+    DL_DTYPE_UNDEFINED = 0,
+    DL_F32,
+    DL_F64,
+    DL_F16,
+    DL_BF16,
+    DL_I8,
+    DL_U8,
+    DL_I16,
+    DL_U16,
+    DL_I32,
+    DL_U32,
+    DL_I64,
+    DL_U64,
+    DL_BOOL,
+    DL_DTYPE_COUNT
+} dl_dtype;
+
+typedef struct dl_ctx dl_ctx;       /* error state, allocation limits */
+typedef struct dl_graph dl_graph;   /* a model: values, nodes, weights */
+typedef struct dl_value dl_value;   /* an edge of the graph */
+typedef struct dl_tensor dl_tensor; /* a dense n-d array */
+
+/* ---- context and errors ---- */
+dl_ctx *dl_ctx_new(void);
+void dl_ctx_free(dl_ctx *ctx);
+const char *dl_errmsg(const dl_ctx *ctx);
+const char *dl_status_name(dl_status s);
+/* Largest single allocation that model contents may cause (bytes). Default 8 GiB. */
+void dl_set_alloc_limit(size_t bytes);
+
+/* ---- dtypes ---- */
+const char *dl_dtype_name(dl_dtype t);
+size_t dl_dtype_size(dl_dtype t);
+dl_dtype dl_dtype_from_name(const char *name); /* "float32" ... ; DL_DTYPE_UNDEFINED if unknown */
+
+/* ---- tensors ---- */
+dl_status dl_tensor_new(dl_ctx *ctx, dl_dtype dtype, int rank, const int64_t *dims, dl_tensor **out);
+void dl_tensor_free(dl_tensor *t);
+dl_dtype dl_tensor_dtype(const dl_tensor *t);
+int dl_tensor_rank(const dl_tensor *t);
+const int64_t *dl_tensor_dims(const dl_tensor *t);
+int64_t dl_tensor_numel(const dl_tensor *t);
+void *dl_tensor_data(dl_tensor *t);
+/* NumPy .npy files (format 1.0-3.0, little-endian, C order). */
+dl_status dl_npy_load(dl_ctx *ctx, const char *path, dl_tensor **out);
+dl_status dl_npy_save(dl_ctx *ctx, const char *path, const dl_tensor *t);
+
+/* ---- graphs ---- */
+dl_status dl_load_onnx(dl_ctx *ctx, const char *path, dl_graph **out);
+dl_graph *dl_graph_new(dl_ctx *ctx);
+void dl_graph_free(dl_graph *g);
+dl_status dl_graph_status(const dl_graph *g); /* first builder error, or DL_OK */
+dl_status dl_graph_verify(dl_graph *g);
+int dl_graph_num_inputs(const dl_graph *g);
+int dl_graph_num_outputs(const dl_graph *g);
+dl_value *dl_graph_input(const dl_graph *g, int i);
+dl_value *dl_graph_output(const dl_graph *g, int i);
+const char *dl_value_name(const dl_value *v);
+dl_dtype dl_value_dtype(const dl_value *v);
+/* Dims of a value; a symbolic dim is reported as -1 (its name via dl_value_dim_name). */
+int dl_value_rank(const dl_value *v);
+int64_t dl_value_dim(const dl_value *v, int i);
+const char *dl_value_dim_name(const dl_value *v, int i);
+
+/* Printers: human-readable text and Graphviz DOT. */
+dl_status dl_graph_print(dl_graph *g, void *file /* FILE* */, int verbose);
+dl_status dl_graph_write_dot(dl_graph *g, const char *path);
+
+/* ---- builder: each call adds a node and computes nothing ---- */
+/* dims: a negative entry is symbolic; its name is taken from sym_names[i] (may be NULL → "?"). */
+dl_value *dl_input(dl_graph *g, const char *name, dl_dtype dtype, int rank, const int64_t *dims,
+                   const char *const *sym_names);
+dl_value *dl_constant(dl_graph *g, const char *name, dl_tensor *t); /* takes ownership of t */
+void dl_output(dl_graph *g, dl_value *v, const char *name);
+
+/* Generic node: op name as in ONNX, attributes as "key=value" strings:
+ * "axis=1", "perm=[0,2,1]", "alpha=0.5", "mode=constant" (ints, floats, strings, their lists). */
+dl_status dl_add_node(dl_graph *g, const char *op, int n_in, dl_value *const *in, int n_out,
+                      dl_value **out, int n_attr, const char *const *attrs);
+dl_value *dl_op1(dl_graph *g, const char *op, dl_value *a, const char *attrs /* "k=v;k=v" or NULL */);
+dl_value *dl_op2(dl_graph *g, const char *op, dl_value *a, dl_value *b, const char *attrs);
+dl_value *dl_add(dl_graph *g, dl_value *a, dl_value *b);
+dl_value *dl_sub(dl_graph *g, dl_value *a, dl_value *b);
+dl_value *dl_mul(dl_graph *g, dl_value *a, dl_value *b);
+dl_value *dl_div(dl_graph *g, dl_value *a, dl_value *b);
+dl_value *dl_matmul(dl_graph *g, dl_value *a, dl_value *b);
+dl_value *dl_relu(dl_graph *g, dl_value *x);
+dl_value *dl_sigmoid(dl_graph *g, dl_value *x);
+dl_value *dl_tanh(dl_graph *g, dl_value *x);
+dl_value *dl_softmax(dl_graph *g, dl_value *x, int axis);
+/* w: [M, C, kh, kw]; b may be NULL. pads: top,left,bottom,right. */
+dl_value *dl_conv2d(dl_graph *g, dl_value *x, dl_value *w, dl_value *b, int stride, int pad);
+dl_value *dl_gemm(dl_graph *g, dl_value *a, dl_value *b, dl_value *c, int trans_b);
+dl_value *dl_flatten(dl_graph *g, dl_value *x, int axis);
+dl_value *dl_maxpool2d(dl_graph *g, dl_value *x, int kernel, int stride);
+dl_value *dl_global_avgpool(dl_graph *g, dl_value *x);
+
+/* ---- running ---- */
+typedef enum dl_backend { DL_BACKEND_REF = 0, DL_BACKEND_COUNT } dl_backend;
+
+/* Runs the graph once. inputs are matched to graph inputs by name (names[i]) or, when names is
+ * NULL, by position. outputs receives dl_graph_num_outputs() new tensors the caller frees. */
+dl_status dl_run(dl_ctx *ctx, dl_graph *g, dl_backend backend, int n_inputs,
+                 const char *const *names, dl_tensor *const *inputs, dl_tensor **outputs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,26 @@
+/* onnx-impl.h — private interface of the ONNX frontend (protobuf-c over onnx.proto). */
+#ifndef DL_ONNX_IMPL_H
+#define DL_ONNX_IMPL_H
+
+#include "../ir/ir-impl.h"
+#include "onnx.pb-c.h"
+
+/* protobuf-c allocations routed through dl_malloc, so raw tensor bytes can be adopted in place. */
+extern ProtobufCAllocator dl_onnx_allocator;
+
+/* ONNX TensorProto.DataType code -> dtype; DL_DTYPE_UNDEFINED when dlcc has no such dtype. */
+dl_dtype dl_onnx_dtype(int32_t code);
+const char *dl_onnx_dtype_name(int32_t code);
+
+/* Converts a TensorProto. raw_data is adopted (the proto's pointer is cleared), typed fields are
+ * copied. base_dir resolves external data (NULL forbids external data). */
+dl_status dl_onnx_tensor(dl_ctx *ctx, Onnx__TensorProto *tp, const char *base_dir, dl_tensor **out);
+
+/* Reads a serialized TensorProto file (ONNX test data input_N.pb / output_N.pb). */
+dl_status dl_onnx_load_tensor_file(dl_ctx *ctx, const char *path, dl_tensor **out, char **name);
+
+/* Maps a whole file read-only; the caller unmaps with dl_unmap_file. */
+dl_status dl_map_file(dl_ctx *ctx, const char *path, size_t max_bytes, void **data, size_t *size);
+void dl_unmap_file(void *data, size_t size);
+
+#endif

@@ -1,0 +1,545 @@
+/* conv.c — op family "conv": Conv and ConvTranspose (1-D, 2-D, 3-D, ... up to DL_MAX_RANK-2
+ * spatial dims; groups, dilations, strides, pads and auto_pad).
+ *
+ * Reference kernels: Conv is im2col + a simple cache-blocked GEMM, typed for float32 (float
+ * accumulation) and float64; other float dtypes (float16, bfloat16) are converted to double
+ * buffers first. ConvTranspose is a direct scatter loop accumulating in double. */
+#include "op-impl.h"
+
+#include <stdlib.h>
+
+#define MAX_SPATIAL (DL_MAX_RANK - 2)
+#define ATTR_LIMIT  ((int64_t)1 << 30) /* bound on kernel/stride/dilation/pad/spatial sizes */
+#define ELEM_LIMIT  ((int64_t)1 << 40) /* bound on products of spatial sizes in kernels */
+
+static const dl_attr_spec conv_attrs[] = {
+    {"auto_pad", DL_ATTR_STRING},   {"dilations", DL_ATTR_INTS}, {"group", DL_ATTR_INT},
+    {"kernel_shape", DL_ATTR_INTS}, {"pads", DL_ATTR_INTS},      {"strides", DL_ATTR_INTS},
+    {NULL, DL_ATTR_UNDEFINED},
+};
+
+static const dl_attr_spec convtr_attrs[] = {
+    {"auto_pad", DL_ATTR_STRING},     {"dilations", DL_ATTR_INTS},
+    {"group", DL_ATTR_INT},           {"kernel_shape", DL_ATTR_INTS},
+    {"output_padding", DL_ATTR_INTS}, {"output_shape", DL_ATTR_INTS},
+    {"pads", DL_ATTR_INTS},           {"strides", DL_ATTR_INTS},
+    {NULL, DL_ATTR_UNDEFINED},
+};
+
+/* ---- geometry shared by inference and kernels ---- */
+
+typedef enum { PAD_NOTSET, PAD_SAME_UPPER, PAD_SAME_LOWER, PAD_VALID } auto_pad_kind;
+
+typedef struct conv_geom {
+    int ns; /* spatial rank */
+    int64_t in[MAX_SPATIAL];
+    int64_t k[MAX_SPATIAL];
+    int64_t out[MAX_SPATIAL]; /* -1 when unknown (symbolic input) */
+    int64_t stride[MAX_SPATIAL];
+    int64_t dil[MAX_SPATIAL];
+    int64_t pb[MAX_SPATIAL], pe[MAX_SPATIAL]; /* pads at begin / end */
+    int64_t opad[MAX_SPATIAL];                /* ConvTranspose output_padding */
+} conv_geom;
+
+static bool parse_auto_pad(const dl_node *n, auto_pad_kind *ap) {
+    const char *s = dl_attr_str(n, "auto_pad", "NOTSET");
+    if (!strcmp(s, "NOTSET") || !*s)
+        *ap = PAD_NOTSET;
+    else if (!strcmp(s, "SAME_UPPER"))
+        *ap = PAD_SAME_UPPER;
+    else if (!strcmp(s, "SAME_LOWER"))
+        *ap = PAD_SAME_LOWER;
+    else if (!strcmp(s, "VALID"))
+        *ap = PAD_VALID;
+    else
+        return false;
+    return true;
+}
+
+/* Reads an optional ints attribute of length want into out (default def), checking each value
+ * lies in [lo, ATTR_LIMIT). Returns an error message or NULL. */
+static const char *read_ints(const dl_node *n, const char *name, int want, int64_t def, int64_t lo,
+                             int64_t *out, char *err, size_t errlen) {
+    const int64_t *v;
+    int cnt = dl_attr_ints(n, name, &v);
+    for (int i = 0; i < want; i++) out[i] = def;
+    if (cnt < 0) return NULL;
+    if (cnt != want) {
+        snprintf(err, errlen, "attribute %s has %d values, expected %d", name, cnt, want);
+        return err;
+    }
+    for (int i = 0; i < want; i++) {
+        if (v[i] < lo || v[i] >= ATTR_LIMIT) {
+            snprintf(err, errlen, "attribute %s[%d] = %lld is out of range", name, i,
+                     (long long)v[i]);
+            return err;
+        }
+        out[i] = v[i];
+    }
+    return NULL;
+}
+
+/* Fills g from the node attributes. in[] are the input spatial dims (< 0 when symbolic), wk[]
+ * the kernel dims taken from the weight (< 0 when symbolic). Returns an error message or NULL;
+ * *kernel_known is false when the kernel size cannot be known yet. */
+static const char *conv_geometry(const dl_node *n, bool transpose, int ns, const int64_t *in,
+                                 const int64_t *wk, conv_geom *g, char *err, size_t errlen) {
+    memset(g, 0, sizeof *g);
+    g->ns = ns;
+    auto_pad_kind ap;
+    if (!parse_auto_pad(n, &ap)) {
+        snprintf(err, errlen, "unknown auto_pad '%s'", dl_attr_str(n, "auto_pad", ""));
+        return err;
+    }
+    const char *e;
+    int64_t pads[2 * MAX_SPATIAL];
+    if ((e = read_ints(n, "strides", ns, 1, 1, g->stride, err, errlen))) return e;
+    if ((e = read_ints(n, "dilations", ns, 1, 1, g->dil, err, errlen))) return e;
+    if ((e = read_ints(n, "pads", 2 * ns, 0, 0, pads, err, errlen))) return e;
+    if ((e = read_ints(n, "kernel_shape", ns, -1, 1, g->k, err, errlen))) return e;
+    if (transpose && (e = read_ints(n, "output_padding", ns, 0, 0, g->opad, err, errlen))) return e;
+    for (int d = 0; d < ns; d++) {
+        if (in[d] >= ATTR_LIMIT) {
+            snprintf(err, errlen, "spatial dim %d (%lld) is too large", d, (long long)in[d]);
+            return err;
+        }
+        g->in[d] = in[d];
+        if (g->k[d] < 0)
+            g->k[d] = wk[d];
+        else if (wk[d] >= 0 && wk[d] != g->k[d]) {
+            snprintf(err, errlen, "kernel_shape[%d] = %lld does not match the weight dim %lld", d,
+                     (long long)g->k[d], (long long)wk[d]);
+            return err;
+        }
+        if (g->k[d] >= ATTR_LIMIT) {
+            snprintf(err, errlen, "kernel dim %d is too large", d);
+            return err;
+        }
+        if (ap == PAD_NOTSET) {
+            g->pb[d] = pads[d];
+            g->pe[d] = pads[d + ns];
+        }
+    }
+    /* ConvTranspose output_shape: explicit spatial output size. */
+    const int64_t *oshape = NULL;
+    int n_oshape = transpose ? dl_attr_ints(n, "output_shape", &oshape) : -1;
+    if (n_oshape >= 0) {
+        if (n_oshape == ns + 2)
+            oshape += 2;
+        else if (n_oshape != ns) {
+            snprintf(err, errlen, "output_shape has %d values, expected %d", n_oshape, ns);
+            return err;
+        }
+        for (int d = 0; d < ns; d++)
+            if (oshape[d] < 0 || oshape[d] >= ATTR_LIMIT) {
+                snprintf(err, errlen, "output_shape[%d] = %lld is out of range", d,
+                         (long long)oshape[d]);
+                return err;
+            }
+    }
+    for (int d = 0; d < ns; d++) {
+        g->out[d] = -1;
+        if (g->in[d] < 0 || g->k[d] < 0) continue;
+        int64_t eff_k = (g->k[d] - 1) * g->dil[d] + 1;
+        int64_t in_d = g->in[d], s = g->stride[d];
+        if (!transpose) {
+            if (ap == PAD_SAME_UPPER || ap == PAD_SAME_LOWER) {
+                g->out[d] = (in_d + s - 1) / s;
+                int64_t total = (g->out[d] - 1) * s + eff_k - in_d;
+                if (total < 0) total = 0;
+                g->pb[d] = ap == PAD_SAME_UPPER ? total / 2 : total - total / 2;
+                g->pe[d] = total - g->pb[d];
+            } else {
+                int64_t span = in_d + g->pb[d] + g->pe[d] - eff_k;
+                if (span < 0) {
+                    snprintf(err, errlen,
+                             "kernel extent %lld exceeds padded input size %lld in spatial dim %d",
+                             (long long)eff_k, (long long)(in_d + g->pb[d] + g->pe[d]), d);
+                    return err;
+                }
+                g->out[d] = span / s + 1;
+            }
+        } else {
+            int64_t full = s * (in_d - 1) + g->opad[d] + eff_k; /* output before removing pads */
+            if (in_d == 0) full = 0;
+            if (n_oshape >= 0 || ap == PAD_SAME_UPPER || ap == PAD_SAME_LOWER) {
+                int64_t out = n_oshape >= 0 ? oshape[d] : in_d * s;
+                int64_t total = full - out;
+                if (total < 0) total = 0; /* extra output positions stay at the bias */
+                if (ap == PAD_SAME_UPPER) {
+                    g->pb[d] = total - total / 2;
+                    g->pe[d] = total / 2;
+                } else {
+                    g->pb[d] = total / 2;
+                    g->pe[d] = total - total / 2;
+                }
+                g->out[d] = out;
+            } else {
+                if (ap == PAD_VALID) g->pb[d] = g->pe[d] = 0;
+                g->out[d] = full - g->pb[d] - g->pe[d];
+                if (g->out[d] < 0) {
+                    snprintf(err, errlen, "pads exceed the output size in spatial dim %d", d);
+                    return err;
+                }
+            }
+        }
+    }
+    return NULL;
+}
+
+/* ---- inference ---- */
+
+static dl_status conv_infer_common(dl_infer *ic, bool transpose) {
+    DL_TRY(dl_infer_require_float(ic, 0));
+    DL_TRY(dl_infer_require_float(ic, 1));
+    int idx[3] = {0, 1, 2};
+    DL_TRY(dl_infer_same_dtype(ic, ic->n_in < 3 ? ic->n_in : 3, idx));
+    const dl_type *x = ic->in[0], *w = ic->in[1];
+    const dl_type *b = dl_has_in(ic, 2) ? ic->in[2] : NULL;
+    dl_dtype dt = x->dtype;
+    int64_t group = dl_attr_int(ic->node, "group", 1);
+    if (group < 1 || group >= ATTR_LIMIT)
+        return dl_infer_fail(ic, DL_ERR_INVALID, "group must be >= 1, got %lld", (long long)group);
+    int rank = x->rank >= 0 ? x->rank : w->rank;
+    if (x->rank >= 0 && w->rank >= 0 && x->rank != w->rank)
+        return dl_infer_fail(ic, DL_ERR_SHAPE, "X has rank %d but W has rank %d", x->rank, w->rank);
+    if (b && b->rank >= 0 && b->rank != 1)
+        return dl_infer_fail(ic, DL_ERR_SHAPE, "B must be 1-D, got rank %d", b->rank);
+    if (rank < 0) return dl_infer_set(ic, 0, dt, DL_RANK_UNKNOWN, NULL);
+    if (rank < 3 || rank > DL_MAX_RANK)
+        return dl_infer_fail(ic, DL_ERR_SHAPE, "X and W must have rank 3..%d, got %d", DL_MAX_RANK,
+                             rank);
+    int ns = rank - 2;
+    int64_t in_sp[MAX_SPATIAL], wk[MAX_SPATIAL];
+    for (int d = 0; d < ns; d++) {
+        in_sp[d] = x->rank >= 0 ? x->dims[d + 2] : -1;
+        wk[d] = w->rank >= 0 ? w->dims[d + 2] : -1;
+    }
+    int64_t C = x->rank >= 0 ? x->dims[1] : -1;
+    int64_t w0 = w->rank >= 0 ? w->dims[0] : -1, w1 = w->rank >= 0 ? w->dims[1] : -1;
+    int64_t M; /* output channels, -1 if unknown */
+    if (!transpose) {
+        /* W: [M, C/group, k...] */
+        if (C >= 0 && w1 >= 0 && w1 * group != C)
+            return dl_infer_fail(ic, DL_ERR_SHAPE,
+                                 "X has %lld channels but W expects %lld x group %lld",
+                                 (long long)C, (long long)w1, (long long)group);
+        if (w0 >= 0 && w0 % group != 0)
+            return dl_infer_fail(ic, DL_ERR_SHAPE, "W dim 0 (%lld) is not divisible by group %lld",
+                                 (long long)w0, (long long)group);
+        M = w0;
+    } else {
+        /* W: [C, M/group, k...] */
+        if (C >= 0 && w0 >= 0 && w0 != C)
+            return dl_infer_fail(ic, DL_ERR_SHAPE, "X has %lld channels but W dim 0 is %lld",
+                                 (long long)C, (long long)w0);
+        if (C >= 0 && C % group != 0)
+            return dl_infer_fail(ic, DL_ERR_SHAPE, "channels %lld not divisible by group %lld",
+                                 (long long)C, (long long)group);
+        if (w0 >= 0 && w0 % group != 0)
+            return dl_infer_fail(ic, DL_ERR_SHAPE, "W dim 0 (%lld) is not divisible by group %lld",
+                                 (long long)w0, (long long)group);
+        M = w1 >= 0 ? w1 * group : -1;
+    }
+    if (b && b->rank == 1 && b->dims[0] >= 0 && M >= 0 && b->dims[0] != M)
+        return dl_infer_fail(ic, DL_ERR_SHAPE, "B has %lld values but there are %lld outputs",
+                             (long long)b->dims[0], (long long)M);
+    conv_geom g;
+    char err[200];
+    const char *e = conv_geometry(ic->node, transpose, ns, in_sp, wk, &g, err, sizeof err);
+    if (e) return dl_infer_fail(ic, DL_ERR_INVALID, "%s", e);
+    int64_t dims[DL_MAX_RANK];
+    dims[0] = x->rank >= 0 && x->dims[0] >= 0 ? x->dims[0] : dl_infer_fresh_dim(ic);
+    dims[1] = M >= 0 ? M : dl_infer_fresh_dim(ic);
+    for (int d = 0; d < ns; d++) dims[d + 2] = g.out[d] >= 0 ? g.out[d] : dl_infer_fresh_dim(ic);
+    return dl_infer_set(ic, 0, dt, rank, dims);
+}
+
+static dl_status conv_infer(dl_infer *ic) {
+    return conv_infer_common(ic, false);
+}
+static dl_status convtr_infer(dl_infer *ic) {
+    return conv_infer_common(ic, true);
+}
+
+/* ---- kernel helpers ---- */
+
+/* A double copy of a float tensor (float16/bfloat16 path). NULL tensor -> *out NULL. */
+static dl_status to_f64(dl_kernel *kc, const dl_tensor *t, double **out) {
+    *out = NULL;
+    if (!t) return DL_OK;
+    size_t n;
+    DL_TRY(dl_mul_size(kc->ctx, (size_t)t->numel, sizeof(double), &n, "conv buffer"));
+    DL_TRY(dl_alloc_checked(kc->ctx, n ? n : 1, (void **)out, "conv buffer"));
+    for (int64_t i = 0; i < t->numel; i++) (*out)[i] = dl_get_f64(t, i);
+    return DL_OK;
+}
+
+/* Product of sizes; kernel_geometry has checked it stays below ELEM_LIMIT. */
+static int64_t prod(int n, const int64_t *v) {
+    int64_t p = 1;
+    for (int i = 0; i < n; i++) p *= v[i];
+    return p;
+}
+
+static bool prod_ok(int n, const int64_t *v) {
+    int64_t p = 1;
+    for (int i = 0; i < n; i++) {
+        if (v[i] < 0) return false;
+        if (v[i] == 0) return true;
+        if (p > ELEM_LIMIT / v[i]) return false;
+        p *= v[i];
+    }
+    return true;
+}
+
+/* Checks the tensors against the geometry the kernel will use (defence in depth: infer has
+ * already checked these at run time). */
+static dl_status kernel_geometry(dl_kernel *kc, bool transpose, conv_geom *g, int64_t *N,
+                                 int64_t *C, int64_t *M, int64_t *group) {
+    const dl_tensor *x = kc->in[0], *w = kc->in[1];
+    const dl_tensor *b = kc->n_in > 2 ? kc->in[2] : NULL;
+    const dl_tensor *y = kc->out[0];
+    if (x->rank < 3 || x->rank != w->rank || y->rank != x->rank || !y->data)
+        return dl_kernel_fail(kc, DL_ERR_INTERNAL, "unexpected tensor ranks");
+    int ns = x->rank - 2;
+    char err[200];
+    const char *e =
+        conv_geometry(kc->node, transpose, ns, x->dims + 2, w->dims + 2, g, err, sizeof err);
+    if (e) return dl_kernel_fail(kc, DL_ERR_INVALID, "%s", e);
+    *group = dl_attr_int(kc->node, "group", 1);
+    *N = x->dims[0];
+    *C = x->dims[1];
+    *M = transpose ? w->dims[1] * *group : w->dims[0];
+    bool ok = *group >= 1 && *C % *group == 0 && *M % *group == 0 && y->dims[0] == *N &&
+              y->dims[1] == *M && (!b || (b->rank == 1 && b->dims[0] == *M));
+    ok = ok && (transpose ? w->dims[0] == *C : w->dims[1] * *group == *C);
+    for (int d = 0; d < ns; d++)
+        ok = ok && y->dims[d + 2] == g->out[d] && g->k[d] == w->dims[d + 2];
+    if (!ok) return dl_kernel_fail(kc, DL_ERR_SHAPE, "inconsistent shapes for the kernel");
+    if (!prod_ok(ns, g->k) || !prod_ok(ns, g->in) || !prod_ok(ns, g->out))
+        return dl_kernel_fail(kc, DL_ERR_LIMIT, "spatial sizes are too large");
+    return DL_OK;
+}
+
+/* ---- Conv: im2col + GEMM, instantiated for float and double ---- */
+
+/* col[r, p] for rows r = (c, kernel index) over the channels of one group and p = output
+ * positions: the input value the kernel tap sees, 0 in the padding. */
+#define DEFINE_IM2COL(T, SUF)                                                                      \
+    static void im2col_##SUF(const conv_geom *g, int64_t Cg, const T *x, T *col) {                 \
+        int ns = g->ns;                                                                            \
+        int64_t K = prod(ns, g->k), P = prod(ns, g->out), IN = prod(ns, g->in);                    \
+        int64_t OW = g->out[ns - 1], IW = g->in[ns - 1];                                           \
+        int64_t sw = g->stride[ns - 1], pw = g->pb[ns - 1], dw = g->dil[ns - 1];                   \
+        if (P == 0) return;                                                                        \
+        for (int64_t r = 0; r < Cg * K; r++) {                                                     \
+            int64_t c = r / K, kk = r % K, kidx[MAX_SPATIAL], opos[MAX_SPATIAL] = {0};             \
+            for (int d = ns - 1; d >= 0; d--) {                                                    \
+                kidx[d] = kk % g->k[d];                                                            \
+                kk /= g->k[d];                                                                     \
+            }                                                                                      \
+            const T *xc = x + c * IN;                                                              \
+            T *dst = col + r * P;                                                                  \
+            for (int64_t p = 0; p < P; p += OW) {                                                  \
+                bool valid = true;                                                                 \
+                int64_t off = 0;                                                                   \
+                for (int d = 0; d < ns - 1; d++) {                                                 \
+                    int64_t id = opos[d] * g->stride[d] - g->pb[d] + kidx[d] * g->dil[d];          \
+                    if (id < 0 || id >= g->in[d]) valid = false;                                   \
+                    off = off * g->in[d] + id;                                                     \
+                }                                                                                  \
+                off *= IW;                                                                         \
+                for (int64_t ow = 0; ow < OW; ow++) {                                              \
+                    int64_t iw = ow * sw - pw + kidx[ns - 1] * dw;                                 \
+                    dst[p + ow] = valid && iw >= 0 && iw < IW ? xc[off + iw] : (T)0;               \
+                }                                                                                  \
+                dl_index_next(ns - 1, g->out, opos);                                               \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+/* c[M, N] += a[M, K] * b[K, N] (leading dims lda, ldb, ldc), blocked over columns. */
+#define DEFINE_GEMM(T, SUF)                                                                        \
+    static void gemm_##SUF(int64_t M, int64_t N, int64_t K, const T *a, int64_t lda, const T *b,   \
+                           int64_t ldb, T *c, int64_t ldc) {                                       \
+        const int64_t BLK = 256;                                                                   \
+        for (int64_t j0 = 0; j0 < N; j0 += BLK) {                                                  \
+            int64_t jn = N - j0 < BLK ? N - j0 : BLK;                                              \
+            for (int64_t i = 0; i < M; i++) {                                                      \
+                T *restrict crow = c + i * ldc + j0;                                               \
+                for (int64_t k = 0; k < K; k++) {                                                  \
+                    T av = a[i * lda + k];                                                         \
+                    const T *restrict brow = b + k * ldb + j0;                                     \
+                    for (int64_t j = 0; j < jn; j++) crow[j] += av * brow[j];                      \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+/* y[N, M, out...] = conv(x[N, C, in...], w[M, C/group, k...]) + b. col: scratch of
+ * (C/group * K) * P elements (unused for pointwise convs). */
+#define DEFINE_CONV(T, SUF)                                                                        \
+    static void conv_##SUF(const conv_geom *g, int64_t N, int64_t C, int64_t M, int64_t group,     \
+                           const T *x, const T *w, const T *b, T *y, T *col) {                     \
+        int ns = g->ns;                                                                            \
+        int64_t K = prod(ns, g->k), P = prod(ns, g->out), IN = prod(ns, g->in);                    \
+        int64_t Cg = C / group, Mg = M / group, R = Cg * K;                                        \
+        bool pointwise = true;                                                                     \
+        for (int d = 0; d < ns; d++)                                                               \
+            pointwise =                                                                            \
+                pointwise && g->k[d] == 1 && g->stride[d] == 1 && g->pb[d] == 0 && g->pe[d] == 0;  \
+        for (int64_t n = 0; n < N; n++) {                                                          \
+            for (int64_t gi = 0; gi < group; gi++) {                                               \
+                const T *xg = x + (n * C + gi * Cg) * IN;                                          \
+                T *yg = y + (n * M + gi * Mg) * P;                                                 \
+                const T *src = xg;                                                                 \
+                if (!pointwise) {                                                                  \
+                    im2col_##SUF(g, Cg, xg, col);                                                  \
+                    src = col;                                                                     \
+                }                                                                                  \
+                for (int64_t m = 0; m < Mg; m++) {                                                 \
+                    T bv = b ? b[gi * Mg + m] : (T)0;                                              \
+                    for (int64_t p = 0; p < P; p++) yg[m * P + p] = bv;                            \
+                }                                                                                  \
+                gemm_##SUF(Mg, P, R, w + gi * Mg * R, R, src, P, yg, P);                           \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+DEFINE_IM2COL(float, f32)
+DEFINE_IM2COL(double, f64)
+DEFINE_GEMM(float, f32)
+DEFINE_GEMM(double, f64)
+DEFINE_CONV(float, f32)
+DEFINE_CONV(double, f64)
+
+static dl_status conv_ref(dl_kernel *kc) {
+    conv_geom g;
+    int64_t N, C, M, group;
+    DL_TRY(kernel_geometry(kc, false, &g, &N, &C, &M, &group));
+    const dl_tensor *x = kc->in[0], *w = kc->in[1];
+    const dl_tensor *b = kc->n_in > 2 ? kc->in[2] : NULL;
+    dl_tensor *y = kc->out[0];
+    if (y->numel == 0) return DL_OK;
+    size_t elt = x->dtype == DL_F32 ? sizeof(float) : sizeof(double);
+    size_t rows, cells, bytes;
+    DL_TRY(dl_mul_size(kc->ctx, (size_t)(C / group), (size_t)prod(g.ns, g.k), &rows, "im2col"));
+    DL_TRY(dl_mul_size(kc->ctx, rows, (size_t)prod(g.ns, g.out), &cells, "im2col"));
+    DL_TRY(dl_mul_size(kc->ctx, cells ? cells : 1, elt, &bytes, "im2col"));
+    void *col;
+    DL_TRY(dl_alloc_checked(kc->ctx, bytes, &col, "im2col buffer"));
+    dl_status s = DL_OK;
+    if (x->dtype == DL_F32) {
+        conv_f32(&g, N, C, M, group, x->data, w->data, b ? b->data : NULL, y->data, col);
+    } else if (x->dtype == DL_F64) {
+        conv_f64(&g, N, C, M, group, x->data, w->data, b ? b->data : NULL, y->data, col);
+    } else {
+        double *xd = NULL, *wd = NULL, *bd = NULL, *yd = NULL;
+        if ((s = to_f64(kc, x, &xd)) == DL_OK && (s = to_f64(kc, w, &wd)) == DL_OK &&
+            (s = to_f64(kc, b, &bd)) == DL_OK && (s = to_f64(kc, y, &yd)) == DL_OK) {
+            conv_f64(&g, N, C, M, group, xd, wd, bd, yd, col);
+            for (int64_t i = 0; i < y->numel; i++) dl_set_f64(y, i, yd[i]);
+        }
+        dl_free(xd);
+        dl_free(wd);
+        dl_free(bd);
+        dl_free(yd);
+    }
+    dl_free(col);
+    return s;
+}
+
+/* ---- ConvTranspose: direct scatter in double ---- */
+
+static dl_status convtr_ref(dl_kernel *kc) {
+    conv_geom g;
+    int64_t N, C, M, group;
+    DL_TRY(kernel_geometry(kc, true, &g, &N, &C, &M, &group));
+    const dl_tensor *x = kc->in[0], *w = kc->in[1];
+    const dl_tensor *b = kc->n_in > 2 ? kc->in[2] : NULL;
+    dl_tensor *y = kc->out[0];
+    if (y->numel == 0) return DL_OK;
+    int ns = g.ns;
+    int64_t K = prod(ns, g.k), P = prod(ns, g.out), IN = prod(ns, g.in);
+    int64_t Cg = C / group, Mg = M / group;
+    double *xd, *wd, *yd = NULL;
+    DL_TRY(to_f64(kc, x, &xd));
+    dl_status s = to_f64(kc, w, &wd);
+    if (s == DL_OK) s = to_f64(kc, y, &yd);
+    if (s != DL_OK) {
+        dl_free(xd);
+        dl_free(wd);
+        return s;
+    }
+    /* Kernel taps as multi-indices, computed once. */
+    int64_t *taps = dl_malloc((size_t)(K ? K : 1) * MAX_SPATIAL * sizeof(int64_t));
+    if (!taps) {
+        dl_free(xd);
+        dl_free(wd);
+        dl_free(yd);
+        return dl_kernel_fail(kc, DL_ERR_NOMEM, "out of memory");
+    }
+    for (int64_t kk = 0; kk < K; kk++) {
+        int64_t r = kk;
+        for (int d = ns - 1; d >= 0; d--) {
+            taps[kk * MAX_SPATIAL + d] = r % g.k[d];
+            r /= g.k[d];
+        }
+    }
+    for (int64_t i = 0; i < y->numel; i++) {
+        int64_t m = (i / P) % M;
+        yd[i] = b ? dl_get_f64(b, m) : 0.0;
+    }
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t c = 0; c < C; c++) {
+            int64_t gi = c / Cg;
+            const double *xc = xd + (n * C + c) * IN;
+            int64_t ipos[MAX_SPATIAL] = {0};
+            for (int64_t ip = 0; ip < IN; ip++, dl_index_next(ns, g.in, ipos)) {
+                double xv = xc[ip];
+                for (int64_t kk = 0; kk < K; kk++) {
+                    const int64_t *t = taps + kk * MAX_SPATIAL;
+                    int64_t off = 0;
+                    bool valid = true;
+                    for (int d = 0; d < ns && valid; d++) {
+                        int64_t o = ipos[d] * g.stride[d] + t[d] * g.dil[d] - g.pb[d];
+                        valid = o >= 0 && o < g.out[d];
+                        off = off * g.out[d] + o;
+                    }
+                    if (!valid) continue;
+                    for (int64_t m = 0; m < Mg; m++) {
+                        double wv = wd[(c * Mg + m) * K + kk];
+                        yd[(n * M + gi * Mg + m) * P + off] += xv * wv;
+                    }
+                }
+            }
+        }
+    }
+    for (int64_t i = 0; i < y->numel; i++) dl_set_f64(y, i, yd[i]);
+    dl_free(taps);
+    dl_free(xd);
+    dl_free(wd);
+    dl_free(yd);
+    return DL_OK;
+}
+
+const dl_op_def dl_ops_conv[] = {
+    {.name = "Conv",
+     .min_in = 2,
+     .max_in = 3,
+     .min_out = 1,
+     .max_out = 1,
+     .attrs = conv_attrs,
+     .infer = conv_infer,
+     .ref = conv_ref},
+    {.name = "ConvTranspose",
+     .min_in = 2,
+     .max_in = 3,
+     .min_out = 1,
+     .max_out = 1,
+     .attrs = convtr_attrs,
+     .infer = convtr_infer,
+     .ref = convtr_ref},
+    {.name = NULL},
+};

@@ -1,0 +1,140 @@
+/* op-impl.h — the op table: one row per op holds its whole story (arity, attributes, shape and
+ * dtype inference, reference kernel; later gradient rule, cost and lowering).
+ *
+ * Rows live in family files (elementwise.c, conv.c, ...) as NULL-name-terminated arrays; op-table.c
+ * gathers the families and looks rows up by (domain, name).
+ *
+ * Contract of a row:
+ *  - infer(ic): validates attributes and input types, sets ic->out[i]. It runs both statically on
+ *    the graph (dims may be symbolic, input values known only for constants) and at run time in the
+ *    interpreter (all dims known, all input values known). When an output's shape depends on an
+ *    input value that is not known, set its rank/dims to symbolic via dl_infer_fresh_dim or
+ *    rank DL_RANK_UNKNOWN. Errors go through dl_infer_fail (names node, op, shapes).
+ *  - ref(kc): the reference kernel. Outputs whose inferred shape was fully known are already
+ *    allocated (zeroed) with that dtype and shape; data-dependent ones have data == NULL and the
+ *    kernel calls dl_kernel_alloc_out. Inputs are dense row-major tensors; omitted optional inputs
+ *    are NULL. The kernel must not trust shapes beyond what infer checked. */
+#ifndef DL_OP_IMPL_H
+#define DL_OP_IMPL_H
+
+#include "../ir/ir-impl.h"
+
+typedef struct dl_infer dl_infer;
+typedef struct dl_kernel dl_kernel;
+
+typedef dl_status (*dl_infer_fn)(dl_infer *ic);
+typedef dl_status (*dl_kernel_fn)(dl_kernel *kc);
+
+typedef struct dl_attr_spec {
+    const char *name;
+    dl_attr_type type;
+} dl_attr_spec;
+
+#define DL_VARIADIC 1000 /* max_in/max_out for variadic ops */
+
+struct dl_op_def {
+    const char *name;
+    const char *domain; /* NULL or "" = ai.onnx */
+    int min_in, max_in;
+    int min_out, max_out;
+    const dl_attr_spec *attrs; /* NULL-terminated; NULL = no attributes */
+    dl_infer_fn infer;
+    dl_kernel_fn ref;
+    /* Filled by later work: gradient rule (builds graph nodes), cost model, lowering. */
+    const void *grad;
+    const void *cost;
+    const void *lower;
+};
+
+struct dl_infer {
+    dl_ctx *ctx;
+    dl_graph *g; /* for fresh symbols; may be NULL at run time */
+    const dl_node *node;
+    int opset;
+    int n_in;
+    const dl_type *const *in;      /* NULL for omitted optional inputs */
+    const dl_tensor *const *value; /* known input values (constants; all at run time); else NULL */
+    int n_out;
+    dl_type *out; /* to fill; preset to dtype UNDEFINED, rank DL_RANK_UNKNOWN */
+};
+
+struct dl_kernel {
+    dl_ctx *ctx;
+    const dl_node *node;
+    int opset;
+    int n_in;
+    const dl_tensor *const *in; /* NULL for omitted optional inputs */
+    int n_out;
+    dl_tensor **out; /* never NULL entries; data NULL when not preallocated */
+    const dl_type *out_type;
+};
+
+/* ---- op table ---- */
+const dl_op_def *dl_op_find(const char *domain, const char *name);
+int dl_op_count(void);
+const dl_op_def *dl_op_at(int i);
+
+/* ---- errors that name the node, the op and the input shapes ---- */
+dl_status dl_infer_fail(dl_infer *ic, dl_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+dl_status dl_kernel_fail(dl_kernel *kc, dl_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- inference helpers ---- */
+static inline bool dl_has_in(const dl_infer *ic, int i) { return i < ic->n_in && ic->in[i]; }
+static inline bool dl_type_known(const dl_type *t) {
+    if (t->rank < 0) return false;
+    for (int i = 0; i < t->rank; i++)
+        if (t->dims[i] < 0) return false;
+    return true;
+}
+int64_t dl_infer_fresh_dim(dl_infer *ic); /* a new anonymous symbol (or -1 at run time) */
+/* Sets out[o] = in[i] (dtype and shape). */
+dl_status dl_infer_same(dl_infer *ic, int o, int i);
+/* Sets out[o] to the numpy broadcast of inputs idx[0..n) with dtype taken from input idx[0]. */
+dl_status dl_infer_broadcast(dl_infer *ic, int o, int n, const int *idx);
+dl_status dl_infer_set(dl_infer *ic, int o, dl_dtype dtype, int rank, const int64_t *dims);
+/* Requires input i present with a dtype in the given set (list ends with DL_DTYPE_UNDEFINED). */
+dl_status dl_infer_require_dtype(dl_infer *ic, int i, const dl_dtype *allowed);
+dl_status dl_infer_require_float(dl_infer *ic, int i);
+/* Requires all present inputs in idx[0..n) to share one dtype. */
+dl_status dl_infer_same_dtype(dl_infer *ic, int n, const int *idx);
+/* Normalizes axis against rank: [-rank, rank) -> [0, rank); error otherwise. */
+dl_status dl_infer_axis(dl_infer *ic, int64_t axis, int rank, int *out);
+/* Reads a known int tensor input as int64 values (count to *n, up to cap). Returns false when
+ * the value is not known statically. Error (via status) when it is malformed. */
+dl_status dl_infer_const_ints(dl_infer *ic, int i, int64_t *vals, int cap, int *n, bool *known);
+
+/* ---- kernel helpers ---- */
+dl_status dl_kernel_alloc_out(dl_kernel *kc, int o, dl_dtype dtype, int rank,
+                              const int64_t *dims);
+/* Generic element-wise loops for reference kernels: out = f(a) / f(a, b) with broadcasting.
+ * Floating outputs compute in double; integer in int64. */
+typedef double (*dl_unary_f64)(double x, const dl_node *n);
+typedef double (*dl_binary_f64)(double a, double b, const dl_node *n);
+typedef int64_t (*dl_binary_i64)(int64_t a, int64_t b, const dl_node *n);
+dl_status dl_map_unary(dl_kernel *kc, dl_unary_f64 f);
+dl_status dl_map_binary(dl_kernel *kc, dl_binary_f64 ff, dl_binary_i64 fi);
+
+/* ---- family tables (each family file defines one; op-table.c lists them) ---- */
+extern const dl_op_def dl_ops_elementwise[];
+extern const dl_op_def dl_ops_activation[];
+extern const dl_op_def dl_ops_logic[];
+extern const dl_op_def dl_ops_cast[];
+extern const dl_op_def dl_ops_shape[];
+extern const dl_op_def dl_ops_index[];
+extern const dl_op_def dl_ops_create[];
+extern const dl_op_def dl_ops_conv[];
+extern const dl_op_def dl_ops_pool[];
+extern const dl_op_def dl_ops_matmul[];
+extern const dl_op_def dl_ops_norm[];
+extern const dl_op_def dl_ops_resize[];
+extern const dl_op_def dl_ops_reduce[];
+extern const dl_op_def dl_ops_softmax[];
+extern const dl_op_def dl_ops_loss[];
+extern const dl_op_def dl_ops_rnn[];
+extern const dl_op_def dl_ops_quant[];
+extern const dl_op_def dl_ops_misc[];
+extern const dl_op_def dl_ops_signal[];
+
+#endif

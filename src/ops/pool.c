@@ -1,0 +1,457 @@
+/* pool.c — op family "pool": MaxPool, AveragePool, LpPool, their Global forms, and MaxUnpool.
+ *
+ * Reference kernels walk every output position and every kernel tap, reading through the
+ * dtype-generic accessors (values go through double: exact for the int8/uint8 MaxPool case). */
+#include "op-impl.h"
+
+#include <math.h>
+
+#define MAX_SPATIAL (DL_MAX_RANK - 2)
+#define ATTR_LIMIT  ((int64_t)1 << 30) /* bound on kernel/stride/dilation/pad/spatial sizes */
+#define ELEM_LIMIT  ((int64_t)1 << 40) /* bound on products of spatial sizes in kernels */
+
+static const dl_attr_spec maxpool_attrs[] = {
+    {"auto_pad", DL_ATTR_STRING},   {"ceil_mode", DL_ATTR_INT}, {"dilations", DL_ATTR_INTS},
+    {"kernel_shape", DL_ATTR_INTS}, {"pads", DL_ATTR_INTS},     {"storage_order", DL_ATTR_INT},
+    {"strides", DL_ATTR_INTS},      {NULL, DL_ATTR_UNDEFINED},
+};
+
+static const dl_attr_spec avgpool_attrs[] = {
+    {"auto_pad", DL_ATTR_STRING},       {"ceil_mode", DL_ATTR_INT},
+    {"count_include_pad", DL_ATTR_INT}, {"dilations", DL_ATTR_INTS},
+    {"kernel_shape", DL_ATTR_INTS},     {"pads", DL_ATTR_INTS},
+    {"strides", DL_ATTR_INTS},          {NULL, DL_ATTR_UNDEFINED},
+};
+
+static const dl_attr_spec lppool_attrs[] = {
+    {"auto_pad", DL_ATTR_STRING},   {"ceil_mode", DL_ATTR_INT}, {"dilations", DL_ATTR_INTS},
+    {"kernel_shape", DL_ATTR_INTS}, {"p", DL_ATTR_INT},         {"pads", DL_ATTR_INTS},
+    {"strides", DL_ATTR_INTS},      {NULL, DL_ATTR_UNDEFINED},
+};
+
+static const dl_attr_spec globallp_attrs[] = {
+    {"p", DL_ATTR_INT},
+    {NULL, DL_ATTR_UNDEFINED},
+};
+
+static const dl_attr_spec unpool_attrs[] = {
+    {"kernel_shape", DL_ATTR_INTS},
+    {"pads", DL_ATTR_INTS},
+    {"strides", DL_ATTR_INTS},
+    {NULL, DL_ATTR_UNDEFINED},
+};
+
+static const dl_dtype maxpool_types[] = {
+    DL_F32, DL_F64, DL_F16, DL_BF16, DL_I8, DL_U8, DL_DTYPE_UNDEFINED};
+
+/* ---- geometry ---- */
+
+typedef struct pool_geom {
+    int ns;
+    int64_t in[MAX_SPATIAL], k[MAX_SPATIAL], out[MAX_SPATIAL]; /* out -1 when unknown */
+    int64_t stride[MAX_SPATIAL], dil[MAX_SPATIAL];
+    int64_t pb[MAX_SPATIAL], pe[MAX_SPATIAL];
+} pool_geom;
+
+typedef enum { GEOM_POOL, GEOM_GLOBAL, GEOM_UNPOOL } geom_kind;
+
+static const char *read_ints(const dl_node *n, const char *name, int want, int64_t def, int64_t lo,
+                             int64_t *out, char *err, size_t errlen) {
+    const int64_t *v;
+    int cnt = dl_attr_ints(n, name, &v);
+    for (int i = 0; i < want; i++) out[i] = def;
+    if (cnt < 0) return NULL;
+    if (cnt != want) {
+        snprintf(err, errlen, "attribute %s has %d values, expected %d", name, cnt, want);
+        return err;
+    }
+    for (int i = 0; i < want; i++) {
+        if (v[i] < lo || v[i] >= ATTR_LIMIT) {
+            snprintf(err, errlen, "attribute %s[%d] = %lld is out of range", name, i,
+                     (long long)v[i]);
+            return err;
+        }
+        out[i] = v[i];
+    }
+    return NULL;
+}
+
+/* Fills g for input spatial dims in[] (< 0 when symbolic). Returns an error message or NULL. */
+static const char *pool_geometry(const dl_node *n, geom_kind kind, int ns, const int64_t *in,
+                                 pool_geom *g, char *err, size_t errlen) {
+    memset(g, 0, sizeof *g);
+    g->ns = ns;
+    for (int d = 0; d < ns; d++) {
+        if (in[d] >= ATTR_LIMIT) {
+            snprintf(err, errlen, "spatial dim %d (%lld) is too large", d, (long long)in[d]);
+            return err;
+        }
+        g->in[d] = in[d];
+    }
+    if (kind == GEOM_GLOBAL) {
+        for (int d = 0; d < ns; d++) {
+            g->k[d] = in[d];
+            g->stride[d] = g->dil[d] = 1;
+            g->out[d] = 1;
+        }
+        return NULL;
+    }
+    const char *e;
+    int64_t pads[2 * MAX_SPATIAL];
+    const int64_t *ks;
+    if (dl_attr_ints(n, "kernel_shape", &ks) < 0) {
+        snprintf(err, errlen, "attribute kernel_shape is required");
+        return err;
+    }
+    if ((e = read_ints(n, "kernel_shape", ns, 1, 1, g->k, err, errlen))) return e;
+    if ((e = read_ints(n, "strides", ns, 1, 1, g->stride, err, errlen))) return e;
+    if ((e = read_ints(n, "pads", 2 * ns, 0, 0, pads, err, errlen))) return e;
+    if (kind == GEOM_UNPOOL) {
+        for (int d = 0; d < ns; d++) g->dil[d] = 1;
+    } else if ((e = read_ints(n, "dilations", ns, 1, 1, g->dil, err, errlen))) {
+        return e;
+    }
+    const char *ap = kind == GEOM_UNPOOL ? "NOTSET" : dl_attr_str(n, "auto_pad", "NOTSET");
+    bool same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER");
+    bool valid = !strcmp(ap, "VALID");
+    if (!same && !valid && strcmp(ap, "NOTSET") && *ap) {
+        snprintf(err, errlen, "unknown auto_pad '%s'", ap);
+        return err;
+    }
+    bool ceil_mode = kind == GEOM_POOL && dl_attr_int(n, "ceil_mode", 0) != 0;
+    for (int d = 0; d < ns; d++) {
+        if (!same && !valid) {
+            g->pb[d] = pads[d];
+            g->pe[d] = pads[d + ns];
+        }
+        g->out[d] = -1;
+        int64_t in_d = in[d], s = g->stride[d];
+        if (in_d < 0) continue;
+        int64_t eff_k = (g->k[d] - 1) * g->dil[d] + 1;
+        if (kind == GEOM_UNPOOL) {
+            g->out[d] = in_d == 0 ? 0 : (in_d - 1) * s + g->k[d] - g->pb[d] - g->pe[d];
+            if (g->out[d] < 0) {
+                snprintf(err, errlen, "pads exceed the output size in spatial dim %d", d);
+                return err;
+            }
+            continue;
+        }
+        if (same) {
+            g->out[d] = (in_d + s - 1) / s;
+            int64_t total = (g->out[d] - 1) * s + eff_k - in_d;
+            if (total < 0) total = 0;
+            g->pb[d] = !strcmp(ap, "SAME_UPPER") ? total / 2 : total - total / 2;
+            g->pe[d] = total - g->pb[d];
+            continue;
+        }
+        int64_t span = in_d + g->pb[d] + g->pe[d] - eff_k;
+        if (span < 0) {
+            snprintf(err, errlen,
+                     "kernel extent %lld exceeds padded input size %lld in spatial dim %d",
+                     (long long)eff_k, (long long)(in_d + g->pb[d] + g->pe[d]), d);
+            return err;
+        }
+        if (ceil_mode) {
+            g->out[d] = (span + s - 1) / s + 1;
+            /* the last window must start inside the input or the leading padding */
+            if ((g->out[d] - 1) * s >= in_d + g->pb[d]) g->out[d]--;
+        } else {
+            g->out[d] = span / s + 1;
+        }
+    }
+    return NULL;
+}
+
+static dl_status pool_infer_common(dl_infer *ic, geom_kind kind, const dl_dtype *types) {
+    if (types)
+        DL_TRY(dl_infer_require_dtype(ic, 0, types));
+    else
+        DL_TRY(dl_infer_require_float(ic, 0));
+    const dl_type *x = ic->in[0];
+    if (x->rank < 0) return dl_infer_set(ic, 0, x->dtype, DL_RANK_UNKNOWN, NULL);
+    int min_rank = kind == GEOM_GLOBAL ? 2 : 3;
+    if (x->rank < min_rank || x->rank > DL_MAX_RANK)
+        return dl_infer_fail(ic, DL_ERR_SHAPE, "input must have rank %d..%d, got %d", min_rank,
+                             DL_MAX_RANK, x->rank);
+    int ns = x->rank - 2;
+    pool_geom g;
+    char err[200];
+    const char *e = pool_geometry(ic->node, kind, ns, x->dims + 2, &g, err, sizeof err);
+    if (e) return dl_infer_fail(ic, DL_ERR_INVALID, "%s", e);
+    int64_t dims[DL_MAX_RANK];
+    dims[0] = x->dims[0];
+    dims[1] = x->dims[1];
+    for (int d = 0; d < ns; d++) dims[d + 2] = g.out[d] >= 0 ? g.out[d] : dl_infer_fresh_dim(ic);
+    return dl_infer_set(ic, 0, x->dtype, x->rank, dims);
+}
+
+static dl_status maxpool_infer(dl_infer *ic) {
+    DL_TRY(pool_infer_common(ic, GEOM_POOL, maxpool_types));
+    int64_t so = dl_attr_int(ic->node, "storage_order", 0);
+    if (so != 0 && so != 1)
+        return dl_infer_fail(ic, DL_ERR_INVALID, "storage_order must be 0 or 1");
+    if (ic->n_out > 1) {
+        if (ic->out[0].rank < 0) return dl_infer_set(ic, 1, DL_I64, DL_RANK_UNKNOWN, NULL);
+        DL_TRY(dl_infer_set(ic, 1, DL_I64, ic->out[0].rank, ic->out[0].dims));
+    }
+    return DL_OK;
+}
+
+static dl_status avgpool_infer(dl_infer *ic) {
+    return pool_infer_common(ic, GEOM_POOL, NULL);
+}
+
+static dl_status lppool_infer(dl_infer *ic) {
+    int64_t p = dl_attr_int(ic->node, "p", 2);
+    if (p < 1 || p > 1000)
+        return dl_infer_fail(ic, DL_ERR_INVALID, "p must be in 1..1000, got %lld", (long long)p);
+    return pool_infer_common(ic, GEOM_POOL, NULL);
+}
+
+static dl_status global_infer(dl_infer *ic) {
+    return pool_infer_common(ic, GEOM_GLOBAL, NULL);
+}
+
+static dl_status globalmax_infer(dl_infer *ic) {
+    return pool_infer_common(ic, GEOM_GLOBAL, maxpool_types);
+}
+
+static dl_status globallp_infer(dl_infer *ic) {
+    int64_t p = dl_attr_int(ic->node, "p", 2);
+    if (p < 1 || p > 1000)
+        return dl_infer_fail(ic, DL_ERR_INVALID, "p must be in 1..1000, got %lld", (long long)p);
+    return pool_infer_common(ic, GEOM_GLOBAL, NULL);
+}
+
+/* ---- pooling kernel ---- */
+
+typedef enum { POOL_MAX, POOL_AVG, POOL_LP } pool_kind;
+
+static bool prod_ok(int n, const int64_t *v, int64_t *out) {
+    int64_t p = 1;
+    for (int i = 0; i < n; i++) {
+        if (v[i] < 0) return false;
+        if (v[i] != 0 && p > ELEM_LIMIT / v[i]) return false;
+        p *= v[i];
+    }
+    *out = p;
+    return true;
+}
+
+static dl_status pool_ref(dl_kernel *kc, geom_kind gk, pool_kind kind) {
+    const dl_tensor *x = kc->in[0];
+    dl_tensor *y = kc->out[0];
+    dl_tensor *ind = kc->n_out > 1 && kc->node->out[1] ? kc->out[1] : NULL;
+    if (x->rank < 2 || y->rank != x->rank || !y->data || (ind && !ind->data))
+        return dl_kernel_fail(kc, DL_ERR_INTERNAL, "unexpected tensor shapes");
+    int ns = x->rank - 2;
+    pool_geom g;
+    char err[200];
+    const char *e = pool_geometry(kc->node, gk, ns, x->dims + 2, &g, err, sizeof err);
+    if (e) return dl_kernel_fail(kc, DL_ERR_INVALID, "%s", e);
+    int64_t IN, P, K;
+    if (!prod_ok(ns, g.in, &IN) || !prod_ok(ns, g.out, &P) || !prod_ok(ns, g.k, &K))
+        return dl_kernel_fail(kc, DL_ERR_LIMIT, "spatial sizes are too large");
+    bool ok = y->dims[0] == x->dims[0] && y->dims[1] == x->dims[1];
+    for (int d = 0; d < ns; d++) ok = ok && y->dims[d + 2] == g.out[d];
+    if (ind) ok = ok && ind->numel == y->numel;
+    if (!ok) return dl_kernel_fail(kc, DL_ERR_SHAPE, "output shape does not match the pooling");
+    if (y->numel == 0) return DL_OK;
+
+    bool include_pad = dl_attr_int(kc->node, "count_include_pad", 0) != 0;
+    double p = (double)dl_attr_int(kc->node, "p", 2);
+    bool col_major = dl_attr_int(kc->node, "storage_order", 0) == 1;
+    int64_t cm_stride[MAX_SPATIAL]; /* column-major spatial strides for Indices */
+    for (int d = 0; d < ns; d++) cm_stride[d] = d == 0 ? 1 : cm_stride[d - 1] * g.in[d - 1];
+    int64_t row_stride[MAX_SPATIAL];
+    dl_strides(ns, g.in, row_stride);
+    if (col_major)
+        for (int d = 0; d < ns; d++) row_stride[d] = cm_stride[d];
+
+    int64_t *taps = dl_malloc((size_t)(K ? K : 1) * MAX_SPATIAL * sizeof(int64_t));
+    if (!taps) return dl_kernel_fail(kc, DL_ERR_NOMEM, "out of memory");
+    for (int64_t kk = 0; kk < K; kk++) {
+        int64_t r = kk;
+        for (int d = ns - 1; d >= 0; d--) {
+            taps[kk * MAX_SPATIAL + d] = r % g.k[d];
+            r /= g.k[d];
+        }
+    }
+    int64_t planes = x->dims[0] * x->dims[1];
+    int64_t yi = 0;
+    for (int64_t pl = 0; pl < planes; pl++) {
+        int64_t opos[MAX_SPATIAL] = {0};
+        for (int64_t op = 0; op < P; op++, yi++, dl_index_next(ns, g.out, opos)) {
+            double acc = 0;
+            int64_t cnt = 0, best = -1;
+            for (int64_t kk = 0; kk < K; kk++) {
+                const int64_t *t = taps + kk * MAX_SPATIAL;
+                bool inside = true, in_pad = true;
+                int64_t off = 0, ioff = 0;
+                for (int d = 0; d < ns; d++) {
+                    int64_t id = opos[d] * g.stride[d] - g.pb[d] + t[d] * g.dil[d];
+                    if (id < 0 || id >= g.in[d]) inside = false;
+                    if (id < -g.pb[d] || id >= g.in[d] + g.pe[d]) in_pad = false;
+                    off = off * g.in[d] + id;
+                    ioff += id * row_stride[d];
+                }
+                if (!inside) {
+                    if (include_pad && in_pad) cnt++;
+                    continue;
+                }
+                double v = dl_get_f64(x, pl * IN + off);
+                cnt++;
+                if (kind == POOL_MAX) {
+                    if (best < 0 || v > acc) {
+                        acc = v;
+                        best = pl * IN + ioff;
+                    }
+                } else if (kind == POOL_AVG) {
+                    acc += v;
+                } else {
+                    acc += pow(fabs(v), p);
+                }
+            }
+            double out;
+            if (kind == POOL_MAX)
+                out = best < 0 ? 0.0 : acc;
+            else if (kind == POOL_AVG)
+                out = cnt ? acc / (double)cnt : 0.0;
+            else
+                out = pow(acc, 1.0 / p);
+            dl_set_f64(y, yi, out);
+            if (ind) dl_set_i64(ind, yi, best < 0 ? 0 : best);
+        }
+    }
+    dl_free(taps);
+    return DL_OK;
+}
+
+static dl_status maxpool_ref(dl_kernel *kc) {
+    return pool_ref(kc, GEOM_POOL, POOL_MAX);
+}
+static dl_status avgpool_ref(dl_kernel *kc) {
+    return pool_ref(kc, GEOM_POOL, POOL_AVG);
+}
+static dl_status lppool_ref(dl_kernel *kc) {
+    return pool_ref(kc, GEOM_POOL, POOL_LP);
+}
+static dl_status gavg_ref(dl_kernel *kc) {
+    return pool_ref(kc, GEOM_GLOBAL, POOL_AVG);
+}
+static dl_status gmax_ref(dl_kernel *kc) {
+    return pool_ref(kc, GEOM_GLOBAL, POOL_MAX);
+}
+static dl_status glp_ref(dl_kernel *kc) {
+    return pool_ref(kc, GEOM_GLOBAL, POOL_LP);
+}
+
+/* ---- MaxUnpool ---- */
+
+static dl_status unpool_infer(dl_infer *ic) {
+    DL_TRY(dl_infer_require_float(ic, 0));
+    static const dl_dtype i64[] = {DL_I64, DL_DTYPE_UNDEFINED};
+    DL_TRY(dl_infer_require_dtype(ic, 1, i64));
+    const dl_type *x = ic->in[0], *ix = ic->in[1];
+    if (x->rank >= 0 && ix->rank >= 0) {
+        bool same = x->rank == ix->rank;
+        for (int d = 0; same && d < x->rank; d++)
+            if (x->dims[d] >= 0 && ix->dims[d] >= 0 && x->dims[d] != ix->dims[d]) same = false;
+        if (!same) return dl_infer_fail(ic, DL_ERR_SHAPE, "X and I must have the same shape");
+    }
+    if (dl_has_in(ic, 2)) {
+        DL_TRY(dl_infer_require_dtype(ic, 2, i64));
+        int64_t shape[DL_MAX_RANK];
+        int n;
+        bool known;
+        DL_TRY(dl_infer_const_ints(ic, 2, shape, DL_MAX_RANK, &n, &known));
+        if (!known) {
+            int rank = x->rank;
+            if (ic->in[2]->rank == 1 && ic->in[2]->dims[0] >= 0) rank = (int)ic->in[2]->dims[0];
+            if (rank > DL_MAX_RANK)
+                return dl_infer_fail(ic, DL_ERR_UNSUPPORTED, "output rank %d is too large", rank);
+            return dl_infer_set(ic, 0, x->dtype, rank, NULL);
+        }
+        if (x->rank >= 0 && n != x->rank)
+            return dl_infer_fail(ic, DL_ERR_SHAPE, "output_shape has %d values for rank %d", n,
+                                 x->rank);
+        for (int d = 0; d < n; d++)
+            if (shape[d] < 0)
+                return dl_infer_fail(ic, DL_ERR_INVALID, "output_shape[%d] is negative", d);
+        return dl_infer_set(ic, 0, x->dtype, n, shape);
+    }
+    return pool_infer_common(ic, GEOM_UNPOOL, NULL);
+}
+
+static dl_status unpool_ref(dl_kernel *kc) {
+    const dl_tensor *x = kc->in[0], *ix = kc->in[1];
+    dl_tensor *y = kc->out[0];
+    if (!y->data || ix->numel != x->numel)
+        return dl_kernel_fail(kc, DL_ERR_SHAPE, "X and I must have the same shape");
+    for (int64_t i = 0; i < x->numel; i++) {
+        int64_t j = dl_get_i64(ix, i);
+        if (j < 0 || j >= y->numel)
+            return dl_kernel_fail(kc, DL_ERR_INVALID, "index %lld is out of range [0, %lld)",
+                                  (long long)j, (long long)y->numel);
+        dl_set_f64(y, j, dl_get_f64(x, i));
+    }
+    return DL_OK;
+}
+
+const dl_op_def dl_ops_pool[] = {
+    {.name = "MaxPool",
+     .min_in = 1,
+     .max_in = 1,
+     .min_out = 1,
+     .max_out = 2,
+     .attrs = maxpool_attrs,
+     .infer = maxpool_infer,
+     .ref = maxpool_ref},
+    {.name = "AveragePool",
+     .min_in = 1,
+     .max_in = 1,
+     .min_out = 1,
+     .max_out = 1,
+     .attrs = avgpool_attrs,
+     .infer = avgpool_infer,
+     .ref = avgpool_ref},
+    {.name = "LpPool",
+     .min_in = 1,
+     .max_in = 1,
+     .min_out = 1,
+     .max_out = 1,
+     .attrs = lppool_attrs,
+     .infer = lppool_infer,
+     .ref = lppool_ref},
+    {.name = "GlobalAveragePool",
+     .min_in = 1,
+     .max_in = 1,
+     .min_out = 1,
+     .max_out = 1,
+     .infer = global_infer,
+     .ref = gavg_ref},
+    {.name = "GlobalMaxPool",
+     .min_in = 1,
+     .max_in = 1,
+     .min_out = 1,
+     .max_out = 1,
+     .infer = globalmax_infer,
+     .ref = gmax_ref},
+    {.name = "GlobalLpPool",
+     .min_in = 1,
+     .max_in = 1,
+     .min_out = 1,
+     .max_out = 1,
+     .attrs = globallp_attrs,
+     .infer = globallp_infer,
+     .ref = glp_ref},
+    {.name = "MaxUnpool",
+     .min_in = 2,
+     .max_in = 3,
+     .min_out = 1,
+     .max_out = 1,
+     .attrs = unpool_attrs,
+     .infer = unpool_infer,
+     .ref = unpool_ref},
+    {.name = NULL},
+};
