@@ -18,8 +18,10 @@ GEN_C    := $(BUILD)/gen/onnx.pb-c.c
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 EX_BIN   := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
+UNIT_SRC := $(sort $(wildcard tests/unit/*.c))
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-all: $(BUILD)/dlcc $(BUILD)/libdlcc.a $(BUILD)/libdlcc.so $(EX_BIN)
+all: $(BUILD)/dlcc $(BUILD)/libdlcc.a $(BUILD)/libdlcc.so $(EX_BIN) $(UNIT_BIN)
 
 $(GEN_C): $(ONNX_PROTO)
 	@mkdir -p $(BUILD)/gen
@@ -44,6 +46,10 @@ $(BUILD)/dlcc: $(TOOL_OBJ) $(BUILD)/libdlcc.a
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libdlcc.a $(LDLIBS)
 
 $(BUILD)/examples/%: examples/%.c $(BUILD)/libdlcc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libdlcc.a $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdlcc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libdlcc.a $(LDFLAGS) $(LDLIBS)
 

@@ -339,6 +339,11 @@ int cmd_onnx_test(int argc, char **argv) {
         }
         free(sub);
     }
+    if (ncases == 0) {
+        free(cases);
+        free(paths);
+        return cli_error("onnx-test: no test cases found (a case is a folder holding model.onnx)");
+    }
     int nexp = 0;
     char **expected = expect ? read_lines(expect, &nexp) : NULL;
     if (expect && !expected) fprintf(stderr, "dlcc: warning: cannot read %s\n", expect);

@@ -168,6 +168,7 @@ int cmd_run(int argc, char **argv) {
             goto done;
         }
     }
+    const uint64_t seed0 = seed;
     for (int i = 0; i < n_in; i++) {
         if (inputs[i]) continue;
         dl_value *v = dl_graph_input(g, i);
@@ -177,7 +178,7 @@ int cmd_run(int argc, char **argv) {
         }
         if (!quiet)
             fprintf(stderr, "dlcc: no --input for '%s': using random %s values (seed %llu)\n",
-                    dl_value_name(v), dl_dtype_name(dl_value_dtype(v)), (unsigned long long)seed);
+                    dl_value_name(v), dl_dtype_name(dl_value_dtype(v)), (unsigned long long)seed0);
     }
     double t0 = cli_now();
     if (dl_run(ctx, g, DL_BACKEND_REF, n_in, NULL, inputs, outputs) != DL_OK) {

@@ -40,6 +40,9 @@ dl_status dl_vfail(dl_ctx *ctx, dl_status status, const char *fmt, va_list ap) {
     if (!ctx || ctx->status != DL_OK) return status;
     ctx->status = status;
     vsnprintf(ctx->msg, sizeof ctx->msg, fmt, ap);
+    /* names inside messages come from model files: keep the message on one printable line */
+    for (char *c = ctx->msg; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     return status;
 }
 
@@ -60,6 +63,8 @@ void dl_ctx_prefix(dl_ctx *ctx, const char *fmt, ...) {
     va_end(ap);
     memcpy(old, ctx->msg, sizeof old);
     snprintf(ctx->msg, sizeof ctx->msg, "%.500s: %.500s", prefix, old);
+    for (char *c = ctx->msg; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
 }
 
 _Noreturn void dl_assert_fail(const char *cond, const char *file, int line) {

@@ -19,6 +19,9 @@ dl_status dl_onnx_tensor(dl_ctx *ctx, Onnx__TensorProto *tp, const char *base_di
 /* Reads a serialized TensorProto file (ONNX test data input_N.pb / output_N.pb). */
 dl_status dl_onnx_load_tensor_file(dl_ctx *ctx, const char *path, dl_tensor **out, char **name);
 
+/* False when messages nest deeper than protobuf-c can safely unpack (stack depth). */
+bool dl_pb_nesting_ok(const ProtobufCMessageDescriptor *d, const void *data, size_t size);
+
 /* Maps a whole file read-only; the caller unmaps with dl_unmap_file. */
 dl_status dl_map_file(dl_ctx *ctx, const char *path, size_t max_bytes, void **data, size_t *size);
 void dl_unmap_file(void *data, size_t size);

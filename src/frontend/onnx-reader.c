@@ -277,11 +277,16 @@ dl_status dl_load_onnx(dl_ctx *ctx, const char *path, dl_graph **out) {
     size_t size;
     DL_TRY(dl_map_file(ctx, path, MODEL_FILE_CAP, &data, &size));
     if (size == 0) return dl_fail(ctx, DL_ERR_PARSE, "%s: file is empty", path);
+    if (!dl_pb_nesting_ok(&onnx__model_proto__descriptor, data, size)) {
+        dl_unmap_file(data, size);
+        return dl_fail(ctx, DL_ERR_LIMIT, "%s: messages are nested too deeply (corrupt or hostile file)",
+                       path);
+    }
     r.model = onnx__model_proto__unpack(&dl_onnx_allocator, size, data);
     dl_unmap_file(data, size);
     if (!r.model)
         return dl_fail(ctx, DL_ERR_PARSE,
-                       "%s: not a valid ONNX model (protobuf decoding failed: truncated or corrupt file)",
+                       "%s: not a valid ONNX model (protobuf decoding failed: truncated or corrupt file, or out of memory)",
                        path);
     dl_status s = DL_OK;
     r.g = dl_graph_new(ctx);

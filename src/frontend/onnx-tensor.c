@@ -199,6 +199,10 @@ dl_status dl_onnx_load_tensor_file(dl_ctx *ctx, const char *path, dl_tensor **ou
     void *data;
     size_t size;
     DL_TRY(dl_map_file(ctx, path, dl_alloc_limit(), &data, &size));
+    if (!dl_pb_nesting_ok(&onnx__tensor_proto__descriptor, data, size)) {
+        dl_unmap_file(data, size);
+        return dl_fail(ctx, DL_ERR_LIMIT, "%s: messages are nested too deeply", path);
+    }
     Onnx__TensorProto *tp = onnx__tensor_proto__unpack(&dl_onnx_allocator, size, data);
     dl_unmap_file(data, size);
     if (!tp) return dl_fail(ctx, DL_ERR_PARSE, "%s: not a valid serialized TensorProto", path);

@@ -81,7 +81,7 @@ static const char *read_ints(const dl_node *n, const char *name, int want, int64
 
 /* Fills g from the node attributes. in[] are the input spatial dims (< 0 when symbolic), wk[]
  * the kernel dims taken from the weight (< 0 when symbolic). Returns an error message or NULL;
- * *kernel_known is false when the kernel size cannot be known yet. */
+ * g->out[d] is -1 where it cannot be known yet. */
 static const char *conv_geometry(const dl_node *n, bool transpose, int ns, const int64_t *in,
                                  const int64_t *wk, conv_geom *g, char *err, size_t errlen) {
     memset(g, 0, sizeof *g);
@@ -166,12 +166,13 @@ static const char *conv_geometry(const dl_node *n, bool transpose, int ns, const
                 int64_t out = n_oshape >= 0 ? oshape[d] : in_d * s;
                 int64_t total = full - out;
                 if (total < 0) total = 0; /* extra output positions stay at the bias */
+                /* as the ONNX spec: SAME_UPPER trims more at the end, otherwise at the start */
                 if (ap == PAD_SAME_UPPER) {
-                    g->pb[d] = total - total / 2;
-                    g->pe[d] = total / 2;
-                } else {
                     g->pb[d] = total / 2;
                     g->pe[d] = total - total / 2;
+                } else {
+                    g->pb[d] = total - total / 2;
+                    g->pe[d] = total / 2;
                 }
                 g->out[d] = out;
             } else {
@@ -491,26 +492,36 @@ static dl_status convtr_ref(dl_kernel *kc) {
         int64_t m = (i / P) % M;
         yd[i] = b ? dl_get_f64(b, m) : 0.0;
     }
-    for (int64_t n = 0; n < N; n++) {
+    /* y[n, m, i * stride + k * dil - pad] += x[n, c, i] * w[c, m, k]; the innermost loop runs
+     * over the last input dim (contiguous in x, strided in y) within its valid range. */
+    int64_t IW = g.in[ns - 1], OW = g.out[ns - 1], sw = g.stride[ns - 1];
+    for (int64_t n = 0; n < N && IW > 0; n++) {
         for (int64_t c = 0; c < C; c++) {
             int64_t gi = c / Cg;
             const double *xc = xd + (n * C + c) * IN;
-            int64_t ipos[MAX_SPATIAL] = {0};
-            for (int64_t ip = 0; ip < IN; ip++, dl_index_next(ns, g.in, ipos)) {
-                double xv = xc[ip];
+            for (int64_t m = 0; m < Mg; m++) {
+                double *yp = yd + (n * M + gi * Mg + m) * P;
+                const double *wrow = wd + (c * Mg + m) * K;
                 for (int64_t kk = 0; kk < K; kk++) {
                     const int64_t *t = taps + kk * MAX_SPATIAL;
-                    int64_t off = 0;
-                    bool valid = true;
-                    for (int d = 0; d < ns && valid; d++) {
-                        int64_t o = ipos[d] * g.stride[d] + t[d] * g.dil[d] - g.pb[d];
-                        valid = o >= 0 && o < g.out[d];
-                        off = off * g.out[d] + o;
-                    }
-                    if (!valid) continue;
-                    for (int64_t m = 0; m < Mg; m++) {
-                        double wv = wd[(c * Mg + m) * K + kk];
-                        yd[(n * M + gi * Mg + m) * P + off] += xv * wv;
+                    double wv = wrow[kk];
+                    int64_t kw = t[ns - 1] * g.dil[ns - 1] - g.pb[ns - 1]; /* ow = iw * sw + kw */
+                    int64_t lo = kw >= 0 ? 0 : (-kw + sw - 1) / sw;
+                    int64_t hi = OW - 1 - kw < 0 ? -1 : (OW - 1 - kw) / sw;
+                    if (hi > IW - 1) hi = IW - 1;
+                    int64_t ipos[MAX_SPATIAL] = {0};
+                    for (int64_t row = 0; row < IN / IW; row++, dl_index_next(ns - 1, g.in, ipos)) {
+                        int64_t off = 0;
+                        bool valid = true;
+                        for (int d = 0; d < ns - 1 && valid; d++) {
+                            int64_t o = ipos[d] * g.stride[d] + t[d] * g.dil[d] - g.pb[d];
+                            valid = o >= 0 && o < g.out[d];
+                            off = off * g.out[d] + o;
+                        }
+                        if (!valid) continue;
+                        double *yrow = yp + off * OW;
+                        const double *xrow = xc + row * IW;
+                        for (int64_t iw = lo; iw <= hi; iw++) yrow[iw * sw + kw] += wv * xrow[iw];
                     }
                 }
             }

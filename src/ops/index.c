@@ -5,9 +5,7 @@
 
 #define R DL_MAX_RANK
 
-/* ---------------------------------------------------------------------------------------------
- * local helpers
- * ------------------------------------------------------------------------------------------- */
+/* ---- local helpers ---- */
 
 static void copy_elems(dl_tensor *dst, int64_t di, const dl_tensor *src, int64_t si, int64_t n) {
     size_t es = dl_dtype_size(src->dtype);
@@ -22,7 +20,9 @@ static int64_t prod_dims(const int64_t *dims, int from, int to) {
     return p;
 }
 
-static bool is_index_dtype(dl_dtype t) { return t == DL_I32 || t == DL_I64; }
+static bool is_index_dtype(dl_dtype t) {
+    return t == DL_I32 || t == DL_I64;
+}
 
 static dl_status require_indices(dl_infer *ic, int i, const char *what) {
     if (!dl_has_in(ic, i)) return dl_infer_fail(ic, DL_ERR_INVALID, "%s input is missing", what);
@@ -56,8 +56,14 @@ static dl_status alloc_outputs(dl_kernel *kc, dl_infer_fn infer) {
         in[i] = &types[i];
     }
     for (int o = 0; o < kc->n_out; o++) types[kc->n_in + o].rank = DL_RANK_UNKNOWN;
-    dl_infer ic = {.ctx = kc->ctx, .g = NULL, .node = kc->node, .opset = kc->opset,
-                   .n_in = kc->n_in, .in = in, .value = kc->in, .n_out = kc->n_out,
+    dl_infer ic = {.ctx = kc->ctx,
+                   .g = NULL,
+                   .node = kc->node,
+                   .opset = kc->opset,
+                   .n_in = kc->n_in,
+                   .in = in,
+                   .value = kc->in,
+                   .n_out = kc->n_out,
                    .out = &types[kc->n_in]};
     s = infer(&ic);
     for (int o = 0; o < kc->n_out && s == DL_OK; o++) {
@@ -85,9 +91,7 @@ static dl_status bad_index(dl_kernel *kc, int64_t v, int64_t d, int axis) {
                           (long long)v, (long long)d, (long long)d, axis);
 }
 
-/* ---------------------------------------------------------------------------------------------
- * Gather
- * ------------------------------------------------------------------------------------------- */
+/* ---- Gather ---- */
 
 static const dl_attr_spec axis_attrs[] = {{"axis", DL_ATTR_INT}, {NULL, 0}};
 
@@ -103,7 +107,8 @@ static dl_status gather_infer(dl_infer *ic) {
     int axis;
     DL_TRY(dl_infer_axis(ic, dl_attr_int(ic->node, "axis", 0), x->rank, &axis));
     int rank = x->rank - 1 + ix->rank;
-    if (rank > R) return dl_infer_fail(ic, DL_ERR_UNSUPPORTED, "output rank %d exceeds %d", rank, R);
+    if (rank > R)
+        return dl_infer_fail(ic, DL_ERR_UNSUPPORTED, "output rank %d exceeds %d", rank, R);
     int64_t dims[R];
     int r = 0;
     for (int i = 0; i < axis; i++) dims[r++] = x->dims[i];
@@ -139,9 +144,7 @@ static dl_status gather_ref(dl_kernel *kc) {
     return DL_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * GatherElements
- * ------------------------------------------------------------------------------------------- */
+/* ---- GatherElements ---- */
 
 /* Shared checks of GatherElements / ScatterElements: indices rank equals data rank, and indices
  * dims fit data dims off the axis. */
@@ -153,9 +156,8 @@ static dl_status elements_check(dl_infer *ic, const dl_type *x, const dl_type *i
                              ix->rank, x->rank);
     for (int i = 0; i < x->rank; i++)
         if (i != *axis && x->dims[i] >= 0 && ix->dims[i] >= 0 && ix->dims[i] > x->dims[i])
-            return dl_infer_fail(ic, DL_ERR_SHAPE,
-                                 "indices dim %d (%lld) exceeds data dim (%lld)", i,
-                                 (long long)ix->dims[i], (long long)x->dims[i]);
+            return dl_infer_fail(ic, DL_ERR_SHAPE, "indices dim %d (%lld) exceeds data dim (%lld)",
+                                 i, (long long)ix->dims[i], (long long)x->dims[i]);
     return DL_OK;
 }
 
@@ -200,7 +202,8 @@ static dl_status gather_elements_ref(dl_kernel *kc) {
     dl_strides(x->rank, x->dims, xs);
     do {
         int64_t v = dl_get_i64(ix, j);
-        if (!norm_index(&v, x->dims[axis])) return bad_index(kc, dl_get_i64(ix, j), x->dims[axis], axis);
+        if (!norm_index(&v, x->dims[axis]))
+            return bad_index(kc, dl_get_i64(ix, j), x->dims[axis], axis);
         int64_t src = 0;
         for (int i = 0; i < x->rank; i++) src += (i == axis ? v : idx[i]) * xs[i];
         copy_elems(y, j, x, src, 1);
@@ -209,9 +212,7 @@ static dl_status gather_elements_ref(dl_kernel *kc) {
     return DL_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * GatherND
- * ------------------------------------------------------------------------------------------- */
+/* ---- GatherND ---- */
 
 static const dl_attr_spec gathernd_attrs[] = {{"batch_dims", DL_ATTR_INT}, {NULL, 0}};
 
@@ -241,7 +242,8 @@ static dl_status gathernd_infer(dl_infer *ic) {
     DL_TRY(require_indices(ic, 1, "indices"));
     const dl_type *ix = ic->in[1];
     int64_t bd = ic->opset >= 12 ? dl_attr_int(ic->node, "batch_dims", 0) : 0;
-    if (bd < 0 || bd > R) return dl_infer_fail(ic, DL_ERR_INVALID, "batch_dims %lld is invalid", (long long)bd);
+    if (bd < 0 || bd > R)
+        return dl_infer_fail(ic, DL_ERR_INVALID, "batch_dims %lld is invalid", (long long)bd);
     if (x->rank == DL_RANK_UNKNOWN || ix->rank == DL_RANK_UNKNOWN) {
         ic->out[0].dtype = x->dtype;
         return DL_OK;
@@ -290,7 +292,8 @@ static dl_status gathernd_ref(dl_kernel *kc) {
     if (bd < 0 || bd >= x->rank || bd >= q || k > x->rank - bd)
         return dl_kernel_fail(kc, DL_ERR_INTERNAL, "gathernd shapes");
     for (int i = 0; i < bd; i++)
-        if (x->dims[i] != ix->dims[i]) return dl_kernel_fail(kc, DL_ERR_INTERNAL, "gathernd shapes");
+        if (x->dims[i] != ix->dims[i])
+            return dl_kernel_fail(kc, DL_ERR_INTERNAL, "gathernd shapes");
     int64_t B = prod_dims(x->dims, 0, bd);
     int64_t N = prod_dims(ix->dims, bd, q - 1);
     int64_t S = prod_dims(x->dims, bd + k, x->rank);
@@ -309,9 +312,7 @@ static dl_status gathernd_ref(dl_kernel *kc) {
     return DL_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * ScatterElements / Scatter / ScatterND
- * ------------------------------------------------------------------------------------------- */
+/* ---- ScatterElements / Scatter / ScatterND ---- */
 
 static const dl_attr_spec scatter_elements_attrs[] = {
     {"axis", DL_ATTR_INT}, {"reduction", DL_ATTR_STRING}, {NULL, 0}};
@@ -341,11 +342,11 @@ static dl_status reduction_mode(dl_infer *ic, int *mode) {
 static int kernel_reduction(const dl_kernel *kc) {
     if (kc->opset < 16) return RED_NONE;
     const char *r = dl_attr_str(kc->node, "reduction", "none");
-    return !strcmp(r, "add") ? RED_ADD
-         : !strcmp(r, "mul") ? RED_MUL
-         : !strcmp(r, "max") ? RED_MAX
-         : !strcmp(r, "min") ? RED_MIN
-                             : RED_NONE;
+    return !strcmp(r, "add")   ? RED_ADD
+           : !strcmp(r, "mul") ? RED_MUL
+           : !strcmp(r, "max") ? RED_MAX
+           : !strcmp(r, "min") ? RED_MIN
+                               : RED_NONE;
 }
 
 /* y[di] = y[di] (op) u[ui]. */
@@ -354,7 +355,10 @@ static void apply_update(dl_tensor *y, int64_t di, const dl_tensor *u, int64_t u
         copy_elems(y, di, u, ui, 1);
     } else if (dl_dtype_is_float(y->dtype)) {
         double a = dl_get_f64(y, di), b = dl_get_f64(u, ui);
-        double r = mode == RED_ADD ? a + b : mode == RED_MUL ? a * b : mode == RED_MAX ? (a > b ? a : b) : (a < b ? a : b);
+        double r = mode == RED_ADD   ? a + b
+                   : mode == RED_MUL ? a * b
+                   : mode == RED_MAX ? (a > b ? a : b)
+                                     : (a < b ? a : b);
         dl_set_f64(y, di, r);
     } else {
         uint64_t a = (uint64_t)dl_get_i64(y, di), b = (uint64_t)dl_get_i64(u, ui);
@@ -477,9 +481,7 @@ static dl_status scatternd_ref(dl_kernel *kc) {
     return DL_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * Compress
- * ------------------------------------------------------------------------------------------- */
+/* ---- Compress ---- */
 
 /* Number of selected entries of condition c over a length-d axis, or -1 with *bad when a true
  * entry lies beyond d. */
@@ -573,9 +575,7 @@ static dl_status compress_ref(dl_kernel *kc) {
     return DL_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * NonZero
- * ------------------------------------------------------------------------------------------- */
+/* ---- NonZero ---- */
 
 static bool is_nonzero(const dl_tensor *x, int64_t i) {
     return dl_dtype_is_float(x->dtype) ? dl_get_f64(x, i) != 0.0 : dl_get_i64(x, i) != 0;
@@ -613,9 +613,7 @@ static dl_status nonzero_ref(dl_kernel *kc) {
     return DL_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * OneHot
- * ------------------------------------------------------------------------------------------- */
+/* ---- OneHot ---- */
 
 static dl_status onehot_depth(dl_infer *ic, int64_t *depth, bool *known) {
     *known = false;
@@ -650,7 +648,8 @@ static dl_status onehot_infer(dl_infer *ic) {
         return DL_OK;
     }
     int rank = ix->rank + 1;
-    if (rank > R) return dl_infer_fail(ic, DL_ERR_UNSUPPORTED, "output rank %d exceeds %d", rank, R);
+    if (rank > R)
+        return dl_infer_fail(ic, DL_ERR_UNSUPPORTED, "output rank %d exceeds %d", rank, R);
     int axis;
     DL_TRY(dl_infer_axis(ic, dl_attr_int(ic->node, "axis", -1), rank, &axis));
     int64_t dims[R];
@@ -667,8 +666,7 @@ static dl_status onehot_ref(dl_kernel *kc) {
     int rank = ix->rank + 1;
     int axis = (int)dl_attr_int(kc->node, "axis", -1);
     if (axis < 0) axis += rank;
-    if (axis < 0 || axis >= rank || y->rank != rank || vals->numel != 2 ||
-        y->dtype != vals->dtype)
+    if (axis < 0 || axis >= rank || y->rank != rank || vals->numel != 2 || y->dtype != vals->dtype)
         return dl_kernel_fail(kc, DL_ERR_INTERNAL, "onehot output mismatch");
     int64_t depth = y->dims[axis];
     int64_t outer = prod_dims(ix->dims, 0, axis), inner = prod_dims(ix->dims, axis, ix->rank);
@@ -691,10 +689,9 @@ static dl_status onehot_ref(dl_kernel *kc) {
     return DL_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * the table
- * ------------------------------------------------------------------------------------------- */
+/* ---- the table ---- */
 
+/* clang-format off */
 const dl_op_def dl_ops_index[] = {
     {.name = "Gather", .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
      .attrs = axis_attrs, .infer = gather_infer, .ref = gather_ref},
@@ -716,3 +713,4 @@ const dl_op_def dl_ops_index[] = {
      .attrs = axis_attrs, .infer = onehot_infer, .ref = onehot_ref},
     {.name = NULL},
 };
+/* clang-format on */

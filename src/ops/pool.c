@@ -383,17 +383,40 @@ static dl_status unpool_infer(dl_infer *ic) {
     return pool_infer_common(ic, GEOM_UNPOOL, NULL);
 }
 
+/* Indices address the default output shape [N, C, (in - 1) * stride + k - pads]; with an
+ * explicit output_shape each index is moved to the same coordinates in the larger output. */
 static dl_status unpool_ref(dl_kernel *kc) {
     const dl_tensor *x = kc->in[0], *ix = kc->in[1];
     dl_tensor *y = kc->out[0];
-    if (!y->data || ix->numel != x->numel)
+    if (!y->data || ix->numel != x->numel || x->rank < 3 || y->rank != x->rank)
         return dl_kernel_fail(kc, DL_ERR_SHAPE, "X and I must have the same shape");
+    int r = x->rank;
+    pool_geom g;
+    char err[200];
+    const char *e = pool_geometry(kc->node, GEOM_UNPOOL, r - 2, x->dims + 2, &g, err, sizeof err);
+    if (e) return dl_kernel_fail(kc, DL_ERR_INVALID, "%s", e);
+    int64_t ddims[DL_MAX_RANK], dnumel;
+    ddims[0] = x->dims[0];
+    ddims[1] = x->dims[1];
+    for (int d = 2; d < r; d++) ddims[d] = g.out[d - 2];
+    if (!prod_ok(r, ddims, &dnumel))
+        return dl_kernel_fail(kc, DL_ERR_LIMIT, "default output shape is too large");
+    int64_t ys[DL_MAX_RANK];
+    dl_strides(r, y->dims, ys);
     for (int64_t i = 0; i < x->numel; i++) {
-        int64_t j = dl_get_i64(ix, i);
-        if (j < 0 || j >= y->numel)
+        int64_t j = dl_get_i64(ix, i), rem = j, off = 0;
+        if (j < 0 || j >= dnumel)
             return dl_kernel_fail(kc, DL_ERR_INVALID, "index %lld is out of range [0, %lld)",
-                                  (long long)j, (long long)y->numel);
-        dl_set_f64(y, j, dl_get_f64(x, i));
+                                  (long long)j, (long long)dnumel);
+        for (int d = r - 1; d >= 0; d--) {
+            int64_t c = rem % ddims[d];
+            rem /= ddims[d];
+            if (c >= y->dims[d])
+                return dl_kernel_fail(kc, DL_ERR_INVALID, "index %lld falls outside output_shape",
+                                      (long long)j);
+            off += c * ys[d];
+        }
+        dl_set_f64(y, off, dl_get_f64(x, i));
     }
     return DL_OK;
 }

@@ -6,9 +6,7 @@
  * tensors, axes, pads) to give exact output shapes, and keeps symbolic dims where it can. */
 #include "op-impl.h"
 
-/* ---------------------------------------------------------------------------------------------
- * local helpers
- * ------------------------------------------------------------------------------------------- */
+/* ---- local helpers ---- */
 
 #define R DL_MAX_RANK
 
@@ -62,14 +60,14 @@ static int64_t input_len(const dl_infer *ic, int i) {
     return -1;
 }
 
-static dl_status set_rank_fresh(dl_infer *ic, int o, dl_dtype dt, int rank) {
-    int64_t dims[R];
-    for (int i = 0; i < rank; i++) dims[i] = dl_infer_fresh_dim(ic);
-    return dl_infer_set(ic, o, dt, rank, dims);
+/* Output 0 with a known dtype and an unknown rank. */
+static dl_status dtype_only(dl_infer *ic, dl_dtype dt) {
+    ic->out[0].dtype = dt;
+    return DL_OK;
 }
 
-/* A dl_infer built from a kernel's actual inputs: kernels use it to rerun the row's parameter
- * logic (all values known) and to size outputs the interpreter could not preallocate. */
+/* A dl_infer built from a kernel's actual inputs: kernels rerun the row's own inference and
+ * parameter logic on it (all values known), so they never rely on shapes they did not check. */
 typedef struct kinfer {
     dl_infer ic;
     dl_type *types; /* n_in input types then n_out output types */
@@ -82,7 +80,6 @@ static void kinfer_free(kinfer *k) {
 }
 
 static dl_status kinfer_init(dl_kernel *kc, kinfer *k) {
-    memset(k, 0, sizeof *k);
     int n = kc->n_in + kc->n_out;
     k->types = dl_calloc(n > 0 ? (size_t)n : 1, sizeof(dl_type));
     k->in = dl_calloc(kc->n_in > 0 ? (size_t)kc->n_in : 1, sizeof(dl_type *));
@@ -93,69 +90,63 @@ static dl_status kinfer_init(dl_kernel *kc, kinfer *k) {
     for (int i = 0; i < kc->n_in; i++) {
         const dl_tensor *t = kc->in[i];
         if (!t) continue;
-        dl_type *ty = &k->types[i];
-        ty->dtype = t->dtype;
-        ty->rank = t->rank;
-        for (int d = 0; d < t->rank; d++) ty->dims[d] = t->dims[d];
-        k->in[i] = ty;
+        k->types[i].dtype = t->dtype;
+        k->types[i].rank = t->rank;
+        memcpy(k->types[i].dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
+        k->in[i] = &k->types[i];
     }
-    for (int o = 0; o < kc->n_out; o++) {
-        k->types[kc->n_in + o].dtype = DL_DTYPE_UNDEFINED;
-        k->types[kc->n_in + o].rank = DL_RANK_UNKNOWN;
-    }
-    k->ic.ctx = kc->ctx;
-    k->ic.g = NULL;
-    k->ic.node = kc->node;
-    k->ic.opset = kc->opset;
-    k->ic.n_in = kc->n_in;
-    k->ic.in = k->in;
-    k->ic.value = kc->in;
-    k->ic.n_out = kc->n_out;
-    k->ic.out = &k->types[kc->n_in];
+    for (int o = 0; o < kc->n_out; o++) k->types[kc->n_in + o].rank = DL_RANK_UNKNOWN;
+    k->ic = (dl_infer){.ctx = kc->ctx,
+                       .node = kc->node,
+                       .opset = kc->opset,
+                       .n_in = kc->n_in,
+                       .in = k->in,
+                       .value = kc->in,
+                       .n_out = kc->n_out,
+                       .out = &k->types[kc->n_in]};
     return DL_OK;
 }
 
-/* Allocates outputs that arrived without data, sizing them by rerunning infer on the inputs. */
-static dl_status alloc_outputs(dl_kernel *kc, dl_infer_fn infer) {
-    bool need = false;
-    for (int o = 0; o < kc->n_out; o++)
-        if (!kc->out[o]->data) need = true;
-    if (!need) return DL_OK;
-    kinfer k;
-    DL_TRY(kinfer_init(kc, &k));
-    dl_status s = infer(&k.ic);
+/* Reruns infer on the actual inputs; allocates outputs that arrived without data and checks that
+ * preallocated ones have the inferred dtype and shape. With keep, k stays live for the caller
+ * (who frees it); otherwise it is freed here. */
+static dl_status prepare_k(dl_kernel *kc, dl_infer_fn infer, kinfer *k, bool keep) {
+    DL_TRY(kinfer_init(kc, k));
+    dl_status s = infer(&k->ic);
     for (int o = 0; o < kc->n_out && s == DL_OK; o++) {
-        if (kc->out[o]->data) continue;
-        const dl_type *t = &k.ic.out[o];
-        if (!dl_type_known(t))
+        const dl_type *t = &k->ic.out[o];
+        dl_tensor *y = kc->out[o];
+        if (!dl_type_known(t)) {
             s = dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d shape unknown at run time", o);
-        else
+        } else if (!y->data) {
             s = dl_kernel_alloc_out(kc, o, t->dtype, t->rank, t->dims);
+        } else {
+            bool ok = y->dtype == t->dtype && y->rank == t->rank;
+            for (int d = 0; ok && d < t->rank; d++) ok = y->dims[d] == t->dims[d];
+            if (!ok)
+                s = dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d has an unexpected shape", o);
+        }
     }
-    kinfer_free(&k);
+    if (s != DL_OK || !keep) kinfer_free(k);
     return s;
 }
 
-/* Output o must hold exactly numel elements of the input's element size. */
-static dl_status check_out(dl_kernel *kc, int o, dl_dtype dt, int64_t numel) {
-    const dl_tensor *y = kc->out[o];
-    if (y->dtype != dt || y->numel != numel || (numel > 0 && !y->data))
-        return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d has an unexpected shape", o);
-    return DL_OK;
+static dl_status prepare(dl_kernel *kc, dl_infer_fn infer) {
+    kinfer k;
+    return prepare_k(kc, infer, &k, false);
 }
 
 /* Kernel for ops that keep the bytes in order (Reshape, Squeeze, Unsqueeze, Flatten, Identity). */
 static dl_status copy_kernel(dl_kernel *kc, dl_infer_fn infer) {
-    DL_TRY(alloc_outputs(kc, infer));
+    DL_TRY(prepare(kc, infer));
     const dl_tensor *x = kc->in[0];
-    DL_TRY(check_out(kc, 0, x->dtype, x->numel));
+    if (kc->out[0]->nbytes != x->nbytes)
+        return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output size differs from input");
     if (x->nbytes > 0) memcpy(kc->out[0]->data, x->data, x->nbytes);
     return DL_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * Reshape
- * ------------------------------------------------------------------------------------------- */
+/* ---- Reshape ---- */
 
 static const dl_attr_spec reshape_attrs[] = {{"allowzero", DL_ATTR_INT}, {NULL, 0}};
 
@@ -175,11 +166,8 @@ static dl_status reshape_infer(dl_infer *ic) {
         if (len > R)
             return dl_infer_fail(ic, DL_ERR_UNSUPPORTED, "output rank %lld exceeds %d",
                                  (long long)len, R);
-        if (len < 0) {
-            ic->out[0].dtype = x->dtype;
-            return DL_OK;
-        }
-        return set_rank_fresh(ic, 0, x->dtype, (int)len);
+        if (len < 0) return dtype_only(ic, x->dtype);
+        return dl_infer_set(ic, 0, x->dtype, (int)len, NULL);
     }
     int64_t out[R];
     int neg = -1;
@@ -264,11 +252,11 @@ static dl_status reshape_infer(dl_infer *ic) {
     return dl_infer_set(ic, 0, x->dtype, n, out);
 }
 
-static dl_status reshape_ref(dl_kernel *kc) { return copy_kernel(kc, reshape_infer); }
+static dl_status reshape_ref(dl_kernel *kc) {
+    return copy_kernel(kc, reshape_infer);
+}
 
-/* ---------------------------------------------------------------------------------------------
- * Transpose
- * ------------------------------------------------------------------------------------------- */
+/* ---- Transpose ---- */
 
 static const dl_attr_spec transpose_attrs[] = {{"perm", DL_ATTR_INTS}, {NULL, 0}};
 
@@ -300,11 +288,8 @@ static dl_status transpose_infer(dl_infer *ic) {
     if (rank == DL_RANK_UNKNOWN) {
         const int64_t *p;
         int n = dl_attr_ints(ic->node, "perm", &p);
-        if (n < 0 || n > R) {
-            ic->out[0].dtype = x->dtype;
-            return DL_OK;
-        }
-        return set_rank_fresh(ic, 0, x->dtype, n);
+        if (n < 0 || n > R) return dtype_only(ic, x->dtype);
+        return dl_infer_set(ic, 0, x->dtype, n, NULL);
     }
     int perm[R];
     DL_TRY(transpose_perm(ic, rank, perm));
@@ -314,22 +299,17 @@ static dl_status transpose_infer(dl_infer *ic) {
 }
 
 static dl_status transpose_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, transpose_infer));
+    kinfer k;
+    DL_TRY(prepare_k(kc, transpose_infer, &k, true));
     const dl_tensor *x = kc->in[0];
     dl_tensor *y = kc->out[0];
-    DL_TRY(check_out(kc, 0, x->dtype, x->numel));
-    kinfer k;
-    DL_TRY(kinfer_init(kc, &k));
-    int perm[R];
-    dl_status s = transpose_perm(&k.ic, x->rank, perm);
+    int perm[R], rank = x->rank;
+    dl_status s = transpose_perm(&k.ic, rank, perm);
     kinfer_free(&k);
-    DL_TRY(s);
-    if (x->numel == 0) return DL_OK;
-    int rank = x->rank;
-    int64_t xs[R], ys[R], idx[R] = {0};
+    if (s != DL_OK || x->numel == 0) return s;
+    int64_t xs[R], ys[R], idx[R] = {0}, o = 0;
     dl_strides(rank, x->dims, xs);
     for (int i = 0; i < rank; i++) ys[i] = xs[perm[i]];
-    int64_t o = 0;
     do {
         int64_t src = 0;
         for (int i = 0; i < rank; i++) src += idx[i] * ys[i];
@@ -338,9 +318,7 @@ static dl_status transpose_ref(dl_kernel *kc) {
     return DL_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * Concat
- * ------------------------------------------------------------------------------------------- */
+/* ---- Concat ---- */
 
 static const dl_attr_spec concat_attrs[] = {{"axis", DL_ATTR_INT}, {NULL, 0}};
 
@@ -350,13 +328,12 @@ static dl_status concat_infer(dl_infer *ic) {
         if (!ic->in[i]) return dl_infer_fail(ic, DL_ERR_INVALID, "input %d is missing", i);
         if (ic->in[i]->dtype != ic->in[0]->dtype)
             return dl_infer_fail(ic, DL_ERR_TYPE, "input %d is %s, input 0 is %s", i,
-                                 dl_dtype_name(ic->in[i]->dtype),
-                                 dl_dtype_name(ic->in[0]->dtype));
+                                 dl_dtype_name(ic->in[i]->dtype), dl_dtype_name(ic->in[0]->dtype));
         if (ic->in[i]->rank != DL_RANK_UNKNOWN) {
             if (!first) first = ic->in[i];
             if (ic->in[i]->rank != first->rank)
-                return dl_infer_fail(ic, DL_ERR_SHAPE, "inputs have ranks %d and %d",
-                                     first->rank, ic->in[i]->rank);
+                return dl_infer_fail(ic, DL_ERR_SHAPE, "inputs have ranks %d and %d", first->rank,
+                                     ic->in[i]->rank);
         }
     }
     const dl_attr *a = dl_node_attr(ic->node, "axis");
@@ -391,8 +368,8 @@ static dl_status concat_infer(dl_infer *ic) {
             if (t->rank == DL_RANK_UNKNOWN) continue;
             int64_t w = t->dims[d];
             if (w >= 0 && v >= 0 && w != v)
-                return dl_infer_fail(ic, DL_ERR_SHAPE, "inputs differ in dim %d (%lld vs %lld)",
-                                     d, (long long)v, (long long)w);
+                return dl_infer_fail(ic, DL_ERR_SHAPE, "inputs differ in dim %d (%lld vs %lld)", d,
+                                     (long long)v, (long long)w);
             if (w >= 0) v = w;
         }
         dims[d] = v;
@@ -401,45 +378,26 @@ static dl_status concat_infer(dl_infer *ic) {
 }
 
 static dl_status concat_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, concat_infer));
+    DL_TRY(prepare(kc, concat_infer));
     dl_tensor *y = kc->out[0];
-    const dl_tensor *x0 = kc->in[0];
-    int rank = x0->rank;
-    int axis = (int)dl_attr_int(kc->node, "axis", 0);
+    int rank = y->rank, axis = (int)dl_attr_int(kc->node, "axis", 0);
     if (axis < 0) axis += rank;
-    if (axis < 0 || axis >= rank || y->rank != rank)
-        return dl_kernel_fail(kc, DL_ERR_INTERNAL, "bad concat axis");
-    int64_t total = 0;
-    for (int i = 0; i < kc->n_in; i++) {
-        const dl_tensor *x = kc->in[i];
-        if (!x || x->rank != rank || x->dtype != y->dtype)
-            return dl_kernel_fail(kc, DL_ERR_INTERNAL, "concat input %d mismatch", i);
-        for (int d = 0; d < rank; d++)
-            if (d != axis && x->dims[d] != y->dims[d])
-                return dl_kernel_fail(kc, DL_ERR_INTERNAL, "concat input %d mismatch", i);
-        total += x->dims[axis];
-    }
-    if (total != y->dims[axis]) return dl_kernel_fail(kc, DL_ERR_INTERNAL, "concat size mismatch");
     if (y->numel == 0) return DL_OK;
     size_t es = dl_dtype_size(y->dtype);
-    int64_t outer = prod_dims(y->dims, 0, axis);
-    int64_t inner = prod_dims(y->dims, axis + 1, rank);
+    int64_t outer = prod_dims(y->dims, 0, axis), inner = prod_dims(y->dims, axis + 1, rank);
     char *dst = y->data;
     for (int64_t o = 0; o < outer; o++) {
         for (int i = 0; i < kc->n_in; i++) {
-            const dl_tensor *x = kc->in[i];
-            size_t chunk = (size_t)(x->dims[axis] * inner) * es;
+            size_t chunk = (size_t)(kc->in[i]->dims[axis] * inner) * es;
             if (chunk == 0) continue;
-            memcpy(dst, (const char *)x->data + (size_t)o * chunk, chunk);
+            memcpy(dst, (const char *)kc->in[i]->data + (size_t)o * chunk, chunk);
             dst += chunk;
         }
     }
     return DL_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * Split
- * ------------------------------------------------------------------------------------------- */
+/* ---- Split ---- */
 
 static const dl_attr_spec split_attrs[] = {
     {"axis", DL_ATTR_INT}, {"split", DL_ATTR_INTS}, {"num_outputs", DL_ATTR_INT}, {NULL, 0}};
@@ -456,8 +414,8 @@ static dl_status split_infer(dl_infer *ic) {
         if (n >= 0) {
             have_split = true;
             if (n != nout)
-                return dl_infer_fail(ic, DL_ERR_INVALID, "split has %d entries for %d outputs",
-                                     n, nout);
+                return dl_infer_fail(ic, DL_ERR_INVALID, "split has %d entries for %d outputs", n,
+                                     nout);
         }
     } else if (dl_has_in(ic, 1)) {
         have_split = true;
@@ -510,51 +468,34 @@ static dl_status split_infer(dl_infer *ic) {
 }
 
 static dl_status split_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, split_infer));
+    DL_TRY(prepare(kc, split_infer));
     const dl_tensor *x = kc->in[0];
-    int rank = x->rank;
-    int axis = (int)dl_attr_int(kc->node, "axis", 0);
+    int rank = x->rank, axis = (int)dl_attr_int(kc->node, "axis", 0);
     if (axis < 0) axis += rank;
-    if (axis < 0 || axis >= rank) return dl_kernel_fail(kc, DL_ERR_INTERNAL, "bad split axis");
-    int64_t sum = 0;
-    for (int o = 0; o < kc->n_out; o++) {
-        const dl_tensor *y = kc->out[o];
-        if (y->rank != rank || y->dtype != x->dtype)
-            return dl_kernel_fail(kc, DL_ERR_INTERNAL, "split output %d mismatch", o);
-        for (int d = 0; d < rank; d++)
-            if (d != axis && y->dims[d] != x->dims[d])
-                return dl_kernel_fail(kc, DL_ERR_INTERNAL, "split output %d mismatch", o);
-        sum += y->dims[axis];
-    }
-    if (sum != x->dims[axis]) return dl_kernel_fail(kc, DL_ERR_INTERNAL, "split size mismatch");
     size_t es = dl_dtype_size(x->dtype);
-    int64_t outer = prod_dims(x->dims, 0, axis);
-    int64_t inner = prod_dims(x->dims, axis + 1, rank);
+    int64_t outer = prod_dims(x->dims, 0, axis), inner = prod_dims(x->dims, axis + 1, rank);
     size_t row = (size_t)(x->dims[axis] * inner) * es;
     int64_t off = 0;
     for (int o = 0; o < kc->n_out; o++) {
         dl_tensor *y = kc->out[o];
         size_t chunk = (size_t)(y->dims[axis] * inner) * es;
-        if (chunk > 0)
-            for (int64_t b = 0; b < outer; b++)
-                memcpy((char *)y->data + (size_t)b * chunk,
-                       (const char *)x->data + (size_t)b * row + (size_t)off * es, chunk);
+        for (int64_t b = 0; b < outer && chunk > 0; b++)
+            memcpy((char *)y->data + (size_t)b * chunk,
+                   (const char *)x->data + (size_t)b * row + (size_t)off * es, chunk);
         off += y->dims[axis] * inner;
     }
     return DL_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * Slice
- * ------------------------------------------------------------------------------------------- */
+/* ---- Slice ---- */
 
 static const dl_attr_spec slice_attrs[] = {
     {"starts", DL_ATTR_INTS}, {"ends", DL_ATTR_INTS}, {"axes", DL_ATTR_INTS}, {NULL, 0}};
 
 typedef struct slice_p {
-    bool known;          /* all parameter values known */
-    bool sliced[R];      /* axis is named by axes */
-    int64_t start[R];    /* raw values per axis */
+    bool known;       /* all parameter values known */
+    bool sliced[R];   /* axis is named by axes */
+    int64_t start[R]; /* raw values per axis */
     int64_t end[R];
     int64_t step[R];
 } slice_p;
@@ -626,8 +567,7 @@ static dl_status slice_params(dl_infer *ic, int rank, slice_p *p) {
         }
         return DL_OK;
     }
-    if (ns != ne)
-        return dl_infer_fail(ic, DL_ERR_INVALID, "starts has %d values, ends %d", ns, ne);
+    if (ns != ne) return dl_infer_fail(ic, DL_ERR_INVALID, "starts has %d values, ends %d", ns, ne);
     if (na >= 0 && na != ns)
         return dl_infer_fail(ic, DL_ERR_INVALID, "axes has %d values, starts %d", na, ns);
     if (nst >= 0 && nst != ns)
@@ -662,10 +602,7 @@ static dl_status slice_infer(dl_infer *ic) {
     const dl_type *x = ic->in[0];
     if (ic->opset >= 10 && ic->n_in < 3)
         return dl_infer_fail(ic, DL_ERR_INVALID, "Slice needs starts and ends inputs");
-    if (x->rank == DL_RANK_UNKNOWN) {
-        ic->out[0].dtype = x->dtype;
-        return DL_OK;
-    }
+    if (x->rank == DL_RANK_UNKNOWN) return dtype_only(ic, x->dtype);
     if (x->rank == 0) return dl_infer_fail(ic, DL_ERR_SHAPE, "cannot slice a scalar");
     slice_p p;
     DL_TRY(slice_params(ic, x->rank, &p));
@@ -689,40 +626,28 @@ static dl_status slice_infer(dl_infer *ic) {
 }
 
 static dl_status slice_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, slice_infer));
+    kinfer k;
+    DL_TRY(prepare_k(kc, slice_infer, &k, true));
     const dl_tensor *x = kc->in[0];
     dl_tensor *y = kc->out[0];
     int rank = x->rank;
-    kinfer k;
-    DL_TRY(kinfer_init(kc, &k));
     slice_p p;
     dl_status s = slice_params(&k.ic, rank, &p);
     kinfer_free(&k);
-    DL_TRY(s);
-    if (!p.known) return dl_kernel_fail(kc, DL_ERR_INTERNAL, "slice parameters unknown");
-    int64_t start[R], len[R], xs[R];
+    if (s != DL_OK || y->numel == 0) return s;
+    int64_t start[R], len[R], xs[R], idx[R] = {0}, o = 0;
     for (int a = 0; a < rank; a++)
         slice_axis(x->dims[a], p.start[a], p.end[a], p.step[a], &start[a], &len[a]);
-    int64_t numel = prod_dims(len, 0, rank);
-    if (y->rank != rank) return dl_kernel_fail(kc, DL_ERR_INTERNAL, "slice output mismatch");
-    for (int a = 0; a < rank; a++)
-        if (y->dims[a] != len[a])
-            return dl_kernel_fail(kc, DL_ERR_INTERNAL, "slice output mismatch");
-    DL_TRY(check_out(kc, 0, x->dtype, numel));
-    if (numel == 0) return DL_OK;
     dl_strides(rank, x->dims, xs);
-    int64_t idx[R] = {0}, o = 0;
     do {
         int64_t src = 0;
         for (int a = 0; a < rank; a++) src += (start[a] + idx[a] * p.step[a]) * xs[a];
         copy_elem(y, o++, x, src);
-    } while (dl_index_next(rank, len, idx));
+    } while (dl_index_next(rank, y->dims, idx));
     return DL_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * Expand
- * ------------------------------------------------------------------------------------------- */
+/* ---- Expand ---- */
 
 static dl_status expand_infer(dl_infer *ic) {
     const dl_type *x = ic->in[0];
@@ -733,16 +658,10 @@ static dl_status expand_infer(dl_infer *ic) {
     int n;
     bool known;
     DL_TRY(const_ints(ic, 1, "shape", sh, R, &n, &known));
-    if (x->rank == DL_RANK_UNKNOWN) {
-        ic->out[0].dtype = x->dtype;
-        return DL_OK;
-    }
+    if (x->rank == DL_RANK_UNKNOWN) return dtype_only(ic, x->dtype);
     if (!known) {
         int64_t len = input_len(ic, 1);
-        if (len < 0) {
-            ic->out[0].dtype = x->dtype;
-            return DL_OK;
-        }
+        if (len < 0) return dtype_only(ic, x->dtype);
         int rank = (int)(len > x->rank ? len : x->rank);
         if (rank > R) return dl_infer_fail(ic, DL_ERR_UNSUPPORTED, "output rank exceeds %d", R);
         int64_t dims[R];
@@ -767,22 +686,16 @@ static dl_status expand_infer(dl_infer *ic) {
         else if (a == 1 || a < 0)
             dims[i] = b; /* a symbolic dim must be 1 or b */
         else
-            return dl_infer_fail(ic, DL_ERR_SHAPE, "dim %lld cannot expand to %lld",
-                                 (long long)a, (long long)b);
+            return dl_infer_fail(ic, DL_ERR_SHAPE, "dim %lld cannot expand to %lld", (long long)a,
+                                 (long long)b);
     }
     return dl_infer_set(ic, 0, x->dtype, rank, dims);
 }
 
 static dl_status expand_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, expand_infer));
+    DL_TRY(prepare(kc, expand_infer));
     const dl_tensor *x = kc->in[0];
     dl_tensor *y = kc->out[0];
-    if (y->rank < x->rank || y->dtype != x->dtype)
-        return dl_kernel_fail(kc, DL_ERR_INTERNAL, "expand output mismatch");
-    for (int i = 0; i < x->rank; i++) {
-        int64_t a = x->dims[i], b = y->dims[i + y->rank - x->rank];
-        if (a != b && a != 1) return dl_kernel_fail(kc, DL_ERR_INTERNAL, "expand output mismatch");
-    }
     if (y->numel == 0) return DL_OK;
     int64_t st[R], idx[R] = {0}, o = 0;
     dl_broadcast_strides(x, y->rank, y->dims, st);
@@ -794,9 +707,7 @@ static dl_status expand_ref(dl_kernel *kc) {
     return DL_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * Squeeze / Unsqueeze
- * ------------------------------------------------------------------------------------------- */
+/* ---- Squeeze / Unsqueeze ---- */
 
 static const dl_attr_spec axes_attrs[] = {{"axes", DL_ATTR_INTS}, {NULL, 0}};
 
@@ -826,18 +737,12 @@ static dl_status squeeze_infer(dl_infer *ic) {
     int n;
     bool have, known;
     DL_TRY(read_axes(ic, axes, &n, &have, &known));
-    if (x->rank == DL_RANK_UNKNOWN) {
-        ic->out[0].dtype = x->dtype;
-        return DL_OK;
-    }
+    if (x->rank == DL_RANK_UNKNOWN) return dtype_only(ic, x->dtype);
     bool drop[R] = {false};
     if (have && !known) {
         int64_t len = input_len(ic, 1);
-        if (len < 0 || len > x->rank) {
-            ic->out[0].dtype = x->dtype;
-            return DL_OK;
-        }
-        return set_rank_fresh(ic, 0, x->dtype, x->rank - (int)len);
+        if (len < 0 || len > x->rank) return dtype_only(ic, x->dtype);
+        return dl_infer_set(ic, 0, x->dtype, x->rank - (int)len, NULL);
     }
     if (have) {
         for (int i = 0; i < n; i++) {
@@ -851,10 +756,7 @@ static dl_status squeeze_infer(dl_infer *ic) {
         }
     } else {
         for (int a = 0; a < x->rank; a++) {
-            if (x->dims[a] < 0) { /* may or may not be 1 */
-                ic->out[0].dtype = x->dtype;
-                return DL_OK;
-            }
+            if (x->dims[a] < 0) return dtype_only(ic, x->dtype); /* may or may not be 1 */
             drop[a] = x->dims[a] == 1;
         }
     }
@@ -865,7 +767,9 @@ static dl_status squeeze_infer(dl_infer *ic) {
     return dl_infer_set(ic, 0, x->dtype, r, dims);
 }
 
-static dl_status squeeze_ref(dl_kernel *kc) { return copy_kernel(kc, squeeze_infer); }
+static dl_status squeeze_ref(dl_kernel *kc) {
+    return copy_kernel(kc, squeeze_infer);
+}
 
 static dl_status unsqueeze_infer(dl_infer *ic) {
     const dl_type *x = ic->in[0];
@@ -874,22 +778,17 @@ static dl_status unsqueeze_infer(dl_infer *ic) {
     bool have, known;
     DL_TRY(read_axes(ic, axes, &n, &have, &known));
     if (!have) return dl_infer_fail(ic, DL_ERR_INVALID, "Unsqueeze needs axes");
-    if (x->rank == DL_RANK_UNKNOWN) {
-        ic->out[0].dtype = x->dtype;
-        return DL_OK;
-    }
+    if (x->rank == DL_RANK_UNKNOWN) return dtype_only(ic, x->dtype);
     if (!known) {
         int64_t len = input_len(ic, 1);
-        if (len < 0) {
-            ic->out[0].dtype = x->dtype;
-            return DL_OK;
-        }
+        if (len < 0) return dtype_only(ic, x->dtype);
         if (x->rank + len > R)
             return dl_infer_fail(ic, DL_ERR_UNSUPPORTED, "output rank exceeds %d", R);
-        return set_rank_fresh(ic, 0, x->dtype, x->rank + (int)len);
+        return dl_infer_set(ic, 0, x->dtype, x->rank + (int)len, NULL);
     }
     int rank = x->rank + n;
-    if (rank > R) return dl_infer_fail(ic, DL_ERR_UNSUPPORTED, "output rank %d exceeds %d", rank, R);
+    if (rank > R)
+        return dl_infer_fail(ic, DL_ERR_UNSUPPORTED, "output rank %d exceeds %d", rank, R);
     bool ins[R] = {false};
     for (int i = 0; i < n; i++) {
         int a;
@@ -903,11 +802,11 @@ static dl_status unsqueeze_infer(dl_infer *ic) {
     return dl_infer_set(ic, 0, x->dtype, rank, dims);
 }
 
-static dl_status unsqueeze_ref(dl_kernel *kc) { return copy_kernel(kc, unsqueeze_infer); }
+static dl_status unsqueeze_ref(dl_kernel *kc) {
+    return copy_kernel(kc, unsqueeze_infer);
+}
 
-/* ---------------------------------------------------------------------------------------------
- * Flatten
- * ------------------------------------------------------------------------------------------- */
+/* ---- Flatten ---- */
 
 static const dl_attr_spec flatten_attrs[] = {{"axis", DL_ATTR_INT}, {NULL, 0}};
 
@@ -931,7 +830,7 @@ static int64_t dims_product(dl_infer *ic, const int64_t *dims, int from, int to,
 
 static dl_status flatten_infer(dl_infer *ic) {
     const dl_type *x = ic->in[0];
-    if (x->rank == DL_RANK_UNKNOWN) return set_rank_fresh(ic, 0, x->dtype, 2);
+    if (x->rank == DL_RANK_UNKNOWN) return dl_infer_set(ic, 0, x->dtype, 2, NULL);
     int64_t axis = dl_attr_int(ic->node, "axis", 1);
     int r = x->rank;
     if (axis < 0 && ic->opset >= 11) axis += r;
@@ -946,11 +845,11 @@ static dl_status flatten_infer(dl_infer *ic) {
     return dl_infer_set(ic, 0, x->dtype, 2, dims);
 }
 
-static dl_status flatten_ref(dl_kernel *kc) { return copy_kernel(kc, flatten_infer); }
+static dl_status flatten_ref(dl_kernel *kc) {
+    return copy_kernel(kc, flatten_infer);
+}
 
-/* ---------------------------------------------------------------------------------------------
- * Shape / Size / Identity
- * ------------------------------------------------------------------------------------------- */
+/* ---- Shape / Size / Identity ---- */
 
 static const dl_attr_spec shape_attrs[] = {{"start", DL_ATTR_INT}, {"end", DL_ATTR_INT}, {NULL, 0}};
 
@@ -982,31 +881,33 @@ static dl_status shape_infer(dl_infer *ic) {
 }
 
 static dl_status shape_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, shape_infer));
+    DL_TRY(prepare(kc, shape_infer));
     const dl_tensor *x = kc->in[0];
     int s, e;
     shape_range(kc->node, kc->opset, x->rank, &s, &e);
-    DL_TRY(check_out(kc, 0, DL_I64, e - s));
     for (int i = s; i < e; i++) dl_set_i64(kc->out[0], i - s, x->dims[i]);
     return DL_OK;
 }
 
-static dl_status size_infer(dl_infer *ic) { return dl_infer_set(ic, 0, DL_I64, 0, NULL); }
+static dl_status size_infer(dl_infer *ic) {
+    return dl_infer_set(ic, 0, DL_I64, 0, NULL);
+}
 
 static dl_status size_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, size_infer));
-    DL_TRY(check_out(kc, 0, DL_I64, 1));
+    DL_TRY(prepare(kc, size_infer));
     dl_set_i64(kc->out[0], 0, kc->in[0]->numel);
     return DL_OK;
 }
 
-static dl_status identity_infer(dl_infer *ic) { return dl_infer_same(ic, 0, 0); }
+static dl_status identity_infer(dl_infer *ic) {
+    return dl_infer_same(ic, 0, 0);
+}
 
-static dl_status identity_ref(dl_kernel *kc) { return copy_kernel(kc, identity_infer); }
+static dl_status identity_ref(dl_kernel *kc) {
+    return copy_kernel(kc, identity_infer);
+}
 
-/* ---------------------------------------------------------------------------------------------
- * Tile
- * ------------------------------------------------------------------------------------------- */
+/* ---- Tile ---- */
 
 static dl_status tile_infer(dl_infer *ic) {
     const dl_type *x = ic->in[0];
@@ -1015,10 +916,7 @@ static dl_status tile_infer(dl_infer *ic) {
     int n;
     bool known;
     DL_TRY(const_ints(ic, 1, "repeats", rep, R, &n, &known));
-    if (x->rank == DL_RANK_UNKNOWN) {
-        ic->out[0].dtype = x->dtype;
-        return DL_OK;
-    }
+    if (x->rank == DL_RANK_UNKNOWN) return dtype_only(ic, x->dtype);
     int64_t len = input_len(ic, 1);
     if (len >= 0 && len != x->rank)
         return dl_infer_fail(ic, DL_ERR_SHAPE, "repeats has %lld values for a rank-%d input",
@@ -1041,14 +939,10 @@ static dl_status tile_infer(dl_infer *ic) {
 }
 
 static dl_status tile_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, tile_infer));
+    DL_TRY(prepare(kc, tile_infer));
     const dl_tensor *x = kc->in[0];
     dl_tensor *y = kc->out[0];
-    if (y->rank != x->rank || y->dtype != x->dtype)
-        return dl_kernel_fail(kc, DL_ERR_INTERNAL, "tile output mismatch");
-    if (y->numel == 0) return DL_OK;
-    for (int i = 0; i < x->rank; i++)
-        if (x->dims[i] == 0) return dl_kernel_fail(kc, DL_ERR_INTERNAL, "tile output mismatch");
+    if (y->numel == 0) return DL_OK; /* else every x dim is > 0 */
     int64_t xs[R], idx[R] = {0}, o = 0;
     dl_strides(x->rank, x->dims, xs);
     do {
@@ -1059,9 +953,7 @@ static dl_status tile_ref(dl_kernel *kc) {
     return DL_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * Pad
- * ------------------------------------------------------------------------------------------- */
+/* ---- Pad ---- */
 
 static const dl_attr_spec pad_attrs[] = {
     {"mode", DL_ATTR_STRING}, {"pads", DL_ATTR_INTS}, {"value", DL_ATTR_FLOAT}, {NULL, 0}};
@@ -1118,10 +1010,7 @@ static dl_status pad_infer(dl_infer *ic) {
     bool known;
     DL_TRY(pad_params(ic, x->rank, &mode, pads, &known));
     int r = x->rank;
-    if (r == DL_RANK_UNKNOWN) {
-        ic->out[0].dtype = x->dtype;
-        return DL_OK;
-    }
+    if (r == DL_RANK_UNKNOWN) return dtype_only(ic, x->dtype);
     int64_t dims[R];
     for (int i = 0; i < r; i++) {
         if (!known) {
@@ -1148,33 +1037,19 @@ static dl_status pad_infer(dl_infer *ic) {
 }
 
 static dl_status pad_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, pad_infer));
+    kinfer k;
+    DL_TRY(prepare_k(kc, pad_infer, &k, true));
     const dl_tensor *x = kc->in[0];
     dl_tensor *y = kc->out[0];
-    int r = x->rank;
-    kinfer k;
-    DL_TRY(kinfer_init(kc, &k));
-    int mode;
+    int r = x->rank, mode;
     int64_t pads[2 * R];
     bool known;
     dl_status s = pad_params(&k.ic, r, &mode, pads, &known);
     kinfer_free(&k);
-    DL_TRY(s);
-    if (!known || y->rank != r || y->dtype != x->dtype)
-        return dl_kernel_fail(kc, DL_ERR_INTERNAL, "pad output mismatch");
-    for (int i = 0; i < r; i++)
-        if (y->dims[i] != x->dims[i] + pads[i] + pads[i + r])
-            return dl_kernel_fail(kc, DL_ERR_INTERNAL, "pad output mismatch");
-    if (y->numel == 0) return DL_OK;
+    if (s != DL_OK || y->numel == 0) return s;
     /* The constant as one element of the data dtype. */
     uint64_t cbuf[2] = {0, 0};
-    dl_tensor cv;
-    memset(&cv, 0, sizeof cv);
-    cv.dtype = x->dtype;
-    cv.rank = 0;
-    cv.numel = 1;
-    cv.nbytes = dl_dtype_size(x->dtype);
-    cv.data = cbuf;
+    dl_tensor cv = {.dtype = x->dtype, .numel = 1, .nbytes = dl_dtype_size(x->dtype), .data = cbuf};
     if (kc->opset < 11) {
         double v = dl_attr_float(kc->node, "value", 0.0f);
         if (dl_dtype_is_float(x->dtype))
@@ -1190,34 +1065,23 @@ static dl_status pad_ref(dl_kernel *kc) {
         int64_t src = 0;
         bool outside = false;
         for (int i = 0; i < r && !outside; i++) {
-            int64_t d = x->dims[i], j = idx[i] - pads[i];
+            int64_t d = x->dims[i], j = idx[i] - pads[i], per = 2 * (d - 1);
             if (j < 0 || j >= d) {
-                if (mode == PAD_CONSTANT) {
+                if (mode == PAD_CONSTANT)
                     outside = true;
-                } else if (mode == PAD_EDGE) {
+                else if (mode == PAD_EDGE || d == 1)
                     j = j < 0 ? 0 : d - 1;
-                } else if (d == 1) {
-                    j = 0;
-                } else {
-                    int64_t per = 2 * (d - 1);
-                    j %= per;
-                    if (j < 0) j += per;
-                    if (j >= d) j = per - j;
-                }
+                else if ((j = ((j % per) + per) % per) >= d) /* reflect, numpy-style repeats */
+                    j = per - j;
             }
             src += j * xs[i];
         }
-        if (outside)
-            copy_elem(y, o++, &cv, 0);
-        else
-            copy_elem(y, o++, x, src);
+        copy_elem(y, o++, outside ? &cv : x, outside ? 0 : src);
     } while (dl_index_next(r, y->dims, idx));
     return DL_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * DepthToSpace / SpaceToDepth
- * ------------------------------------------------------------------------------------------- */
+/* ---- DepthToSpace / SpaceToDepth ---- */
 
 static const dl_attr_spec d2s_attrs[] = {
     {"blocksize", DL_ATTR_INT}, {"mode", DL_ATTR_STRING}, {NULL, 0}};
@@ -1241,7 +1105,7 @@ static dl_status d2s_infer(dl_infer *ic) {
         if (strcmp(m, "DCR") && strcmp(m, "CRD"))
             return dl_infer_fail(ic, DL_ERR_INVALID, "mode '%s' must be DCR or CRD", m);
     }
-    if (x->rank == DL_RANK_UNKNOWN) return set_rank_fresh(ic, 0, x->dtype, 4);
+    if (x->rank == DL_RANK_UNKNOWN) return dl_infer_set(ic, 0, x->dtype, 4, NULL);
     if (x->rank != 4) return dl_infer_fail(ic, DL_ERR_SHAPE, "input must be 4-D");
     int64_t dims[4] = {x->dims[0], dl_infer_fresh_dim(ic), dl_infer_fresh_dim(ic),
                        dl_infer_fresh_dim(ic)};
@@ -1261,7 +1125,7 @@ static dl_status s2d_infer(dl_infer *ic) {
     const dl_type *x = ic->in[0];
     int64_t b;
     DL_TRY(blocksize(ic, &b));
-    if (x->rank == DL_RANK_UNKNOWN) return set_rank_fresh(ic, 0, x->dtype, 4);
+    if (x->rank == DL_RANK_UNKNOWN) return dl_infer_set(ic, 0, x->dtype, 4, NULL);
     if (x->rank != 4) return dl_infer_fail(ic, DL_ERR_SHAPE, "input must be 4-D");
     int64_t dims[4] = {x->dims[0], dl_infer_fresh_dim(ic), dl_infer_fresh_dim(ic),
                        dl_infer_fresh_dim(ic)};
@@ -1279,17 +1143,13 @@ static dl_status s2d_infer(dl_infer *ic) {
 
 /* Moves elements between x [N,C,H,W] and y [N,C/b²,H*b,W*b] (depth to space) or the reverse. */
 static dl_status space_depth_ref(dl_kernel *kc, bool to_space) {
-    DL_TRY(alloc_outputs(kc, to_space ? d2s_infer : s2d_infer));
+    DL_TRY(prepare(kc, to_space ? d2s_infer : s2d_infer));
     const dl_tensor *x = kc->in[0];
     dl_tensor *y = kc->out[0];
     int64_t b = dl_attr_int(kc->node, "blocksize", 1);
     bool crd = to_space && kc->opset >= 11 && !strcmp(dl_attr_str(kc->node, "mode", "DCR"), "CRD");
     /* The "space" side s and the "depth" side d. */
     const dl_tensor *d = to_space ? x : y, *s = to_space ? y : x;
-    if (x->rank != 4 || y->rank != 4 || b <= 0 || d->dims[0] != s->dims[0] ||
-        d->dims[1] != s->dims[1] * b * b || s->dims[2] != d->dims[2] * b ||
-        s->dims[3] != d->dims[3] * b || y->dtype != x->dtype)
-        return dl_kernel_fail(kc, DL_ERR_INTERNAL, "depth/space output mismatch");
     int64_t N = s->dims[0], C = s->dims[1], H = d->dims[2], W = d->dims[3];
     for (int64_t n = 0; n < N; n++)
         for (int64_t c = 0; c < C; c++)
@@ -1308,12 +1168,14 @@ static dl_status space_depth_ref(dl_kernel *kc, bool to_space) {
     return DL_OK;
 }
 
-static dl_status d2s_ref(dl_kernel *kc) { return space_depth_ref(kc, true); }
-static dl_status s2d_ref(dl_kernel *kc) { return space_depth_ref(kc, false); }
+static dl_status d2s_ref(dl_kernel *kc) {
+    return space_depth_ref(kc, true);
+}
+static dl_status s2d_ref(dl_kernel *kc) {
+    return space_depth_ref(kc, false);
+}
 
-/* ---------------------------------------------------------------------------------------------
- * Dropout (inference; training mode only with ratio 0)
- * ------------------------------------------------------------------------------------------- */
+/* ---- Dropout (inference; training mode only with ratio 0) ---- */
 
 static const dl_attr_spec dropout_attrs[] = {
     {"ratio", DL_ATTR_FLOAT}, {"seed", DL_ATTR_INT}, {NULL, 0}};
@@ -1342,7 +1204,7 @@ static dl_status dropout_infer(dl_infer *ic) {
 }
 
 static dl_status dropout_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, dropout_infer));
+    DL_TRY(prepare(kc, dropout_infer));
     const dl_tensor *x = kc->in[0];
     if (kc->opset >= 12 && kc->n_in > 2 && kc->in[2] && kc->in[2]->numel > 0 &&
         dl_get_i64(kc->in[2], 0) != 0) {
@@ -1352,24 +1214,13 @@ static dl_status dropout_ref(dl_kernel *kc) {
             return dl_kernel_fail(kc, DL_ERR_UNSUPPORTED,
                                   "Dropout in training mode with ratio %g is random", ratio);
     }
-    DL_TRY(check_out(kc, 0, x->dtype, x->numel));
     if (x->nbytes > 0) memcpy(kc->out[0]->data, x->data, x->nbytes);
-    if (kc->n_out > 1) {
-        dl_tensor *m = kc->out[1];
-        DL_TRY(check_out(kc, 1, m->dtype, x->numel));
-        for (int64_t i = 0; i < m->numel; i++) {
-            if (dl_dtype_is_float(m->dtype))
-                dl_set_f64(m, i, 1.0);
-            else
-                dl_set_i64(m, i, 1);
-        }
-    }
+    for (int64_t i = 0; kc->n_out > 1 && i < kc->out[1]->numel; i++)
+        dl_set_f64(kc->out[1], i, 1.0); /* mask: all kept */
     return DL_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * Trilu
- * ------------------------------------------------------------------------------------------- */
+/* ---- Trilu ---- */
 
 static const dl_attr_spec trilu_attrs[] = {{"upper", DL_ATTR_INT}, {NULL, 0}};
 
@@ -1387,10 +1238,9 @@ static dl_status trilu_infer(dl_infer *ic) {
 }
 
 static dl_status trilu_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, trilu_infer));
+    DL_TRY(prepare(kc, trilu_infer));
     const dl_tensor *x = kc->in[0];
     dl_tensor *y = kc->out[0];
-    DL_TRY(check_out(kc, 0, x->dtype, x->numel));
     if (x->numel == 0) return DL_OK;
     int64_t k = 0;
     if (kc->n_in > 1 && kc->in[1]) {
@@ -1398,21 +1248,16 @@ static dl_status trilu_ref(dl_kernel *kc) {
         k = dl_get_i64(kc->in[1], 0);
     }
     bool upper = dl_attr_int(kc->node, "upper", 1) != 0;
-    int64_t rows = x->dims[x->rank - 2], cols = x->dims[x->rank - 1];
+    int64_t rows = x->dims[x->rank - 2], cols = x->dims[x->rank - 1], i = 0;
     memset(y->data, 0, y->nbytes);
-    int64_t i = 0;
     for (int64_t b = 0; b < x->numel / (rows * cols); b++)
         for (int64_t r = 0; r < rows; r++)
-            for (int64_t c = 0; c < cols; c++, i++) {
-                int64_t diff = c - r;
-                if (upper ? diff >= k : diff <= k) copy_elem(y, i, x, i);
-            }
+            for (int64_t c = 0; c < cols; c++, i++)
+                if (upper ? c - r >= k : c - r <= k) copy_elem(y, i, x, i);
     return DL_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * ReverseSequence
- * ------------------------------------------------------------------------------------------- */
+/* ---- ReverseSequence ---- */
 
 static const dl_attr_spec revseq_attrs[] = {
     {"batch_axis", DL_ATTR_INT}, {"time_axis", DL_ATTR_INT}, {NULL, 0}};
@@ -1438,16 +1283,11 @@ static dl_status revseq_infer(dl_infer *ic) {
 }
 
 static dl_status revseq_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, revseq_infer));
+    DL_TRY(prepare(kc, revseq_infer));
     const dl_tensor *x = kc->in[0], *lens = kc->in[1];
     dl_tensor *y = kc->out[0];
-    DL_TRY(check_out(kc, 0, x->dtype, x->numel));
     int ba = (int)dl_attr_int(kc->node, "batch_axis", 1), ta = 1 - ba;
-    int64_t B = x->dims[ba], T = x->dims[ta];
-    if (lens->numel != B)
-        return dl_kernel_fail(kc, DL_ERR_SHAPE, "sequence_lens has %lld entries, batch is %lld",
-                              (long long)lens->numel, (long long)B);
-    int64_t inner = prod_dims(x->dims, 2, x->rank);
+    int64_t B = x->dims[ba], T = x->dims[ta], inner = prod_dims(x->dims, 2, x->rank);
     for (int64_t b = 0; b < B; b++) {
         int64_t len = dl_get_i64(lens, b);
         if (len < 0 || len > T)
@@ -1464,10 +1304,9 @@ static dl_status revseq_ref(dl_kernel *kc) {
     return DL_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * the table
- * ------------------------------------------------------------------------------------------- */
+/* ---- the table ---- */
 
+/* clang-format off */
 const dl_op_def dl_ops_shape[] = {
     {.name = "Reshape", .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
      .attrs = reshape_attrs, .infer = reshape_infer, .ref = reshape_ref},
@@ -1509,3 +1348,4 @@ const dl_op_def dl_ops_shape[] = {
      .attrs = revseq_attrs, .infer = revseq_infer, .ref = revseq_ref},
     {.name = NULL},
 };
+/* clang-format on */

@@ -1,0 +1,303 @@
+#!/usr/bin/env bash
+# tests/robust/run.sh BUILD_DIR — robustness tests of the dlcc command-line tool.
+#
+# Feeds BUILD_DIR/dlcc missing, malformed, truncated and byte-flipped models, malformed graphs
+# (unknown op, undefined input, cycle, shape mismatches, huge shapes, bad initializers, external
+# data escaping the model folder) and malformed --input files, and checks that each one:
+#   - exits with 1 (2 is also accepted for usage errors), never by a signal (exit code < 128);
+#   - prints exactly one line 'dlcc: error: ...' on stderr ('dlcc: warning:' lines are allowed
+#     too), with no AddressSanitizer / UndefinedBehaviorSanitizer / LeakSanitizer report;
+#   - finishes within 60 s (timeout 60).
+# Truncated and byte-flipped copies may also exit 0 (a flip can leave a valid model) but must not
+# crash, hang or trigger a sanitizer. The models are generated at test time by gen_models.py
+# (/usr/bin/python3 with onnx and numpy) into a temporary folder, from a fixed seed.
+#
+# Works with the normal build (make → build/) and the sanitizer build (make test-asan →
+# build-asan/). Each check prints 'PASS what' or 'FAIL what: why'; the last line is
+# 'N passed, N failed' and the exit status is non-zero when anything failed.
+#
+# Environment: ROBUST_SEED (default 1234), ROBUST_CUTS (cut points per model, default 20),
+# ROBUST_FLIPS (byte-flipped copies in all, default 200), ROBUST_KEEP=1 keeps the temp folder,
+# PYTHON (default /usr/bin/python3).
+set -u
+
+BUILD_DIR=${1:-build}
+DLCC=$BUILD_DIR/dlcc
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+PY=${PYTHON:-/usr/bin/python3}
+SEED=${ROBUST_SEED:-1234}
+TIMEOUT=60
+
+if [[ ! -x $DLCC ]]; then
+    echo "FAIL setup: $DLCC is not an executable (build it first)"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+DLCC=$(cd "$(dirname "$DLCC")" && pwd)/dlcc
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/dlcc-robust.XXXXXX")
+if [[ ${ROBUST_KEEP:-0} != 1 ]]; then trap 'rm -rf "$TMP"' EXIT; else echo "keeping $TMP"; fi
+
+# Sanitizer builds: make huge allocations fail (malloc returns NULL) instead of aborting, so the
+# tool's own out-of-memory path is what gets tested. Normal builds: cap the address space so a
+# model that asks for a huge buffer cannot take the machine down (ASan cannot run under ulimit -v).
+SANITIZED=0
+if [[ ${DLCC_SANITIZED:-0} == 1 ]] || grep -q -e __asan_init -e __ubsan_handle "$DLCC" 2>/dev/null; then
+    SANITIZED=1
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1:max_allocation_size_mb=6144:detect_leaks=1"
+    export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}print_stacktrace=1"
+fi
+
+PASSED=0
+FAILED=0
+pass() { PASSED=$((PASSED + 1)); echo "PASS $1"; }
+fail() { FAILED=$((FAILED + 1)); echo "FAIL $1: $2"; }
+
+# run_dlcc ARGS... — runs dlcc with a timeout; sets RC, OUT (stdout file), ERR (stderr file).
+N_RUN=0
+run_dlcc() {
+    N_RUN=$((N_RUN + 1))
+    OUT=$TMP/out.$N_RUN
+    ERR=$TMP/err.$N_RUN
+    if [[ $SANITIZED == 1 ]]; then
+        timeout -k 5 "${CHECK_TIMEOUT:-$TIMEOUT}" "$DLCC" "$@" >"$OUT" 2>"$ERR" </dev/null
+    else
+        (ulimit -v 6291456 2>/dev/null; exec timeout -k 5 "${CHECK_TIMEOUT:-$TIMEOUT}" "$DLCC" "$@") >"$OUT" 2>"$ERR" </dev/null
+    fi
+    RC=$?
+}
+
+# snippet — the start of the last run's stderr on one line, non-printable bytes shown as '?'.
+snippet() { head -c 300 "$ERR" | tr '\n' '|' | tr -c '[:print:]' '?'; }
+
+# crash_reason — non-empty when the last run crashed, hung or reported a sanitizer error.
+crash_reason() {
+    if [[ $RC == 124 || $RC == 137 ]]; then
+        echo "timed out after ${CHECK_TIMEOUT:-$TIMEOUT}s (exit $RC)"
+    elif ((RC >= 128)); then
+        echo "killed by signal $((RC - 128)) (exit $RC); stderr: $(snippet)"
+    elif grep -a -q -E 'ERROR: [A-Za-z]*Sanitizer|runtime error:|Sanitizer has encountered|AddressSanitizer' "$ERR" "$OUT"; then
+        echo "sanitizer report: $(grep -a -h -m1 -E 'ERROR: [A-Za-z]*Sanitizer|runtime error:|Sanitizer' "$ERR" "$OUT" | head -1)"$'\n'"$(grep -a -h -E '^ +#[0-9] ' "$ERR" | head -6)"
+    fi
+}
+
+# message_problem — non-empty when stderr is not exactly one 'dlcc: error: ...' line (warnings aside).
+message_problem() {
+    local lines
+    lines=$(grep -a -v -c '^dlcc: warning: ' "$ERR")
+    if [[ $lines != 1 ]]; then
+        echo "expected one 'dlcc: error:' line on stderr, got $lines: $(snippet)"
+    elif ! grep -a -v '^dlcc: warning: ' "$ERR" | grep -a -q '^dlcc: error: .'; then
+        echo "stderr is not 'dlcc: error: ...': $(snippet)"
+    fi
+}
+
+# error_problem USAGE — why the last run is not a clean error exit (empty when it is): exit 1
+# (or 2 when USAGE is 1), no crash, one 'dlcc: error:' line.
+error_problem() {
+    local why
+    why=$(crash_reason)
+    if [[ -n $why ]]; then echo "$why"; return; fi
+    if [[ $RC != 1 && ! ($1 == 1 && $RC == 2) ]]; then
+        echo "exit $RC, expected 1; stderr: $(snippet)"
+        return
+    fi
+    message_problem
+}
+
+# expect_error DESC [--usage] -- ARGS...: dlcc ARGS must fail cleanly with exit 1 (or 2 with --usage).
+expect_error() {
+    local desc=$1 usage=0 why
+    shift
+    [[ $1 == --usage ]] && usage=1 && shift
+    [[ $1 == -- ]] && shift
+    run_dlcc "$@"
+    why=$(error_problem $usage)
+    if [[ -n $why ]]; then fail "$desc" "$why"; else pass "$desc"; fi
+}
+
+# expect_error_like DESC REGEX -- ARGS...: as expect_error, and the message must match REGEX
+# (grep -E -i), e.g. name the op, the value or say 'cap'.
+expect_error_like() {
+    local desc=$1 re=$2 why
+    shift 2
+    [[ $1 == -- ]] && shift
+    run_dlcc "$@"
+    why=$(error_problem 0)
+    if [[ -z $why ]] && ! grep -a -q -E -i -- "$re" "$ERR"; then
+        why="message does not match /$re/: $(snippet)"
+    fi
+    if [[ -n $why ]]; then fail "$desc" "$why"; else pass "$desc"; fi
+}
+
+# expect_no_crash DESC -- ARGS...: exit 0 is fine; otherwise as expect_error.
+expect_no_crash() {
+    local desc=$1
+    shift
+    [[ $1 == -- ]] && shift
+    run_dlcc "$@"
+    local why
+    why=$(crash_reason)
+    if [[ -n $why ]]; then fail "$desc" "$why"; return; fi
+    if [[ $RC == 0 ]]; then pass "$desc"; return; fi
+    if [[ $RC != 1 ]]; then
+        fail "$desc" "exit $RC, expected 0 or 1; stderr: $(snippet)"
+        return
+    fi
+    why=$(message_problem)
+    if [[ -n $why ]]; then fail "$desc" "$why"; return; fi
+    pass "$desc"
+}
+
+# expect_ok DESC -- ARGS...: dlcc ARGS must succeed (exit 0) without a sanitizer report.
+expect_ok() {
+    local desc=$1 why
+    shift
+    [[ $1 == -- ]] && shift
+    run_dlcc "$@"
+    why=$(crash_reason)
+    [[ -z $why && $RC != 0 ]] && why="exit $RC, expected 0; stderr: $(snippet)"
+    if [[ -n $why ]]; then fail "$desc" "$why"; else pass "$desc"; fi
+}
+
+# ---------------------------------------------------------------------------------------------
+echo "== generating test models (seed $SEED) into $TMP"
+EXTRA=()
+[[ -f $ROOT/models/default.onnx ]] && EXTRA+=("$ROOT/models/default.onnx")
+if ! "$PY" "$HERE/gen_models.py" "$TMP" "$SEED" "${EXTRA[@]}" >"$TMP/gen.log" 2>&1; then
+    fail "generate test models with $PY" "$(tail -3 "$TMP/gen.log" | tr '\n' '|')"
+    echo "$PASSED passed, $FAILED failed"
+    exit 1
+fi
+B=$TMP/bad
+cd "$TMP" || exit 1
+
+echo "== unreadable or non-ONNX model files"
+expect_error "missing model file" -- run "$TMP/does-not-exist.onnx"
+expect_error "missing model file (show)" -- show "$TMP/does-not-exist.onnx"
+expect_error "directory as model" -- run "$TMP"
+expect_error "directory as model (show)" -- show "$TMP"
+expect_error "empty model file" -- run "$B/empty.onnx"
+expect_error "text file as model" -- run "$B/text.onnx"
+expect_error "a .npy file as model" -- run "$B/ok.npy"
+expect_error "/dev/null as model" -- run /dev/null
+if [[ -r /dev/zero ]]; then expect_error "/dev/zero as model" -- run /dev/zero; fi
+# (10 s: opening a FIFO for reading blocks until a writer comes, so a hang is likely)
+mkfifo "$TMP/fifo.onnx" 2>/dev/null && CHECK_TIMEOUT=10 expect_error "a FIFO as model (must not block)" -- run "$TMP/fifo.onnx"
+
+echo "== malformed graphs"
+expect_error_like "unknown op" 'FooBarNoSuchOp' -- run --quiet "$B/unknown_op.onnx"
+expect_error_like "unknown op domain" 'nosuchdomain' -- run --quiet "$B/unknown_domain.onnx"
+expect_error_like "node input not defined anywhere" 'nonexistent_tensor' -- run --quiet "$B/undefined_input.onnx"
+expect_error_like "graph output not produced" 'nonexistent_output' -- run --quiet "$B/undefined_output.onnx"
+expect_error "cycle between two nodes" -- run --quiet "$B/cycle.onnx"
+expect_error "node consuming its own output" -- run --quiet "$B/self_loop.onnx"
+expect_error "two nodes defining the same value" -- run --quiet "$B/duplicate_output.onnx"
+expect_error "cycle (show)" -- show "$B/cycle.onnx"
+expect_error_like "Add of [2,3] and [4,5]" 'Add' -- run --quiet "$B/add_shape_mismatch.onnx"
+expect_error_like "MatMul [2,3] x [4,5]" 'MatMul' -- run --quiet "$B/matmul_mismatch.onnx"
+expect_error "Add of float32 and int32" -- run --quiet "$B/add_dtype_mismatch.onnx"
+expect_error_like "Reshape 6 elements to [7]" 'Reshape' -- run --quiet "$B/reshape_impossible.onnx"
+expect_error "Reshape with two -1" -- run --quiet "$B/reshape_two_minus_one.onnx"
+expect_error_like "Gather with constant index 5 on a dim of 2 (run time)" 'Gather' -- run --quiet "$B/gather_oob.onnx"
+expect_error_like "Gather with constant index -3 on a dim of 2" 'Gather' -- run --quiet "$B/gather_oob_negative.onnx"
+expect_error "Gather axis 7 on rank 2" -- run --quiet "$B/gather_bad_axis.onnx"
+expect_error_like "ConstantOfShape [1<<40] hits the allocation cap" 'cap|limit|too (large|big|many)' -- run --quiet "$B/constantofshape_huge.onnx"
+expect_error_like "ConstantOfShape [2^31,2^31,2^31] overflows cleanly" 'overflow|cap|limit|too (large|big|many)' -- run --quiet "$B/constantofshape_overflow.onnx"
+expect_error "ConstantOfShape [-5]" -- run --quiet "$B/constantofshape_negative.onnx"
+expect_error_like "Expand to [2^20,2^20,2,3] hits the cap" 'overflow|cap|limit|too (large|big|many)' -- run --quiet "$B/expand_huge.onnx"
+expect_error_like "Tile by [2^30,2^30] hits the cap" 'overflow|cap|limit|too (large|big|many)' -- run --quiet "$B/tile_huge.onnx"
+expect_error_like "Range 0..1e30 hits the cap" 'overflow|cap|limit|too (large|big|many)' -- run --quiet "$B/range_huge.onnx"
+expect_error "Range with delta 0" -- run --quiet "$B/range_zero_delta.onnx"
+expect_error "Transpose perm [0,0]" -- run --quiet "$B/transpose_bad_perm.onnx"
+expect_error "Softmax axis 5 on rank 2" -- run --quiet "$B/softmax_bad_axis.onnx"
+expect_error "Concat axis -3 on rank 2" -- run --quiet "$B/concat_bad_axis.onnx"
+expect_error "Concat of [2,3] and [2,4] on axis 0" -- run --quiet "$B/concat_shape_mismatch.onnx"
+expect_error "Split sizes [2,2] of a dim of 3" -- run --quiet "$B/split_bad_sizes.onnx"
+expect_error "Slice with step 0" -- run --quiet "$B/slice_zero_step.onnx"
+expect_error "Conv with 1 input channel and W for 2" -- run --quiet "$B/conv_channel_mismatch.onnx"
+expect_error "Conv with a 5x5 kernel on a 2x2 input" -- run --quiet "$B/conv_kernel_larger_than_input.onnx"
+expect_error "Conv with stride 0" -- run --quiet "$B/conv_zero_stride.onnx"
+expect_error "MaxPool with pads -4" -- run --quiet "$B/maxpool_negative_pads.onnx"
+expect_error "Pad removing more than the dim" -- run --quiet "$B/pad_negative_too_big.onnx"
+expect_error "attribute of the wrong type (axis=\"one\")" -- run --quiet "$B/attr_wrong_type.onnx"
+expect_no_crash "opset 999" -- run --quiet "$B/opset_999.onnx"
+
+echo "== malformed tensors"
+expect_error_like "initializer raw_data shorter than its shape" "'B'" -- run --quiet "$B/raw_data_short.onnx"
+expect_error_like "initializer raw_data longer than its shape" "'B'" -- run --quiet "$B/raw_data_long.onnx"
+expect_error "initializer float_data with 2 of 6 values" -- run --quiet "$B/float_data_short.onnx"
+expect_error_like "initializer with dims [-2,3]" 'negative' -- run --quiet "$B/negative_dims.onnx"
+expect_error "initializer with dims [2^40,2^30] and no data" -- run --quiet "$B/huge_dims_no_data.onnx"
+expect_error "initializer of rank 10" -- run --quiet "$B/rank_10_initializer.onnx"
+expect_error "initializer with dtype code 12345" -- run --quiet "$B/bad_dtype_code.onnx"
+expect_error_like "graph input [2^40,2^20] (random input hits the cap)" 'overflow|cap|limit|too (large|big|many)' -- run --quiet "$B/input_huge_dims.onnx"
+expect_no_crash "graph input with dim -7" -- run --quiet "$B/input_negative_dim.onnx"
+expect_error "graph input of rank 12" -- run --quiet "$B/input_rank_12.onnx"
+expect_error_like "external data at ../../etc/passwd is refused" 'etc/passwd' -- run --quiet "$B/ext/ext_dotdot.onnx"
+expect_error_like "external data at /etc/passwd is refused" 'etc/passwd' -- run --quiet "$B/ext/ext_absolute.onnx"
+expect_error_like "external data file missing" 'missing_weights.bin' -- run --quiet "$B/ext/ext_missing.onnx"
+expect_error "external data file too short" -- run --quiet "$B/ext/ext_short.onnx"
+expect_error "external data offset 2^62" -- run --quiet "$B/ext/ext_huge_offset.onnx"
+expect_error "external data location is a directory" -- run --quiet "$B/ext/ext_directory.onnx"
+expect_error "external data refused (show)" -- show "$B/ext/ext_dotdot.onnx"
+
+echo "== bad --input files (model input X: float32[2,3])"
+M=$B/relu23.onnx
+expect_ok "sanity: a good .npy runs" -- run --quiet "$M" --input "X=$B/ok.npy"
+expect_error ".npy with dtype int32" -- run --quiet "$M" --input "X=$B/wrong_dtype.npy"
+expect_error ".npy of rank 3" -- run --quiet "$M" --input "X=$B/wrong_rank.npy"
+expect_error ".npy of shape [2,4]" -- run --quiet "$M" --input "X=$B/wrong_dim.npy"
+expect_error ".npy scalar" -- run --quiet "$M" --input "X=$B/scalar.npy"
+expect_error "truncated .npy data" -- run --quiet "$M" --input "X=$B/truncated.npy"
+expect_error "truncated .npy header" -- run --quiet "$M" --input "X=$B/truncated_header.npy"
+expect_error ".npy header length 0xffff" -- run --quiet "$M" --input "X=$B/header_len_huge.npy"
+expect_error ".npy header with absurd shape" -- run --quiet "$M" --input "X=$B/header_garbage.npy"
+expect_error "big-endian .npy" -- run --quiet "$M" --input "X=$B/big_endian.npy"
+expect_error "Fortran-order .npy" -- run --quiet "$M" --input "X=$B/fortran.npy"
+expect_error "object .npy (pickle)" -- run --quiet "$M" --input "X=$B/object.npy"
+expect_error "non-npy file as input" -- run --quiet "$M" --input "X=$B/not_npy.npy"
+expect_error "empty file as input" -- run --quiet "$M" --input "X=$B/empty.onnx"
+expect_error "directory as input" -- run --quiet "$M" --input "X=$TMP"
+expect_error "missing input file" -- run --quiet "$M" --input "X=$TMP/nope.npy"
+expect_error_like "--input for a name the model lacks" 'NoSuchInput' -- run --quiet "$M" --input "NoSuchInput=$B/ok.npy"
+expect_error "--input without '='" -- run --quiet "$M" --input "$B/ok.npy"
+expect_error "--input with an empty name" -- run --quiet "$M" --input "=$B/ok.npy"
+expect_error "--input with no value" --usage -- run --quiet "$M" --input
+expect_error "--output-dir under a missing folder" -- run --quiet "$M" --output-dir "$TMP/no/such/dir"
+echo x >"$TMP/afile"
+expect_error "--output-dir is a file" -- run --quiet "$M" --output-dir "$TMP/afile"
+
+echo "== command line"
+expect_error "unknown command" --usage -- frobnicate
+expect_error "unknown option to run" --usage -- run --no-such-option "$M"
+expect_error "unknown option to show" --usage -- show --no-such-option "$M"
+expect_error "unknown option to onnx-test" --usage -- onnx-test --no-such-option
+expect_error "two models to run" --usage -- run "$M" "$M"
+expect_error "unknown backend" --usage -- run "$M" --backend nosuch
+expect_error "onnx-test on a missing path" -- onnx-test "$TMP/no-such-test-dir"
+run_dlcc run
+if [[ -z $(crash_reason) && $RC == 2 ]]; then pass "run with no model: usage, exit 2"; else fail "run with no model" "exit $RC $(crash_reason)"; fi
+run_dlcc
+if [[ -z $(crash_reason) && $RC == 2 ]]; then pass "no command: usage, exit 2"; else fail "no command" "exit $RC $(crash_reason)"; fi
+expect_error "show --dot into a missing folder" -- show "$M" --dot "$TMP/no/such/dir/g.dot"
+
+echo "== truncated and byte-flipped models"
+n=0
+while IFS=$'\t' read -r path kind expect; do
+    n=$((n + 1))
+    name=$(basename "$path")
+    if [[ $expect == err ]]; then
+        expect_error "$kind $name" -- run --quiet "$path"
+    else
+        expect_no_crash "$kind $name" -- run --quiet "$path"
+    fi
+    if ((n % 4 == 0)); then
+        expect_no_crash "$kind $name (show --nodes --dot)" -- show --nodes "$path" --dot "$TMP/g.dot"
+    fi
+    rm -f "$OUT" "$ERR"
+done <"$TMP/mut/manifest.tsv"
+
+echo "$PASSED passed, $FAILED failed"
+[[ $FAILED == 0 ]]

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The test suite. Usage: tests/run-tests.sh [BUILD_DIR]   (default build/)
+# Runs each suite, sums their "N passed, N failed" lines and ends with the total. Exit status is
+# non-zero when any check failed. DLCC_SANITIZED=1 (set by `make test-asan`) trims the slowest
+# model tests, which ASan makes ~10x slower.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+DLCC="$BUILD/dlcc"
+LOG_DIR="$BUILD/test-logs"
+mkdir -p "$LOG_DIR"
+ONNX_NODE_DIR=${ONNX_NODE_DIR:-/usr/share/libonnx-testdata/data/node}
+total_pass=0
+total_fail=0
+
+# run_suite NAME CMD...: runs CMD, shows its failures, adds its last "N passed, N failed" line.
+run_suite() {
+    local name=$1
+    shift
+    local log="$LOG_DIR/$name.log" start=$SECONDS
+    echo "=== $name"
+    "$@" >"$log" 2>&1
+    local rc=$?
+    grep -E '^(FAIL|UNSUPPORTED|CRASH)|REGRESSION|ERROR|runtime error' "$log" | head -40
+    local line
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
+    if [ -z "$line" ]; then
+        echo "  $name printed no summary (exit $rc); last lines:"
+        tail -5 "$log" | sed 's/^/    /'
+        total_fail=$((total_fail + 1))
+        return
+    fi
+    local p f
+    p=$(echo "$line" | sed -E 's/^([0-9]+) passed.*/\1/')
+    f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    echo "  $line (exit $rc, $((SECONDS - start)) s; log: $log)"
+    total_pass=$((total_pass + p))
+    total_fail=$((total_fail + f))
+}
+
+# The conformance suite: every case in tests/onnx-passing.txt must still pass (no regressions),
+# and at least 75% of all cases must pass.
+conformance() {
+    local out="$LOG_DIR/onnx-node.txt"
+    "$DLCC" onnx-test --quiet --expect tests/onnx-passing.txt --write-passing "$LOG_DIR/onnx-passing-now.txt" \
+        "$ONNX_NODE_DIR" >"$out" 2>&1
+    local rc=$?
+    grep -E 'REGRESSION' "$out"
+    local line passed failed
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
+    passed=$(echo "$line" | sed -E 's/^([0-9]+) passed.*/\1/')
+    failed=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
+    local regressions
+    regressions=$(grep -E '^[0-9]+ regressions' "$out" | sed -E 's/^([0-9]+).*/\1/')
+    echo "ONNX node cases: $line ($regressions regressions)"
+    local checks_pass=0 checks_fail=0
+    if [ "${regressions:-1}" -eq 0 ] && [ "$rc" -eq 0 ]; then
+        echo "PASS no regression against tests/onnx-passing.txt"; checks_pass=$((checks_pass + 1))
+    else
+        echo "FAIL regressions against tests/onnx-passing.txt"; checks_fail=$((checks_fail + 1))
+    fi
+    if [ -n "$passed" ] && [ $((passed * 100)) -ge $(((passed + failed) * 75)) ]; then
+        echo "PASS at least 75% of ONNX node cases pass ($passed of $((passed + failed)))"
+        checks_pass=$((checks_pass + 1))
+    else
+        echo "FAIL fewer than 75% of ONNX node cases pass ($passed of $((passed + failed)))"
+        checks_fail=$((checks_fail + 1))
+    fi
+    echo "$checks_pass passed, $checks_fail failed"
+}
+
+smoke() {
+    local p=0 f=0
+    if "$BUILD/examples/build_mlp" >/dev/null; then echo "PASS example build_mlp"; p=$((p + 1)); else echo "FAIL example build_mlp"; f=$((f + 1)); fi
+    local out
+    out=$(mktemp -d)
+    if "$DLCC" run models/default.onnx --output-dir "$out" >/dev/null 2>&1 && [ -s "$out/probs.npy" ]; then
+        echo "PASS dlcc run default model writes probs.npy"; p=$((p + 1))
+    else
+        echo "FAIL dlcc run default model"; f=$((f + 1))
+    fi
+    local root=$PWD
+    /usr/bin/python3 -c "import numpy as np; np.save('$out/x.npy', np.ones((2,3,32,32), np.float32))"
+    if (cd "$out" && "$root/$BUILD/examples/load_onnx" "$root/models/default.onnx" x.npy >/dev/null 2>&1) &&
+        /usr/bin/python3 -c "import numpy as np; y=np.load('$out/out_0.npy'); assert y.shape==(2,10) and abs(y.sum()-2)<1e-4"; then
+        echo "PASS example load_onnx (batch 2 through the symbolic batch dim)"; p=$((p + 1))
+    else
+        echo "FAIL example load_onnx"; f=$((f + 1))
+    fi
+    if "$DLCC" show models/default.onnx --dot "$out/g.dot" | grep -q 'parameters: 10058' && grep -q digraph "$out/g.dot"; then
+        echo "PASS dlcc show prints parameters and writes DOT"; p=$((p + 1))
+    else
+        echo "FAIL dlcc show"; f=$((f + 1))
+    fi
+    for cmd in run show onnx-test; do
+        if "$DLCC" $cmd --help | grep -q usage; then echo "PASS dlcc $cmd --help"; p=$((p + 1)); else echo "FAIL dlcc $cmd --help"; f=$((f + 1)); fi
+    done
+    rm -rf "$out"
+    echo "$p passed, $f failed"
+}
+
+run_suite unit "$BUILD/tests/test_core" models/default.onnx
+run_suite smoke smoke
+run_suite onnx-conformance conformance
+[ -x tests/robust/run.sh ] && run_suite robustness tests/robust/run.sh "$BUILD"
+if [ -x tests/torch/run.sh ]; then
+    if [ "${DLCC_SANITIZED:-0}" = 1 ]; then
+        DLCC_TORCH_MODELS=${DLCC_TORCH_MODELS:-bert_encoder} run_suite torch-parity tests/torch/run.sh "$BUILD"
+    else
+        run_suite torch-parity tests/torch/run.sh "$BUILD"
+    fi
+fi
+
+echo "=== total"
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]
