@@ -22,7 +22,7 @@ static const dl_dtype k_numeric[] = {
 
 static dl_status get_out(dl_kernel *kc, int o, dl_tensor **out) {
     dl_tensor *t = kc->out[o];
-    if (!t->data && t->numel != 0) {
+    if (!t->data) {
         const dl_type *ty = &kc->out_type[o];
         if (!dl_type_known(ty))
             return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d shape not known", o);
@@ -245,6 +245,7 @@ static dl_status infer_prelu(dl_infer *ic) {
         DL_F32, DL_F64, DL_F16, DL_BF16,           DL_I8, DL_I16, DL_I32, DL_I64, DL_U8,
         DL_U16, DL_U32, DL_U64, DL_DTYPE_UNDEFINED};
     DL_TRY(dl_infer_require_dtype(ic, 0, allowed));
+    DL_TRY(dl_infer_require_dtype(ic, 1, allowed));
     DL_TRY(dl_infer_same_dtype(ic, 2, idx));
     const dl_type *x = ic->in[0], *s = ic->in[1];
     if (x->rank >= 0 && s->rank >= 0) {

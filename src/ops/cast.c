@@ -146,7 +146,7 @@ static void cast_elem(const dl_tensor *x, int64_t i, dl_tensor *o) {
 static dl_status ref_cast(dl_kernel *kc) {
     const dl_tensor *x = kc->in[0];
     dl_tensor *o = kc->out[0];
-    if (!o->data && o->numel != 0) {
+    if (!o->data) {
         const dl_type *ty = &kc->out_type[0];
         if (!dl_type_known(ty))
             return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output shape not known");

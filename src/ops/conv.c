@@ -218,6 +218,8 @@ static dl_status conv_infer_common(dl_infer *ic, bool transpose) {
     }
     int64_t C = x->rank >= 0 ? x->dims[1] : -1;
     int64_t w0 = w->rank >= 0 ? w->dims[0] : -1, w1 = w->rank >= 0 ? w->dims[1] : -1;
+    if (w0 > ELEM_LIMIT || w1 > ELEM_LIMIT)
+        return dl_infer_fail(ic, DL_ERR_LIMIT, "W channel dims are too large");
     int64_t M; /* output channels, -1 if unknown */
     if (!transpose) {
         /* W: [M, C/group, k...] */
@@ -309,6 +311,8 @@ static dl_status kernel_geometry(dl_kernel *kc, bool transpose, conv_geom *g, in
         conv_geometry(kc->node, transpose, ns, x->dims + 2, w->dims + 2, g, err, sizeof err);
     if (e) return dl_kernel_fail(kc, DL_ERR_INVALID, "%s", e);
     *group = dl_attr_int(kc->node, "group", 1);
+    if (*group < 1 || *group >= ATTR_LIMIT || w->dims[0] > ELEM_LIMIT || w->dims[1] > ELEM_LIMIT)
+        return dl_kernel_fail(kc, DL_ERR_LIMIT, "group or W channel dims out of range");
     *N = x->dims[0];
     *C = x->dims[1];
     *M = transpose ? w->dims[1] * *group : w->dims[0];
@@ -451,7 +455,45 @@ static dl_status conv_ref(dl_kernel *kc) {
     return s;
 }
 
-/* ---- ConvTranspose: direct scatter in double ---- */
+/* ---- ConvTranspose: GEMM + col2im in double ---- */
+
+/* Adds col[(m, k), i] (one group, rows m * K + k) into y at i * stride + k * dil - pad. The
+ * innermost loop runs over the last input dim within its valid range. */
+static void col2im(const conv_geom *g, int64_t Mg, const double *col, double *y) {
+    int ns = g->ns;
+    int64_t K = prod(ns, g->k), P = prod(ns, g->out), IN = prod(ns, g->in);
+    int64_t IW = g->in[ns - 1], OW = g->out[ns - 1], sw = g->stride[ns - 1];
+    if (IW == 0) return;
+    for (int64_t m = 0; m < Mg; m++) {
+        double *yp = y + m * P;
+        for (int64_t kk = 0; kk < K; kk++) {
+            const double *crow = col + (m * K + kk) * IN;
+            int64_t kidx[MAX_SPATIAL], r = kk;
+            for (int d = ns - 1; d >= 0; d--) {
+                kidx[d] = r % g->k[d];
+                r /= g->k[d];
+            }
+            int64_t kw = kidx[ns - 1] * g->dil[ns - 1] - g->pb[ns - 1]; /* ow = iw * sw + kw */
+            int64_t lo = kw >= 0 ? 0 : (-kw + sw - 1) / sw;
+            int64_t hi = OW - 1 - kw < 0 ? -1 : (OW - 1 - kw) / sw;
+            if (hi > IW - 1) hi = IW - 1;
+            int64_t ipos[MAX_SPATIAL] = {0};
+            for (int64_t row = 0; row < IN / IW; row++, dl_index_next(ns - 1, g->in, ipos)) {
+                int64_t off = 0;
+                bool valid = true;
+                for (int d = 0; d < ns - 1 && valid; d++) {
+                    int64_t o = ipos[d] * g->stride[d] + kidx[d] * g->dil[d] - g->pb[d];
+                    valid = o >= 0 && o < g->out[d];
+                    off = off * g->out[d] + o;
+                }
+                if (!valid) continue;
+                double *yrow = yp + off * OW;
+                const double *xrow = crow + row * IW;
+                for (int64_t iw = lo; iw <= hi; iw++) yrow[iw * sw + kw] += xrow[iw];
+            }
+        }
+    }
+}
 
 static dl_status convtr_ref(dl_kernel *kc) {
     conv_geom g;
@@ -463,76 +505,37 @@ static dl_status convtr_ref(dl_kernel *kc) {
     if (y->numel == 0) return DL_OK;
     int ns = g.ns;
     int64_t K = prod(ns, g.k), P = prod(ns, g.out), IN = prod(ns, g.in);
-    int64_t Cg = C / group, Mg = M / group;
-    double *xd, *wd, *yd = NULL;
-    DL_TRY(to_f64(kc, x, &xd));
-    dl_status s = to_f64(kc, w, &wd);
+    int64_t Cg = C / group, Mg = M / group, R = Mg * K;
+    size_t cells, bytes;
+    DL_TRY(dl_mul_size(kc->ctx, (size_t)R, (size_t)IN, &cells, "col2im"));
+    DL_TRY(dl_mul_size(kc->ctx, cells ? cells : 1, sizeof(double), &bytes, "col2im"));
+    double *xd = NULL, *wd = NULL, *yd = NULL, *wt = NULL, *col = NULL;
+    dl_status s = to_f64(kc, x, &xd);
+    if (s == DL_OK) s = to_f64(kc, w, &wd);
+    if (s == DL_OK) s = to_f64(kc, w, &wt);
     if (s == DL_OK) s = to_f64(kc, y, &yd);
-    if (s != DL_OK) {
-        dl_free(xd);
-        dl_free(wd);
-        return s;
-    }
-    /* Kernel taps as multi-indices, computed once. */
-    int64_t *taps = dl_malloc((size_t)(K ? K : 1) * MAX_SPATIAL * sizeof(int64_t));
-    if (!taps) {
-        dl_free(xd);
-        dl_free(wd);
-        dl_free(yd);
-        return dl_kernel_fail(kc, DL_ERR_NOMEM, "out of memory");
-    }
-    for (int64_t kk = 0; kk < K; kk++) {
-        int64_t r = kk;
-        for (int d = ns - 1; d >= 0; d--) {
-            taps[kk * MAX_SPATIAL + d] = r % g.k[d];
-            r /= g.k[d];
-        }
-    }
-    for (int64_t i = 0; i < y->numel; i++) {
-        int64_t m = (i / P) % M;
-        yd[i] = b ? dl_get_f64(b, m) : 0.0;
-    }
-    /* y[n, m, i * stride + k * dil - pad] += x[n, c, i] * w[c, m, k]; the innermost loop runs
-     * over the last input dim (contiguous in x, strided in y) within its valid range. */
-    int64_t IW = g.in[ns - 1], OW = g.out[ns - 1], sw = g.stride[ns - 1];
-    for (int64_t n = 0; n < N && IW > 0; n++) {
-        for (int64_t c = 0; c < C; c++) {
-            int64_t gi = c / Cg;
-            const double *xc = xd + (n * C + c) * IN;
-            for (int64_t m = 0; m < Mg; m++) {
-                double *yp = yd + (n * M + gi * Mg + m) * P;
-                const double *wrow = wd + (c * Mg + m) * K;
-                for (int64_t kk = 0; kk < K; kk++) {
-                    const int64_t *t = taps + kk * MAX_SPATIAL;
-                    double wv = wrow[kk];
-                    int64_t kw = t[ns - 1] * g.dil[ns - 1] - g.pb[ns - 1]; /* ow = iw * sw + kw */
-                    int64_t lo = kw >= 0 ? 0 : (-kw + sw - 1) / sw;
-                    int64_t hi = OW - 1 - kw < 0 ? -1 : (OW - 1 - kw) / sw;
-                    if (hi > IW - 1) hi = IW - 1;
-                    int64_t ipos[MAX_SPATIAL] = {0};
-                    for (int64_t row = 0; row < IN / IW; row++, dl_index_next(ns - 1, g.in, ipos)) {
-                        int64_t off = 0;
-                        bool valid = true;
-                        for (int d = 0; d < ns - 1 && valid; d++) {
-                            int64_t o = ipos[d] * g.stride[d] + t[d] * g.dil[d] - g.pb[d];
-                            valid = o >= 0 && o < g.out[d];
-                            off = off * g.out[d] + o;
-                        }
-                        if (!valid) continue;
-                        double *yrow = yp + off * OW;
-                        const double *xrow = xc + row * IW;
-                        for (int64_t iw = lo; iw <= hi; iw++) yrow[iw * sw + kw] += wv * xrow[iw];
-                    }
-                }
+    if (s == DL_OK) s = dl_alloc_checked(kc->ctx, bytes, (void **)&col, "col2im buffer");
+    if (s == DL_OK) {
+        /* W is [C, Mg, k...]: per group, transpose [Cg, R] -> wt [R, Cg] */
+        for (int64_t gi = 0; gi < group; gi++)
+            for (int64_t c = 0; c < Cg; c++)
+                for (int64_t r = 0; r < R; r++)
+                    wt[gi * Cg * R + r * Cg + c] = wd[gi * Cg * R + c * R + r];
+        for (int64_t i = 0; i < y->numel; i++) yd[i] = b ? dl_get_f64(b, (i / P) % M) : 0.0;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t gi = 0; gi < group; gi++) {
+                memset(col, 0, bytes);
+                gemm_f64(R, IN, Cg, wt + gi * Cg * R, Cg, xd + (n * C + gi * Cg) * IN, IN, col, IN);
+                col2im(&g, Mg, col, yd + (n * M + gi * Mg) * P);
             }
-        }
+        for (int64_t i = 0; i < y->numel; i++) dl_set_f64(y, i, yd[i]);
     }
-    for (int64_t i = 0; i < y->numel; i++) dl_set_f64(y, i, yd[i]);
-    dl_free(taps);
     dl_free(xd);
     dl_free(wd);
+    dl_free(wt);
     dl_free(yd);
-    return DL_OK;
+    dl_free(col);
+    return s;
 }
 
 const dl_op_def dl_ops_conv[] = {

@@ -29,7 +29,7 @@ static const dl_dtype k_unsigned[] = {DL_U8, DL_U16, DL_U32, DL_U64, DL_DTYPE_UN
 /* The output tensor o, allocated from the inferred type if the runtime did not preallocate. */
 static dl_status get_out(dl_kernel *kc, int o, dl_tensor **out) {
     dl_tensor *t = kc->out[o];
-    if (!t->data && t->numel != 0) {
+    if (!t->data) {
         const dl_type *ty = &kc->out_type[o];
         if (!dl_type_known(ty))
             return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d shape not known", o);

@@ -25,7 +25,7 @@ static const dl_dtype k_bool[] = {DL_BOOL, DL_DTYPE_UNDEFINED};
 
 static dl_status get_out(dl_kernel *kc, int o, dl_tensor **out) {
     dl_tensor *t = kc->out[o];
-    if (!t->data && t->numel != 0) {
+    if (!t->data) {
         const dl_type *ty = &kc->out_type[o];
         if (!dl_type_known(ty))
             return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d shape not known", o);
@@ -256,6 +256,7 @@ static dl_status infer_where(dl_infer *ic) {
     static const int all[3] = {1, 2, 0}; /* dtype from X */
     DL_TRY(dl_infer_require_dtype(ic, 0, k_bool));
     DL_TRY(dl_infer_require_dtype(ic, 1, k_numeric_bool));
+    DL_TRY(dl_infer_require_dtype(ic, 2, k_numeric_bool));
     DL_TRY(dl_infer_same_dtype(ic, 2, xy));
     return dl_infer_broadcast(ic, 0, 3, all);
 }

@@ -431,6 +431,10 @@ static const char *einsum_parse(const char *eq, int n_in, const int *ranks, eins
         if (n < 0) return err;
         int r = 0;
         bool seen[52] = {false};
+        if (sp->n_ell > 0 && !has_ell) {
+            snprintf(err, errlen, "the output must contain '...' to keep the broadcast dims");
+            return err;
+        }
         for (int i = 0; i < n; i++) {
             if (ids[i] < 0) {
                 for (int j = 0; j < sp->n_ell; j++) {

@@ -136,5 +136,8 @@ extern const dl_op_def dl_ops_rnn[];
 extern const dl_op_def dl_ops_quant[];
 extern const dl_op_def dl_ops_misc[];
 extern const dl_op_def dl_ops_signal[];
+extern const dl_op_def dl_ops_optim[];
+extern const dl_op_def dl_ops_text[];
+extern const dl_op_def dl_ops_roi[];
 
 #endif

@@ -131,6 +131,25 @@ expect_error_like() {
     if [[ -n $why ]]; then fail "$desc" "$why"; else pass "$desc"; fi
 }
 
+# expect_model_error DESC MODEL [REGEX]...: `dlcc run --quiet MODEL` must fail cleanly (exit 1,
+# one line) with a message that names MODEL (its file name) and matches every REGEX (grep -E -i):
+# the op, the offending value, 'cap', ...
+expect_model_error() {
+    local desc=$1 model=$2 why re
+    shift 2
+    run_dlcc run --quiet "$model"
+    why=$(error_problem 0)
+    if [[ -z $why ]] && ! grep -a -q -F -- "$(basename "$model")" "$ERR"; then
+        why="message does not name the model file $(basename "$model"): $(snippet)"
+    fi
+    for re in "$@"; do
+        if [[ -z $why ]] && ! grep -a -q -E -i -- "$re" "$ERR"; then
+            why="message does not match /$re/: $(snippet)"
+        fi
+    done
+    if [[ -n $why ]]; then fail "$desc" "$why"; else pass "$desc"; fi
+}
+
 # expect_no_crash DESC -- ARGS...: exit 0 is fine; otherwise as expect_error.
 expect_no_crash() {
     local desc=$1
@@ -187,79 +206,80 @@ if [[ -r /dev/zero ]]; then expect_error "/dev/zero as model" -- run /dev/zero; 
 mkfifo "$TMP/fifo.onnx" 2>/dev/null && CHECK_TIMEOUT=10 expect_error "a FIFO as model (must not block)" -- run "$TMP/fifo.onnx"
 
 echo "== malformed graphs"
-expect_error_like "unknown op" 'FooBarNoSuchOp' -- run --quiet "$B/unknown_op.onnx"
-expect_error_like "unknown op domain" 'nosuchdomain' -- run --quiet "$B/unknown_domain.onnx"
-expect_error_like "node input not defined anywhere" 'nonexistent_tensor' -- run --quiet "$B/undefined_input.onnx"
-expect_error_like "graph output not produced" 'nonexistent_output' -- run --quiet "$B/undefined_output.onnx"
-expect_error "cycle between two nodes" -- run --quiet "$B/cycle.onnx"
-expect_error "node consuming its own output" -- run --quiet "$B/self_loop.onnx"
-expect_error "two nodes defining the same value" -- run --quiet "$B/duplicate_output.onnx"
+expect_model_error "unknown op" "$B/unknown_op.onnx" 'FooBarNoSuchOp'
+expect_model_error "unknown op domain" "$B/unknown_domain.onnx" 'nosuchdomain'
+expect_model_error "node input not defined anywhere" "$B/undefined_input.onnx" 'nonexistent_tensor'
+expect_model_error "graph output not produced" "$B/undefined_output.onnx" 'nonexistent_output'
+expect_model_error "cycle between two nodes" "$B/cycle.onnx"
+expect_model_error "node consuming its own output" "$B/self_loop.onnx"
+expect_model_error "two nodes defining the same value" "$B/duplicate_output.onnx" 'Y'
 expect_error "cycle (show)" -- show "$B/cycle.onnx"
-expect_error_like "Add of [2,3] and [4,5]" 'Add' -- run --quiet "$B/add_shape_mismatch.onnx"
-expect_error_like "MatMul [2,3] x [4,5]" 'MatMul' -- run --quiet "$B/matmul_mismatch.onnx"
-expect_error "Add of float32 and int32" -- run --quiet "$B/add_dtype_mismatch.onnx"
-expect_error_like "Reshape 6 elements to [7]" 'Reshape' -- run --quiet "$B/reshape_impossible.onnx"
-expect_error "Reshape with two -1" -- run --quiet "$B/reshape_two_minus_one.onnx"
-expect_error_like "Gather with constant index 5 on a dim of 2 (run time)" 'Gather' -- run --quiet "$B/gather_oob.onnx"
-expect_error_like "Gather with constant index -3 on a dim of 2" 'Gather' -- run --quiet "$B/gather_oob_negative.onnx"
-expect_error "Gather axis 7 on rank 2" -- run --quiet "$B/gather_bad_axis.onnx"
-expect_error_like "ConstantOfShape [1<<40] hits the allocation cap" 'cap|limit|too (large|big|many)' -- run --quiet "$B/constantofshape_huge.onnx"
-expect_error_like "ConstantOfShape [2^31,2^31,2^31] overflows cleanly" 'overflow|cap|limit|too (large|big|many)' -- run --quiet "$B/constantofshape_overflow.onnx"
-expect_error "ConstantOfShape [-5]" -- run --quiet "$B/constantofshape_negative.onnx"
-expect_error_like "Expand to [2^20,2^20,2,3] hits the cap" 'overflow|cap|limit|too (large|big|many)' -- run --quiet "$B/expand_huge.onnx"
-expect_error_like "Tile by [2^30,2^30] hits the cap" 'overflow|cap|limit|too (large|big|many)' -- run --quiet "$B/tile_huge.onnx"
-expect_error_like "Range 0..1e30 hits the cap" 'overflow|cap|limit|too (large|big|many)' -- run --quiet "$B/range_huge.onnx"
-expect_error "Range with delta 0" -- run --quiet "$B/range_zero_delta.onnx"
-expect_error "Transpose perm [0,0]" -- run --quiet "$B/transpose_bad_perm.onnx"
-expect_error "Softmax axis 5 on rank 2" -- run --quiet "$B/softmax_bad_axis.onnx"
-expect_error "Concat axis -3 on rank 2" -- run --quiet "$B/concat_bad_axis.onnx"
-expect_error "Concat of [2,3] and [2,4] on axis 0" -- run --quiet "$B/concat_shape_mismatch.onnx"
-expect_error "Split sizes [2,2] of a dim of 3" -- run --quiet "$B/split_bad_sizes.onnx"
-expect_error "Slice with step 0" -- run --quiet "$B/slice_zero_step.onnx"
-expect_error "Conv with 1 input channel and W for 2" -- run --quiet "$B/conv_channel_mismatch.onnx"
-expect_error "Conv with a 5x5 kernel on a 2x2 input" -- run --quiet "$B/conv_kernel_larger_than_input.onnx"
-expect_error "Conv with stride 0" -- run --quiet "$B/conv_zero_stride.onnx"
-expect_error "MaxPool with pads -4" -- run --quiet "$B/maxpool_negative_pads.onnx"
-expect_error "Pad removing more than the dim" -- run --quiet "$B/pad_negative_too_big.onnx"
-expect_error "attribute of the wrong type (axis=\"one\")" -- run --quiet "$B/attr_wrong_type.onnx"
+expect_model_error "Add of [2,3] and [4,5]" "$B/add_shape_mismatch.onnx" 'Add' '\[2,3\]' '\[4,5\]'
+expect_model_error "MatMul [2,3] x [4,5]" "$B/matmul_mismatch.onnx" 'MatMul' '\[2,3\]' '\[4,5\]'
+expect_model_error "Add of float32 and int32" "$B/add_dtype_mismatch.onnx" 'Add' 'int32'
+expect_model_error "Reshape 6 elements to [7]" "$B/reshape_impossible.onnx" 'Reshape'
+expect_model_error "Reshape with two -1" "$B/reshape_two_minus_one.onnx" 'Reshape'
+expect_model_error "Gather with constant index 5 on a dim of 2 (run time)" "$B/gather_oob.onnx" 'Gather' '5'
+expect_model_error "Gather with constant index -3 on a dim of 2" "$B/gather_oob_negative.onnx" 'Gather' '-3'
+expect_model_error "Gather axis 7 on rank 2" "$B/gather_bad_axis.onnx" 'Gather' 'axis'
+expect_model_error "ConstantOfShape [1<<40] hits the allocation cap" "$B/constantofshape_huge.onnx" 'ConstantOfShape' 'overflow|cap|limit|too (large|big|many)'
+expect_model_error "ConstantOfShape [2^31,2^31,2^31] overflows cleanly" "$B/constantofshape_overflow.onnx" 'ConstantOfShape' 'overflow|cap|limit|too (large|big|many)'
+expect_model_error "ConstantOfShape [-5]" "$B/constantofshape_negative.onnx" 'ConstantOfShape'
+expect_model_error "Expand to [2^20,2^20,2,3] hits the cap" "$B/expand_huge.onnx" 'Expand' 'overflow|cap|limit|too (large|big|many)'
+expect_model_error "Tile by [2^30,2^30] hits the cap" "$B/tile_huge.onnx" 'Tile' 'overflow|cap|limit|too (large|big|many)'
+expect_model_error "Range 0..1e30 hits the cap" "$B/range_huge.onnx" 'Range' 'overflow|cap|limit|too (large|big|many)'
+expect_model_error "Range with delta 0" "$B/range_zero_delta.onnx" 'Range'
+expect_model_error "Transpose perm [0,0]" "$B/transpose_bad_perm.onnx" 'Transpose'
+expect_model_error "Softmax axis 5 on rank 2" "$B/softmax_bad_axis.onnx" 'Softmax'
+expect_model_error "Concat axis -3 on rank 2" "$B/concat_bad_axis.onnx" 'Concat'
+expect_model_error "Concat of [2,3] and [2,4] on axis 0" "$B/concat_shape_mismatch.onnx" 'Concat'
+expect_model_error "Split sizes [2,2] of a dim of 3" "$B/split_bad_sizes.onnx" 'Split'
+expect_model_error "Slice with step 0" "$B/slice_zero_step.onnx" 'Slice'
+expect_model_error "Conv with 1 input channel and W for 2" "$B/conv_channel_mismatch.onnx" 'Conv'
+expect_model_error "Conv with a 5x5 kernel on a 2x2 input" "$B/conv_kernel_larger_than_input.onnx" 'Conv'
+expect_model_error "Conv with stride 0" "$B/conv_zero_stride.onnx" 'Conv' 'stride'
+expect_model_error "MaxPool with pads -4" "$B/maxpool_negative_pads.onnx" 'MaxPool' 'pad'
+expect_model_error "Pad removing more than the dim" "$B/pad_negative_too_big.onnx" 'Pad'
+expect_model_error "attribute of the wrong type (axis=\"one\")" "$B/attr_wrong_type.onnx" 'Flatten' 'axis'
 expect_no_crash "opset 999" -- run --quiet "$B/opset_999.onnx"
 
 echo "== malformed tensors"
-expect_error_like "initializer raw_data shorter than its shape" "'B'" -- run --quiet "$B/raw_data_short.onnx"
-expect_error_like "initializer raw_data longer than its shape" "'B'" -- run --quiet "$B/raw_data_long.onnx"
-expect_error "initializer float_data with 2 of 6 values" -- run --quiet "$B/float_data_short.onnx"
-expect_error_like "initializer with dims [-2,3]" 'negative' -- run --quiet "$B/negative_dims.onnx"
-expect_error "initializer with dims [2^40,2^30] and no data" -- run --quiet "$B/huge_dims_no_data.onnx"
-expect_error "initializer of rank 10" -- run --quiet "$B/rank_10_initializer.onnx"
-expect_error "initializer with dtype code 12345" -- run --quiet "$B/bad_dtype_code.onnx"
-expect_error_like "graph input [2^40,2^20] (random input hits the cap)" 'overflow|cap|limit|too (large|big|many)' -- run --quiet "$B/input_huge_dims.onnx"
+expect_model_error "initializer raw_data shorter than its shape" "$B/raw_data_short.onnx" "'B'"
+expect_model_error "initializer raw_data longer than its shape" "$B/raw_data_long.onnx" "'B'"
+expect_model_error "initializer float_data with 2 of 6 values" "$B/float_data_short.onnx" "'B'"
+expect_model_error "initializer with dims [-2,3]" "$B/negative_dims.onnx" "'B'" 'negative'
+expect_model_error "initializer with dims [2^40,2^30] and no data" "$B/huge_dims_no_data.onnx" "'B'"
+expect_model_error "initializer of rank 10" "$B/rank_10_initializer.onnx" "'B'"
+expect_model_error "initializer with dtype code 12345" "$B/bad_dtype_code.onnx" "'B'"
+expect_model_error "graph input [2^40,2^20] (random input hits the cap)" "$B/input_huge_dims.onnx" "'X'" 'overflow|cap|limit|too (large|big|many)'
 expect_no_crash "graph input with dim -7" -- run --quiet "$B/input_negative_dim.onnx"
-expect_error "graph input of rank 12" -- run --quiet "$B/input_rank_12.onnx"
-expect_error_like "external data at ../../etc/passwd is refused" 'etc/passwd' -- run --quiet "$B/ext/ext_dotdot.onnx"
-expect_error_like "external data at /etc/passwd is refused" 'etc/passwd' -- run --quiet "$B/ext/ext_absolute.onnx"
-expect_error_like "external data file missing" 'missing_weights.bin' -- run --quiet "$B/ext/ext_missing.onnx"
-expect_error "external data file too short" -- run --quiet "$B/ext/ext_short.onnx"
-expect_error "external data offset 2^62" -- run --quiet "$B/ext/ext_huge_offset.onnx"
-expect_error "external data location is a directory" -- run --quiet "$B/ext/ext_directory.onnx"
+expect_model_error "graph input of rank 12" "$B/input_rank_12.onnx" "'X'"
+expect_model_error "external data at ../../etc/passwd is refused" "$B/ext/ext_dotdot.onnx" 'etc/passwd'
+expect_model_error "external data at /etc/passwd is refused" "$B/ext/ext_absolute.onnx" 'etc/passwd'
+expect_model_error "external data file missing" "$B/ext/ext_missing.onnx" 'missing_weights.bin'
+expect_model_error "external data file too short" "$B/ext/ext_short.onnx" 'short.bin'
+expect_model_error "external data offset 2^62" "$B/ext/ext_huge_offset.onnx" 'short.bin'
+expect_model_error "external data location is a directory" "$B/ext/ext_directory.onnx" 'adir'
 expect_error "external data refused (show)" -- show "$B/ext/ext_dotdot.onnx"
 
 echo "== bad --input files (model input X: float32[2,3])"
 M=$B/relu23.onnx
 expect_ok "sanity: a good .npy runs" -- run --quiet "$M" --input "X=$B/ok.npy"
-expect_error ".npy with dtype int32" -- run --quiet "$M" --input "X=$B/wrong_dtype.npy"
-expect_error ".npy of rank 3" -- run --quiet "$M" --input "X=$B/wrong_rank.npy"
-expect_error ".npy of shape [2,4]" -- run --quiet "$M" --input "X=$B/wrong_dim.npy"
-expect_error ".npy scalar" -- run --quiet "$M" --input "X=$B/scalar.npy"
-expect_error "truncated .npy data" -- run --quiet "$M" --input "X=$B/truncated.npy"
-expect_error "truncated .npy header" -- run --quiet "$M" --input "X=$B/truncated_header.npy"
-expect_error ".npy header length 0xffff" -- run --quiet "$M" --input "X=$B/header_len_huge.npy"
-expect_error ".npy header with absurd shape" -- run --quiet "$M" --input "X=$B/header_garbage.npy"
-expect_error "big-endian .npy" -- run --quiet "$M" --input "X=$B/big_endian.npy"
-expect_error "Fortran-order .npy" -- run --quiet "$M" --input "X=$B/fortran.npy"
-expect_error "object .npy (pickle)" -- run --quiet "$M" --input "X=$B/object.npy"
-expect_error "non-npy file as input" -- run --quiet "$M" --input "X=$B/not_npy.npy"
+expect_error_like ".npy with dtype int32" "'X'.*int32" -- run --quiet "$M" --input "X=$B/wrong_dtype.npy"
+expect_error_like ".npy of rank 3" "'X'" -- run --quiet "$M" --input "X=$B/wrong_rank.npy"
+expect_error_like ".npy of shape [2,4]" "'X'" -- run --quiet "$M" --input "X=$B/wrong_dim.npy"
+expect_error_like ".npy scalar" "'X'" -- run --quiet "$M" --input "X=$B/scalar.npy"
+expect_error_like "truncated .npy data" 'truncated\.npy' -- run --quiet "$M" --input "X=$B/truncated.npy"
+expect_error_like "truncated .npy header" 'truncated_header\.npy' -- run --quiet "$M" --input "X=$B/truncated_header.npy"
+expect_error_like ".npy header length 0xffff" 'header_len_huge\.npy' -- run --quiet "$M" --input "X=$B/header_len_huge.npy"
+expect_error_like ".npy header with absurd shape" 'header_garbage\.npy' -- run --quiet "$M" --input "X=$B/header_garbage.npy"
+expect_error_like "big-endian .npy" 'big_endian\.npy' -- run --quiet "$M" --input "X=$B/big_endian.npy"
+expect_error_like "Fortran-order .npy" 'fortran\.npy' -- run --quiet "$M" --input "X=$B/fortran.npy"
+expect_error_like "object .npy (pickle)" 'object\.npy' -- run --quiet "$M" --input "X=$B/object.npy"
+expect_error_like "non-npy file as input" 'not_npy\.npy' -- run --quiet "$M" --input "X=$B/not_npy.npy"
 expect_error "empty file as input" -- run --quiet "$M" --input "X=$B/empty.onnx"
 expect_error "directory as input" -- run --quiet "$M" --input "X=$TMP"
+[[ -p $TMP/fifo.onnx ]] && CHECK_TIMEOUT=10 expect_error "a FIFO as --input file (must not block)" -- run --quiet "$M" --input "X=$TMP/fifo.onnx"
 expect_error "missing input file" -- run --quiet "$M" --input "X=$TMP/nope.npy"
 expect_error_like "--input for a name the model lacks" 'NoSuchInput' -- run --quiet "$M" --input "NoSuchInput=$B/ok.npy"
 expect_error "--input without '='" -- run --quiet "$M" --input "$B/ok.npy"
