@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The test suite. Usage: tests/run-tests.sh [BUILD_DIR]   (default build/)
 # Runs each suite, sums their "N passed, N failed" lines and ends with the total. Exit status is
-# non-zero when any check failed. DLCC_SANITIZED=1 (set by `make test-asan`) trims the slowest
-# model tests, which ASan makes ~10x slower.
+# non-zero when any check failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -103,14 +102,8 @@ smoke() {
 run_suite unit "$BUILD/tests/test_core" models/default.onnx
 run_suite smoke smoke
 run_suite onnx-conformance conformance
-[ -x tests/robust/run.sh ] && run_suite robustness tests/robust/run.sh "$BUILD"
-if [ -x tests/torch/run.sh ]; then
-    if [ "${DLCC_SANITIZED:-0}" = 1 ]; then
-        DLCC_TORCH_MODELS=${DLCC_TORCH_MODELS:-bert_encoder} run_suite torch-parity tests/torch/run.sh "$BUILD"
-    else
-        run_suite torch-parity tests/torch/run.sh "$BUILD"
-    fi
-fi
+run_suite robustness tests/robust/run.sh "$BUILD"
+run_suite torch-parity tests/torch/run.sh "$BUILD"
 
 echo "=== total"
 echo "$total_pass passed, $total_fail failed"

@@ -101,6 +101,9 @@ const char *dl_dims_str(int rank, const int64_t *dims, char *buf, size_t n);
 /* ---- dtype helpers for reference kernels ----
  * Readable, dtype-generic element access. Floating types go through double, integer types
  * through int64 (uint64 values above INT64_MAX wrap; reference kernels for those use u64 paths). */
+/* ONNX TensorProto.DataType code -> dtype (UNDEFINED when dlcc has no such dtype), and its name. */
+dl_dtype dl_dtype_from_onnx(int64_t code);
+const char *dl_onnx_type_name(int64_t code);
 bool dl_dtype_is_float(dl_dtype t);
 bool dl_dtype_is_int(dl_dtype t); /* signed or unsigned integer, not bool */
 bool dl_dtype_is_signed(dl_dtype t);

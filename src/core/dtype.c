@@ -41,6 +41,47 @@ dl_dtype dl_dtype_from_name(const char *name) {
     return DL_DTYPE_UNDEFINED;
 }
 
+/* ONNX TensorProto.DataType codes. Ops (Cast, EyeLike, windows...) take them as attributes and
+ * the ONNX reader as tensor types, so the one table lives here. */
+static const struct {
+    dl_dtype dtype;
+    const char *name;
+} onnx_types[] = {
+    [0] = {DL_DTYPE_UNDEFINED, "undefined"},
+    [1] = {DL_F32, "float"},
+    [2] = {DL_U8, "uint8"},
+    [3] = {DL_I8, "int8"},
+    [4] = {DL_U16, "uint16"},
+    [5] = {DL_I16, "int16"},
+    [6] = {DL_I32, "int32"},
+    [7] = {DL_I64, "int64"},
+    [8] = {DL_DTYPE_UNDEFINED, "string"},
+    [9] = {DL_BOOL, "bool"},
+    [10] = {DL_F16, "float16"},
+    [11] = {DL_F64, "double"},
+    [12] = {DL_U32, "uint32"},
+    [13] = {DL_U64, "uint64"},
+    [14] = {DL_DTYPE_UNDEFINED, "complex64"},
+    [15] = {DL_DTYPE_UNDEFINED, "complex128"},
+    [16] = {DL_BF16, "bfloat16"},
+    [17] = {DL_DTYPE_UNDEFINED, "float8e4m3fn"},
+    [18] = {DL_DTYPE_UNDEFINED, "float8e4m3fnuz"},
+    [19] = {DL_DTYPE_UNDEFINED, "float8e5m2"},
+    [20] = {DL_DTYPE_UNDEFINED, "float8e5m2fnuz"},
+    [21] = {DL_DTYPE_UNDEFINED, "uint4"},
+    [22] = {DL_DTYPE_UNDEFINED, "int4"},
+};
+
+dl_dtype dl_dtype_from_onnx(int64_t code) {
+    if (code < 0 || code >= (int64_t)DL_ARRAY_LEN(onnx_types)) return DL_DTYPE_UNDEFINED;
+    return onnx_types[code].dtype;
+}
+
+const char *dl_onnx_type_name(int64_t code) {
+    if (code < 0 || code >= (int64_t)DL_ARRAY_LEN(onnx_types)) return "unknown";
+    return onnx_types[code].name;
+}
+
 bool dl_dtype_is_float(dl_dtype t) {
     return t == DL_F32 || t == DL_F64 || t == DL_F16 || t == DL_BF16;
 }
@@ -110,20 +151,34 @@ uint16_t dl_f32_to_bf16(float f) {
 double dl_get_f64(const dl_tensor *t, int64_t i) {
     const void *p = t->data;
     switch (t->dtype) {
-    case DL_F32: return ((const float *)p)[i];
-    case DL_F64: return ((const double *)p)[i];
-    case DL_F16: return dl_f16_to_f32(((const uint16_t *)p)[i]);
-    case DL_BF16: return dl_bf16_to_f32(((const uint16_t *)p)[i]);
-    case DL_I8: return ((const int8_t *)p)[i];
-    case DL_U8: return ((const uint8_t *)p)[i];
-    case DL_I16: return ((const int16_t *)p)[i];
-    case DL_U16: return ((const uint16_t *)p)[i];
-    case DL_I32: return ((const int32_t *)p)[i];
-    case DL_U32: return ((const uint32_t *)p)[i];
-    case DL_I64: return (double)((const int64_t *)p)[i];
-    case DL_U64: return (double)((const uint64_t *)p)[i];
-    case DL_BOOL: return ((const uint8_t *)p)[i] != 0;
-    default: return 0;
+    case DL_F32:
+        return ((const float *)p)[i];
+    case DL_F64:
+        return ((const double *)p)[i];
+    case DL_F16:
+        return dl_f16_to_f32(((const uint16_t *)p)[i]);
+    case DL_BF16:
+        return dl_bf16_to_f32(((const uint16_t *)p)[i]);
+    case DL_I8:
+        return ((const int8_t *)p)[i];
+    case DL_U8:
+        return ((const uint8_t *)p)[i];
+    case DL_I16:
+        return ((const int16_t *)p)[i];
+    case DL_U16:
+        return ((const uint16_t *)p)[i];
+    case DL_I32:
+        return ((const int32_t *)p)[i];
+    case DL_U32:
+        return ((const uint32_t *)p)[i];
+    case DL_I64:
+        return (double)((const int64_t *)p)[i];
+    case DL_U64:
+        return (double)((const uint64_t *)p)[i];
+    case DL_BOOL:
+        return ((const uint8_t *)p)[i] != 0;
+    default:
+        return 0;
     }
 }
 
@@ -145,44 +200,88 @@ static uint64_t f64_to_u64(double v) {
 void dl_set_f64(dl_tensor *t, int64_t i, double v) {
     void *p = t->data;
     switch (t->dtype) {
-    case DL_F32: ((float *)p)[i] = (float)v; break;
-    case DL_F64: ((double *)p)[i] = v; break;
-    case DL_F16: ((uint16_t *)p)[i] = dl_f32_to_f16((float)v); break;
-    case DL_BF16: ((uint16_t *)p)[i] = dl_f32_to_bf16((float)v); break;
-    case DL_U64: ((uint64_t *)p)[i] = f64_to_u64(v); break;
-    case DL_BOOL: ((uint8_t *)p)[i] = v != 0; break;
-    default: dl_set_i64(t, i, f64_to_i64(v)); break;
+    case DL_F32:
+        ((float *)p)[i] = (float)v;
+        break;
+    case DL_F64:
+        ((double *)p)[i] = v;
+        break;
+    case DL_F16:
+        ((uint16_t *)p)[i] = dl_f32_to_f16((float)v);
+        break;
+    case DL_BF16:
+        ((uint16_t *)p)[i] = dl_f32_to_bf16((float)v);
+        break;
+    case DL_U64:
+        ((uint64_t *)p)[i] = f64_to_u64(v);
+        break;
+    case DL_BOOL:
+        ((uint8_t *)p)[i] = v != 0;
+        break;
+    default:
+        dl_set_i64(t, i, f64_to_i64(v));
+        break;
     }
 }
 
 int64_t dl_get_i64(const dl_tensor *t, int64_t i) {
     const void *p = t->data;
     switch (t->dtype) {
-    case DL_I8: return ((const int8_t *)p)[i];
-    case DL_U8: return ((const uint8_t *)p)[i];
-    case DL_I16: return ((const int16_t *)p)[i];
-    case DL_U16: return ((const uint16_t *)p)[i];
-    case DL_I32: return ((const int32_t *)p)[i];
-    case DL_U32: return ((const uint32_t *)p)[i];
-    case DL_I64: return ((const int64_t *)p)[i];
-    case DL_U64: return (int64_t)((const uint64_t *)p)[i];
-    case DL_BOOL: return ((const uint8_t *)p)[i] != 0;
-    default: return f64_to_i64(dl_get_f64(t, i));
+    case DL_I8:
+        return ((const int8_t *)p)[i];
+    case DL_U8:
+        return ((const uint8_t *)p)[i];
+    case DL_I16:
+        return ((const int16_t *)p)[i];
+    case DL_U16:
+        return ((const uint16_t *)p)[i];
+    case DL_I32:
+        return ((const int32_t *)p)[i];
+    case DL_U32:
+        return ((const uint32_t *)p)[i];
+    case DL_I64:
+        return ((const int64_t *)p)[i];
+    case DL_U64:
+        return (int64_t)((const uint64_t *)p)[i];
+    case DL_BOOL:
+        return ((const uint8_t *)p)[i] != 0;
+    default:
+        return f64_to_i64(dl_get_f64(t, i));
     }
 }
 
 void dl_set_i64(dl_tensor *t, int64_t i, int64_t v) {
     void *p = t->data;
     switch (t->dtype) {
-    case DL_I8: ((int8_t *)p)[i] = (int8_t)v; break;
-    case DL_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-    case DL_I16: ((int16_t *)p)[i] = (int16_t)v; break;
-    case DL_U16: ((uint16_t *)p)[i] = (uint16_t)v; break;
-    case DL_I32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case DL_U32: ((uint32_t *)p)[i] = (uint32_t)v; break;
-    case DL_I64: ((int64_t *)p)[i] = v; break;
-    case DL_U64: ((uint64_t *)p)[i] = (uint64_t)v; break;
-    case DL_BOOL: ((uint8_t *)p)[i] = v != 0; break;
-    default: dl_set_f64(t, i, (double)v); break;
+    case DL_I8:
+        ((int8_t *)p)[i] = (int8_t)v;
+        break;
+    case DL_U8:
+        ((uint8_t *)p)[i] = (uint8_t)v;
+        break;
+    case DL_I16:
+        ((int16_t *)p)[i] = (int16_t)v;
+        break;
+    case DL_U16:
+        ((uint16_t *)p)[i] = (uint16_t)v;
+        break;
+    case DL_I32:
+        ((int32_t *)p)[i] = (int32_t)v;
+        break;
+    case DL_U32:
+        ((uint32_t *)p)[i] = (uint32_t)v;
+        break;
+    case DL_I64:
+        ((int64_t *)p)[i] = v;
+        break;
+    case DL_U64:
+        ((uint64_t *)p)[i] = (uint64_t)v;
+        break;
+    case DL_BOOL:
+        ((uint8_t *)p)[i] = v != 0;
+        break;
+    default:
+        dl_set_f64(t, i, (double)v);
+        break;
     }
 }

@@ -8,10 +8,6 @@
 /* protobuf-c allocations routed through dl_malloc, so raw tensor bytes can be adopted in place. */
 extern ProtobufCAllocator dl_onnx_allocator;
 
-/* ONNX TensorProto.DataType code -> dtype; DL_DTYPE_UNDEFINED when dlcc has no such dtype. */
-dl_dtype dl_onnx_dtype(int32_t code);
-const char *dl_onnx_dtype_name(int32_t code);
-
 /* Converts a TensorProto. raw_data is adopted (the proto's pointer is cleared), typed fields are
  * copied. base_dir resolves external data (NULL forbids external data). */
 dl_status dl_onnx_tensor(dl_ctx *ctx, Onnx__TensorProto *tp, const char *base_dir, dl_tensor **out);

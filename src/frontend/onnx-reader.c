@@ -38,10 +38,10 @@ static dl_status read_value_type(reader *r, const Onnx__ValueInfoProto *vi, dl_t
                        "value '%s' is not a tensor (sequence, map, optional and sparse types are "
                        "not supported)", nm);
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
-    t->dtype = dl_onnx_dtype(tt->elem_type);
+    t->dtype = dl_dtype_from_onnx(tt->elem_type);
     if (t->dtype == DL_DTYPE_UNDEFINED)
         return dl_fail(r->ctx, DL_ERR_UNSUPPORTED, "value '%s' has unsupported dtype %s", nm,
-                       dl_onnx_dtype_name(tt->elem_type));
+                       dl_onnx_type_name(tt->elem_type));
     if (!tt->shape) return DL_OK;
     if (tt->shape->n_dim > DL_MAX_RANK)
         return dl_fail(r->ctx, DL_ERR_UNSUPPORTED, "value '%s' has rank %zu, above %d", nm,

@@ -20,31 +20,6 @@ static void pb_free(void *data, void *p) {
 }
 ProtobufCAllocator dl_onnx_allocator = {pb_alloc, pb_free, NULL};
 
-static const struct {
-    dl_dtype dtype;
-    const char *name;
-} onnx_types[] = {
-    [0] = {DL_DTYPE_UNDEFINED, "undefined"}, [1] = {DL_F32, "float"},
-    [2] = {DL_U8, "uint8"},                  [3] = {DL_I8, "int8"},
-    [4] = {DL_U16, "uint16"},                [5] = {DL_I16, "int16"},
-    [6] = {DL_I32, "int32"},                 [7] = {DL_I64, "int64"},
-    [8] = {DL_DTYPE_UNDEFINED, "string"},    [9] = {DL_BOOL, "bool"},
-    [10] = {DL_F16, "float16"},              [11] = {DL_F64, "double"},
-    [12] = {DL_U32, "uint32"},               [13] = {DL_U64, "uint64"},
-    [14] = {DL_DTYPE_UNDEFINED, "complex64"}, [15] = {DL_DTYPE_UNDEFINED, "complex128"},
-    [16] = {DL_BF16, "bfloat16"},
-};
-
-dl_dtype dl_onnx_dtype(int32_t code) {
-    if (code < 0 || code >= (int32_t)DL_ARRAY_LEN(onnx_types)) return DL_DTYPE_UNDEFINED;
-    return onnx_types[code].dtype;
-}
-
-const char *dl_onnx_dtype_name(int32_t code) {
-    if (code < 0 || code >= (int32_t)DL_ARRAY_LEN(onnx_types)) return "unknown";
-    return onnx_types[code].name;
-}
-
 dl_status dl_map_file(dl_ctx *ctx, const char *path, size_t max_bytes, void **data, size_t *size) {
     *data = NULL;
     *size = 0;
@@ -66,7 +41,8 @@ dl_status dl_map_file(dl_ctx *ctx, const char *path, size_t max_bytes, void **da
     }
     void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
-    if (p == MAP_FAILED) return dl_fail(ctx, DL_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
+    if (p == MAP_FAILED)
+        return dl_fail(ctx, DL_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
     *data = p;
     *size = (size_t)st.st_size;
     return DL_OK;
@@ -86,17 +62,21 @@ static dl_status read_external(dl_ctx *ctx, Onnx__TensorProto *tp, const char *b
         const Onnx__StringStringEntryProto *e = tp->external_data[i];
         if (!e->key || !e->value) continue;
         char *end;
-        if (strcmp(e->key, "location") == 0) location = e->value;
-        else if (strcmp(e->key, "offset") == 0) offset = strtoll(e->value, &end, 10);
-        else if (strcmp(e->key, "length") == 0) length = strtoll(e->value, &end, 10);
+        if (strcmp(e->key, "location") == 0)
+            location = e->value;
+        else if (strcmp(e->key, "offset") == 0)
+            offset = strtoll(e->value, &end, 10);
+        else if (strcmp(e->key, "length") == 0)
+            length = strtoll(e->value, &end, 10);
     }
     if (!base_dir) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "external data is not allowed here");
     if (!location || !location[0])
         return dl_fail(ctx, DL_ERR_PARSE, "external tensor has no 'location'");
     if (location[0] == '/' || strstr(location, ".."))
-        return dl_fail(ctx, DL_ERR_INVALID,
-                       "external data location '%s' must be a relative path inside the model folder",
-                       location);
+        return dl_fail(
+            ctx, DL_ERR_INVALID,
+            "external data location '%s' must be a relative path inside the model folder",
+            location);
     if (offset < 0) return dl_fail(ctx, DL_ERR_PARSE, "negative external data offset");
     if (length >= 0 && (uint64_t)length != t->nbytes)
         return dl_fail(ctx, DL_ERR_PARSE, "external data length %lld does not match %zu bytes",
@@ -105,12 +85,14 @@ static dl_status read_external(dl_ctx *ctx, Onnx__TensorProto *tp, const char *b
     if (snprintf(path, sizeof path, "%s/%s", base_dir, location) >= (int)sizeof path)
         return dl_fail(ctx, DL_ERR_INVALID, "external data path is too long");
     FILE *f = fopen(path, "rb");
-    if (!f) return dl_fail(ctx, DL_ERR_IO, "%s: cannot open external data: %s", path, strerror(errno));
+    if (!f)
+        return dl_fail(ctx, DL_ERR_IO, "%s: cannot open external data: %s", path, strerror(errno));
     struct stat st;
     dl_status s = DL_OK;
     if (fstat(fileno(f), &st) != 0 || (uint64_t)st.st_size < (uint64_t)offset + t->nbytes) {
-        s = dl_fail(ctx, DL_ERR_PARSE, "%s: external data file is shorter than offset %lld + %zu bytes",
-                    path, (long long)offset, t->nbytes);
+        s = dl_fail(ctx, DL_ERR_PARSE,
+                    "%s: external data file is shorter than offset %lld + %zu bytes", path,
+                    (long long)offset, t->nbytes);
     } else if ((s = dl_tensor_alloc_data(ctx, t)) == DL_OK) {
         if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(t->data, 1, t->nbytes, f) != t->nbytes)
             s = dl_fail(ctx, DL_ERR_IO, "%s: short read of external data", path);
@@ -122,12 +104,22 @@ static dl_status read_external(dl_ctx *ctx, Onnx__TensorProto *tp, const char *b
 static dl_status copy_typed(dl_ctx *ctx, Onnx__TensorProto *tp, dl_tensor *t) {
     size_t have;
     switch (t->dtype) {
-    case DL_F32: have = tp->n_float_data; break;
-    case DL_F64: have = tp->n_double_data; break;
-    case DL_I64: have = tp->n_int64_data; break;
+    case DL_F32:
+        have = tp->n_float_data;
+        break;
+    case DL_F64:
+        have = tp->n_double_data;
+        break;
+    case DL_I64:
+        have = tp->n_int64_data;
+        break;
     case DL_U32:
-    case DL_U64: have = tp->n_uint64_data; break;
-    default: have = tp->n_int32_data; break;
+    case DL_U64:
+        have = tp->n_uint64_data;
+        break;
+    default:
+        have = tp->n_int32_data;
+        break;
     }
     if (have != (size_t)t->numel)
         return dl_fail(ctx, DL_ERR_PARSE, "holds %zu values but its shape needs %lld", have,
@@ -135,27 +127,42 @@ static dl_status copy_typed(dl_ctx *ctx, Onnx__TensorProto *tp, dl_tensor *t) {
     DL_TRY(dl_tensor_alloc_data(ctx, t));
     for (int64_t i = 0; i < t->numel; i++) {
         switch (t->dtype) {
-        case DL_F32: ((float *)t->data)[i] = tp->float_data[i]; break;
-        case DL_F64: ((double *)t->data)[i] = tp->double_data[i]; break;
-        case DL_I64: ((int64_t *)t->data)[i] = tp->int64_data[i]; break;
-        case DL_U32: ((uint32_t *)t->data)[i] = (uint32_t)tp->uint64_data[i]; break;
-        case DL_U64: ((uint64_t *)t->data)[i] = tp->uint64_data[i]; break;
+        case DL_F32:
+            ((float *)t->data)[i] = tp->float_data[i];
+            break;
+        case DL_F64:
+            ((double *)t->data)[i] = tp->double_data[i];
+            break;
+        case DL_I64:
+            ((int64_t *)t->data)[i] = tp->int64_data[i];
+            break;
+        case DL_U32:
+            ((uint32_t *)t->data)[i] = (uint32_t)tp->uint64_data[i];
+            break;
+        case DL_U64:
+            ((uint64_t *)t->data)[i] = tp->uint64_data[i];
+            break;
         case DL_F16:
         case DL_BF16:
-        case DL_U16: ((uint16_t *)t->data)[i] = (uint16_t)tp->int32_data[i]; break;
-        default: dl_set_i64(t, i, tp->int32_data[i]); break;
+        case DL_U16:
+            ((uint16_t *)t->data)[i] = (uint16_t)tp->int32_data[i];
+            break;
+        default:
+            dl_set_i64(t, i, tp->int32_data[i]);
+            break;
         }
     }
     return DL_OK;
 }
 
-dl_status dl_onnx_tensor(dl_ctx *ctx, Onnx__TensorProto *tp, const char *base_dir, dl_tensor **out) {
+dl_status dl_onnx_tensor(dl_ctx *ctx, Onnx__TensorProto *tp, const char *base_dir,
+                         dl_tensor **out) {
     *out = NULL;
     const char *nm = tp->name ? tp->name : "";
-    dl_dtype dtype = dl_onnx_dtype(tp->data_type);
+    dl_dtype dtype = dl_dtype_from_onnx(tp->data_type);
     if (dtype == DL_DTYPE_UNDEFINED)
         return dl_fail(ctx, DL_ERR_UNSUPPORTED, "tensor '%s': dtype %s (%d) is not supported", nm,
-                       dl_onnx_dtype_name(tp->data_type), (int)tp->data_type);
+                       dl_onnx_type_name(tp->data_type), (int)tp->data_type);
     if (tp->n_dims > DL_MAX_RANK)
         return dl_fail(ctx, DL_ERR_UNSUPPORTED, "tensor '%s': rank %zu exceeds %d", nm, tp->n_dims,
                        DL_MAX_RANK);
@@ -171,8 +178,8 @@ dl_status dl_onnx_tensor(dl_ctx *ctx, Onnx__TensorProto *tp, const char *base_di
     } else if (tp->has_raw_data) {
         if (tp->raw_data.len != t->nbytes) {
             char d[256];
-            s = dl_fail(ctx, DL_ERR_PARSE, "raw data is %zu bytes but %s needs %zu", tp->raw_data.len,
-                        dl_tensor_desc(t, d, sizeof d), t->nbytes);
+            s = dl_fail(ctx, DL_ERR_PARSE, "raw data is %zu bytes but %s needs %zu",
+                        tp->raw_data.len, dl_tensor_desc(t, d, sizeof d), t->nbytes);
         } else if (t->nbytes && tp->raw_data.data) {
             t->data = tp->raw_data.data; /* adopt: allocated by dl_onnx_allocator */
             t->owns_data = true;

@@ -22,65 +22,6 @@ static const dl_dtype k_castable[] = {
     DL_F32, DL_F64, DL_F16, DL_BF16, DL_I8,  DL_U8,   DL_I16,
     DL_U16, DL_I32, DL_U32, DL_I64,  DL_U64, DL_BOOL, DL_DTYPE_UNDEFINED};
 
-/* ONNX TensorProto.DataType → dl_dtype; UNDEFINED for types dlcc does not hold. */
-static dl_dtype dtype_from_onnx(int64_t t) {
-    switch (t) {
-    case 1:
-        return DL_F32;
-    case 2:
-        return DL_U8;
-    case 3:
-        return DL_I8;
-    case 4:
-        return DL_U16;
-    case 5:
-        return DL_I16;
-    case 6:
-        return DL_I32;
-    case 7:
-        return DL_I64;
-    case 9:
-        return DL_BOOL;
-    case 10:
-        return DL_F16;
-    case 11:
-        return DL_F64;
-    case 12:
-        return DL_U32;
-    case 13:
-        return DL_U64;
-    case 16:
-        return DL_BF16;
-    default:
-        return DL_DTYPE_UNDEFINED;
-    }
-}
-
-static const char *onnx_type_name(int64_t t) {
-    switch (t) {
-    case 8:
-        return "string";
-    case 14:
-        return "complex64";
-    case 15:
-        return "complex128";
-    case 17:
-        return "float8e4m3fn";
-    case 18:
-        return "float8e4m3fnuz";
-    case 19:
-        return "float8e5m2";
-    case 20:
-        return "float8e5m2fnuz";
-    case 21:
-        return "uint4";
-    case 22:
-        return "int4";
-    default:
-        return NULL;
-    }
-}
-
 static dl_status infer_target(dl_infer *ic, dl_dtype to) {
     DL_TRY(dl_infer_require_dtype(ic, 0, k_castable));
     DL_TRY(dl_infer_same(ic, 0, 0));
@@ -91,11 +32,11 @@ static dl_status infer_target(dl_infer *ic, dl_dtype to) {
 static dl_status infer_cast(dl_infer *ic) {
     const dl_attr *a = dl_node_attr(ic->node, "to");
     if (!a) return dl_infer_fail(ic, DL_ERR_INVALID, "attribute 'to' is required");
-    dl_dtype to = dtype_from_onnx(a->i);
+    dl_dtype to = dl_dtype_from_onnx(a->i);
     if (to == DL_DTYPE_UNDEFINED) {
-        const char *n = onnx_type_name(a->i);
-        if (n)
-            return dl_infer_fail(ic, DL_ERR_UNSUPPORTED, "Cast to %s is not supported by dlcc", n);
+        if (strcmp(dl_onnx_type_name(a->i), "unknown") != 0)
+            return dl_infer_fail(ic, DL_ERR_UNSUPPORTED, "Cast to %s is not supported by dlcc",
+                                 dl_onnx_type_name(a->i));
         return dl_infer_fail(ic, DL_ERR_INVALID, "attribute 'to' has unknown data type %lld",
                              (long long)a->i);
     }

@@ -261,6 +261,7 @@ static dl_status matmul_ref(dl_kernel *kc) {
     int64_t N = b->rank >= 2 ? b->dims[b->rank - 1] : 1;
     int64_t Kb = b->rank >= 2 ? b->dims[b->rank - 2] : b->dims[0];
     if (K != Kb) return dl_kernel_fail(kc, DL_ERR_SHAPE, "inner dims differ");
+    if (y->numel == 0) return DL_OK; /* (also keeps the products below small) */
     int ba = a->rank > 2 ? a->rank - 2 : 0, bb = b->rank > 2 ? b->rank - 2 : 0;
     int nb = ba > bb ? ba : bb;
     int64_t bdims[DL_MAX_RANK], sa[DL_MAX_RANK], sb[DL_MAX_RANK], nbatch = 1;
@@ -285,9 +286,9 @@ static dl_status matmul_ref(dl_kernel *kc) {
             pb *= z;
         }
     }
-    if (y->numel != nbatch * M * N)
+    int64_t want;
+    if (__builtin_mul_overflow(nbatch, M * N, &want) || y->numel != want)
         return dl_kernel_fail(kc, DL_ERR_SHAPE, "output shape does not match");
-    if (y->numel == 0) return DL_OK;
     work_kind w = work_of(a->dtype);
     void *aw = NULL, *bw = NULL, *yw = NULL;
     dl_status s = work_copy(kc, w, a, false, 0, 0, &aw);
@@ -561,6 +562,8 @@ static dl_status einsum_ref(dl_kernel *kc) {
     }
     for (int l = 0; l < EINSUM_LABELS; l++)
         if (ld[l] >= 0 && !is_out[l]) loop[n_loop++] = l;
+    for (int i = 0; i < n_in; i++)
+        if (kc->in[i]->numel == 0) return DL_OK; /* empty sums: the output stays zero */
     int n_sum = n_loop - sp.out_rank;
     if (n_sum > DL_MAX_RANK * 2)
         return dl_kernel_fail(kc, DL_ERR_UNSUPPORTED, "too many summed subscripts");

@@ -573,40 +573,6 @@ static const dl_attr_spec window_attrs[] = {
     {NULL, DL_ATTR_UNDEFINED},
 };
 
-/* ONNX TensorProto.DataType code -> dtype (UNDEFINED when dlcc has no such dtype). */
-static dl_dtype onnx_dtype(int64_t code) {
-    switch (code) {
-    case 1:
-        return DL_F32;
-    case 2:
-        return DL_U8;
-    case 3:
-        return DL_I8;
-    case 4:
-        return DL_U16;
-    case 5:
-        return DL_I16;
-    case 6:
-        return DL_I32;
-    case 7:
-        return DL_I64;
-    case 9:
-        return DL_BOOL;
-    case 10:
-        return DL_F16;
-    case 11:
-        return DL_F64;
-    case 12:
-        return DL_U32;
-    case 13:
-        return DL_U64;
-    case 16:
-        return DL_BF16;
-    default:
-        return DL_DTYPE_UNDEFINED;
-    }
-}
-
 static dl_status window_infer(dl_infer *ic) {
     const dl_type *s = ic->in[0];
     if (s->dtype != DL_I32 && s->dtype != DL_I64)
@@ -615,7 +581,7 @@ static dl_status window_infer(dl_infer *ic) {
     if (s->rank > 1 || (s->rank == 1 && s->dims[0] >= 0 && s->dims[0] != 1))
         return dl_infer_fail(ic, DL_ERR_SHAPE, "size must be a scalar");
     int64_t code = dl_attr_int(ic->node, "output_datatype", 1);
-    dl_dtype dt = onnx_dtype(code);
+    dl_dtype dt = dl_dtype_from_onnx(code);
     if (dt == DL_DTYPE_UNDEFINED || dt == DL_BOOL)
         return dl_infer_fail(ic, DL_ERR_UNSUPPORTED, "unsupported output_datatype %lld",
                              (long long)code);
@@ -644,7 +610,7 @@ static dl_status window_ref(dl_kernel *kc, wkind k) {
     int64_t size = dl_get_i64(s, 0);
     if (size < 0)
         return dl_kernel_fail(kc, DL_ERR_INVALID, "size must be >= 0, got %lld", (long long)size);
-    dl_dtype dt = onnx_dtype(dl_attr_int(kc->node, "output_datatype", 1));
+    dl_dtype dt = dl_dtype_from_onnx(dl_attr_int(kc->node, "output_datatype", 1));
     if (dt == DL_DTYPE_UNDEFINED || dt == DL_BOOL)
         return dl_kernel_fail(kc, DL_ERR_UNSUPPORTED, "unsupported output_datatype");
     DL_TRY(ensure_out(kc, 0, dt, 1, &size));

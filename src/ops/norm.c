@@ -106,7 +106,8 @@ static dl_status bn_ref(dl_kernel *kc) {
     double momentum = dl_attr_float(kc->node, "momentum", 0.9f);
     if (x->rank < 2 || !y->data || y->numel != x->numel)
         return dl_kernel_fail(kc, DL_ERR_INTERNAL, "unexpected shapes");
-    int64_t N = x->dims[0], C = x->dims[1], inner = x->numel / (N * C > 0 ? N * C : 1);
+    if (x->numel == 0) return DL_OK;
+    int64_t N = x->dims[0], C = x->dims[1], inner = x->numel / (N * C);
     int64_t np = spatial ? C : C * inner; /* parameter count */
     for (int i = 1; i <= 4; i++)
         if (!vec_ok(kc->in[i], np))
@@ -229,6 +230,7 @@ static dl_status ln_ref(dl_kernel *kc) {
     if (axis < 0 || axis >= x->rank || !y->data || y->numel != x->numel ||
         (scale && !bcast_ok(scale, x)) || (bias && !bcast_ok(bias, x)))
         return dl_kernel_fail(kc, DL_ERR_SHAPE, "inconsistent shapes");
+    if (x->numel == 0) return DL_OK;
     int64_t cols = 1;
     for (int d = (int)axis; d < x->rank; d++) cols *= x->dims[d];
     int64_t rows = cols ? x->numel / cols : 0;

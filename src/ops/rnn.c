@@ -261,7 +261,7 @@ static dl_status rnn_infer_common(dl_infer *ic, rnn_kind kind) {
     const dl_attr *hs = dl_node_attr(n, "hidden_size");
     if (hs) {
         if (hs->i <= 0 || hs->i > INT32_MAX)
-            return dl_infer_fail(ic, DL_ERR_INVALID, "hidden_size must be positive, got %lld",
+            return dl_infer_fail(ic, DL_ERR_INVALID, "hidden_size must be in [1, 2^31), got %lld",
                                  (long long)hs->i);
         H = hs->i;
     } else if (R->rank == 3 && R->dims[2] >= 0) {
