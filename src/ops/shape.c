@@ -741,10 +741,10 @@ static dl_status squeeze_infer(dl_infer *ic) {
     bool drop[R] = {false};
     if (have && !known) {
         int64_t len = input_len(ic, 1);
-        if (len < 0 || len > x->rank) return dtype_only(ic, x->dtype);
+        if (len <= 0 || len > x->rank) return dtype_only(ic, x->dtype);
         return dl_infer_set(ic, 0, x->dtype, x->rank - (int)len, NULL);
     }
-    if (have) {
+    if (have && n > 0) { /* empty axes squeeze all 1s, like no axes */
         for (int i = 0; i < n; i++) {
             int a;
             DL_TRY(dl_infer_axis(ic, axes[i], x->rank, &a));
