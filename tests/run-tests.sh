@@ -92,6 +92,15 @@ smoke() {
     else
         echo "FAIL dlcc show"; f=$((f + 1))
     fi
+    # external data: the same model with every weight in a side file gives identical outputs
+    mkdir -p "$out/ext"
+    /usr/bin/python3 -c "import onnx; onnx.save_model(onnx.load('models/default.onnx'), '$out/ext/model.onnx', save_as_external_data=True, all_tensors_to_one_file=True, location='weights.bin', size_threshold=0)"
+    if [ -s "$out/ext/weights.bin" ] && "$DLCC" run models/default.onnx --seed 3 --quiet --output-dir "$out/a" &&
+        "$DLCC" run "$out/ext/model.onnx" --seed 3 --quiet --output-dir "$out/b" && cmp -s "$out/a/probs.npy" "$out/b/probs.npy"; then
+        echo "PASS external data file gives the same outputs"; p=$((p + 1))
+    else
+        echo "FAIL external data"; f=$((f + 1))
+    fi
     for cmd in run show onnx-test; do
         if "$DLCC" $cmd --help | grep -q usage; then echo "PASS dlcc $cmd --help"; p=$((p + 1)); else echo "FAIL dlcc $cmd --help"; f=$((f + 1)); fi
     done
