@@ -182,7 +182,7 @@ int cmd_run(int argc, char **argv) {
     }
     double t0 = cli_now();
     if (dl_run(ctx, g, DL_BACKEND_REF, n_in, NULL, inputs, outputs) != DL_OK) {
-        cli_error("%s", dl_errmsg(ctx));
+        cli_error("%s: %s", model, dl_errmsg(ctx));
         goto done;
     }
     double t1 = cli_now();

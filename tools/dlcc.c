@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -34,7 +35,7 @@ const char *cli_opt(int argc, char **argv, int *i, const char *name) {
     if (argv[*i][n] != 0) return NULL;
     if (*i + 1 >= argc) {
         cli_error("option %s needs a value", name);
-        return "";
+        exit(2); /* a usage error: nothing has been opened yet */
     }
     return argv[++*i];
 }

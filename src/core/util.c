@@ -2,7 +2,9 @@
 #include "core-impl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 bool dl_index_next(int rank, const int64_t *dims, int64_t *idx) {
     for (int d = rank - 1; d >= 0; d--) {
@@ -46,8 +48,13 @@ uint64_t dl_hash_bytes(const void *p, size_t n, uint64_t seed) {
 dl_status dl_read_file(dl_ctx *ctx, const char *path, size_t max_bytes, void **data, size_t *size) {
     *data = NULL;
     *size = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return dl_fail(ctx, DL_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block the open */
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        dl_status s = dl_fail(ctx, DL_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return s;
+    }
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
         fclose(f);

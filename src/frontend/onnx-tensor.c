@@ -23,7 +23,7 @@ ProtobufCAllocator dl_onnx_allocator = {pb_alloc, pb_free, NULL};
 dl_status dl_map_file(dl_ctx *ctx, const char *path, size_t max_bytes, void **data, size_t *size) {
     *data = NULL;
     *size = 0;
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block the open */
     if (fd < 0) return dl_fail(ctx, DL_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -70,39 +70,6 @@ static void set_one(dl_tensor *t, int64_t i, double v) {
         dl_set_i64(t, i, (int64_t)v);
 }
 
-/* ONNX TensorProto.DataType code -> dtype (UNDEFINED for unsupported codes). */
-static dl_dtype onnx_dtype(int64_t code) {
-    switch (code) {
-    case 1:
-        return DL_F32;
-    case 2:
-        return DL_U8;
-    case 3:
-        return DL_I8;
-    case 4:
-        return DL_U16;
-    case 5:
-        return DL_I16;
-    case 6:
-        return DL_I32;
-    case 7:
-        return DL_I64;
-    case 9:
-        return DL_BOOL;
-    case 10:
-        return DL_F16;
-    case 11:
-        return DL_F64;
-    case 12:
-        return DL_U32;
-    case 13:
-        return DL_U64;
-    case 16:
-        return DL_BF16;
-    default:
-        return DL_DTYPE_UNDEFINED;
-    }
-}
 
 /* ---- Constant ---- */
 
@@ -335,7 +302,7 @@ static dl_status eyelike_infer(dl_infer *ic) {
     dl_dtype dt = x->dtype;
     const dl_attr *a = dl_node_attr(ic->node, "dtype");
     if (a) {
-        dt = onnx_dtype(a->i);
+        dt = dl_dtype_from_onnx(a->i);
         if (dt == DL_DTYPE_UNDEFINED)
             return dl_infer_fail(ic, DL_ERR_UNSUPPORTED, "dtype %lld is not supported",
                                  (long long)a->i);

@@ -255,40 +255,9 @@ static const dl_attr_spec mel_attrs[] = {
     {NULL, 0},
 };
 
-/* ONNX TensorProto.DataType code -> dl dtype. */
-static dl_dtype onnx_dtype(int64_t code) {
-    switch (code) {
-    case 1:
-        return DL_F32;
-    case 2:
-        return DL_U8;
-    case 3:
-        return DL_I8;
-    case 4:
-        return DL_U16;
-    case 5:
-        return DL_I16;
-    case 6:
-        return DL_I32;
-    case 7:
-        return DL_I64;
-    case 10:
-        return DL_F16;
-    case 11:
-        return DL_F64;
-    case 12:
-        return DL_U32;
-    case 13:
-        return DL_U64;
-    case 16:
-        return DL_BF16;
-    default:
-        return DL_DTYPE_UNDEFINED;
-    }
-}
 
 static dl_status mel_infer(dl_infer *ic) {
-    dl_dtype dt = onnx_dtype(dl_attr_int(ic->node, "output_datatype", 1));
+    dl_dtype dt = dl_dtype_from_onnx(dl_attr_int(ic->node, "output_datatype", 1));
     if (dt == DL_DTYPE_UNDEFINED)
         return dl_infer_fail(ic, DL_ERR_UNSUPPORTED, "unsupported output_datatype");
     for (int i = 0; i < 5; i++)

@@ -106,7 +106,12 @@ static dl_status run_node(interp *it, dl_node *n, const dl_type **in_ty, dl_type
     for (int i = 0; i < n->n_out; i++) {
         const dl_type *ty = &out_ty[i];
         if (dl_type_known(ty)) {
-            DL_TRY(dl_tensor_new(it->ctx, ty->dtype, ty->rank, ty->dims, &outs[i]));
+            dl_status s = dl_tensor_new(it->ctx, ty->dtype, ty->rank, ty->dims, &outs[i]);
+            if (s != DL_OK) {
+                char d[300];
+                dl_ctx_prefix(it->ctx, "%s: output %d", dl_node_desc(n, d, sizeof d), i);
+                return s;
+            }
         } else {
             outs[i] = dl_calloc(1, sizeof(dl_tensor));
             if (!outs[i]) return dl_fail(it->ctx, DL_ERR_NOMEM, "out of memory");
