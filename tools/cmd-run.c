@@ -173,7 +173,7 @@ int cmd_run(int argc, char **argv) {
         if (inputs[i]) continue;
         dl_value *v = dl_graph_input(g, i);
         if (random_input(ctx, v, &seed, &inputs[i]) != DL_OK) {
-            cli_error("%s", dl_errmsg(ctx));
+            cli_error("%s: random value for input '%s': %s", model, dl_value_name(v), dl_errmsg(ctx));
             goto done;
         }
         if (!quiet)
