@@ -5,12 +5,14 @@
  * accumulation) and float64; other float dtypes (float16, bfloat16) are converted to double
  * buffers first. ConvTranspose is a direct scatter loop accumulating in double. */
 #include "op-impl.h"
+#include "ref-gemm.h"
+#include "spatial.h"
 
 #include <stdlib.h>
 
-#define MAX_SPATIAL (DL_MAX_RANK - 2)
-#define ATTR_LIMIT  ((int64_t)1 << 30) /* bound on kernel/stride/dilation/pad/spatial sizes */
-#define ELEM_LIMIT  ((int64_t)1 << 40) /* bound on products of spatial sizes in kernels */
+#define MAX_SPATIAL DL_SP_MAX
+#define ATTR_LIMIT  DL_SP_ATTR_LIMIT
+#define ELEM_LIMIT  DL_SP_ELEM_LIMIT
 
 static const dl_attr_spec conv_attrs[] = {
     {"auto_pad", DL_ATTR_STRING},   {"dilations", DL_ATTR_INTS}, {"group", DL_ATTR_INT},
@@ -28,101 +30,26 @@ static const dl_attr_spec convtr_attrs[] = {
 
 /* ---- geometry shared by inference and kernels ---- */
 
-typedef enum { PAD_NOTSET, PAD_SAME_UPPER, PAD_SAME_LOWER, PAD_VALID } auto_pad_kind;
-
-typedef struct conv_geom {
-    int ns; /* spatial rank */
-    int64_t in[MAX_SPATIAL];
-    int64_t k[MAX_SPATIAL];
-    int64_t out[MAX_SPATIAL]; /* -1 when unknown (symbolic input) */
-    int64_t stride[MAX_SPATIAL];
-    int64_t dil[MAX_SPATIAL];
-    int64_t pb[MAX_SPATIAL], pe[MAX_SPATIAL]; /* pads at begin / end */
-    int64_t opad[MAX_SPATIAL];                /* ConvTranspose output_padding */
-} conv_geom;
-
-static bool parse_auto_pad(const dl_node *n, auto_pad_kind *ap) {
-    const char *s = dl_attr_str(n, "auto_pad", "NOTSET");
-    if (!strcmp(s, "NOTSET") || !*s)
-        *ap = PAD_NOTSET;
-    else if (!strcmp(s, "SAME_UPPER"))
-        *ap = PAD_SAME_UPPER;
-    else if (!strcmp(s, "SAME_LOWER"))
-        *ap = PAD_SAME_LOWER;
-    else if (!strcmp(s, "VALID"))
-        *ap = PAD_VALID;
-    else
-        return false;
-    return true;
-}
-
-/* Reads an optional ints attribute of length want into out (default def), checking each value
- * lies in [lo, ATTR_LIMIT). Returns an error message or NULL. */
-static const char *read_ints(const dl_node *n, const char *name, int want, int64_t def, int64_t lo,
-                             int64_t *out, char *err, size_t errlen) {
-    const int64_t *v;
-    int cnt = dl_attr_ints(n, name, &v);
-    for (int i = 0; i < want; i++) out[i] = def;
-    if (cnt < 0) return NULL;
-    if (cnt != want) {
-        snprintf(err, errlen, "attribute %s has %d values, expected %d", name, cnt, want);
-        return err;
-    }
-    for (int i = 0; i < want; i++) {
-        if (v[i] < lo || v[i] >= ATTR_LIMIT) {
-            snprintf(err, errlen, "attribute %s[%d] = %lld is out of range", name, i,
-                     (long long)v[i]);
-            return err;
-        }
-        out[i] = v[i];
-    }
-    return NULL;
-}
+typedef dl_window conv_geom;
 
 /* Fills g from the node attributes. in[] are the input spatial dims (< 0 when symbolic), wk[]
  * the kernel dims taken from the weight (< 0 when symbolic). Returns an error message or NULL;
  * g->out[d] is -1 where it cannot be known yet. */
 static const char *conv_geometry(const dl_node *n, bool transpose, int ns, const int64_t *in,
                                  const int64_t *wk, conv_geom *g, char *err, size_t errlen) {
-    memset(g, 0, sizeof *g);
-    g->ns = ns;
-    auto_pad_kind ap;
-    if (!parse_auto_pad(n, &ap)) {
-        snprintf(err, errlen, "unknown auto_pad '%s'", dl_attr_str(n, "auto_pad", ""));
-        return err;
-    }
+    dl_auto_pad ap;
     const char *e;
-    int64_t pads[2 * MAX_SPATIAL];
-    if ((e = read_ints(n, "strides", ns, 1, 1, g->stride, err, errlen))) return e;
-    if ((e = read_ints(n, "dilations", ns, 1, 1, g->dil, err, errlen))) return e;
-    if ((e = read_ints(n, "pads", 2 * ns, 0, 0, pads, err, errlen))) return e;
-    if ((e = read_ints(n, "kernel_shape", ns, -1, 1, g->k, err, errlen))) return e;
-    if (transpose && (e = read_ints(n, "output_padding", ns, 0, 0, g->opad, err, errlen))) return e;
-    for (int d = 0; d < ns; d++) {
-        if (in[d] >= ATTR_LIMIT) {
-            snprintf(err, errlen, "spatial dim %d (%lld) is too large", d, (long long)in[d]);
-            return err;
-        }
-        g->in[d] = in[d];
-        if (g->k[d] < 0)
-            g->k[d] = wk[d];
-        else if (wk[d] >= 0 && wk[d] != g->k[d]) {
-            snprintf(err, errlen, "kernel_shape[%d] = %lld does not match the weight dim %lld", d,
-                     (long long)g->k[d], (long long)wk[d]);
-            return err;
-        }
-        if (g->k[d] >= ATTR_LIMIT) {
-            snprintf(err, errlen, "kernel dim %d is too large", d);
-            return err;
-        }
-        if (ap == PAD_NOTSET) {
-            g->pb[d] = pads[d];
-            g->pe[d] = pads[d + ns];
-        }
-    }
+    int64_t opad[MAX_SPATIAL]; /* ConvTranspose output_padding */
+    if ((e = dl_sp_auto_pad(n, &ap, err, errlen))) return e;
+    if ((e = dl_sp_init(g, ns, in, err, errlen))) return e;
+    if ((e = dl_sp_read_attrs(n, ap, true, g, err, errlen))) return e;
+    if (transpose && (e = dl_sp_read_ints(n, "output_padding", ns, 0, 0, opad, err, errlen)))
+        return e;
+    if ((e = dl_sp_kernel_from_weight(g, wk, err, errlen))) return e;
+    if (!transpose) return dl_sp_forward_out(g, ap, false, err, errlen);
     /* ConvTranspose output_shape: explicit spatial output size. */
     const int64_t *oshape = NULL;
-    int n_oshape = transpose ? dl_attr_ints(n, "output_shape", &oshape) : -1;
+    int n_oshape = dl_attr_ints(n, "output_shape", &oshape);
     if (n_oshape >= 0) {
         if (n_oshape == ns + 2)
             oshape += 2;
@@ -138,50 +65,29 @@ static const char *conv_geometry(const dl_node *n, bool transpose, int ns, const
             }
     }
     for (int d = 0; d < ns; d++) {
-        g->out[d] = -1;
         if (g->in[d] < 0 || g->k[d] < 0) continue;
         int64_t eff_k = (g->k[d] - 1) * g->dil[d] + 1;
         int64_t in_d = g->in[d], s = g->stride[d];
-        if (!transpose) {
-            if (ap == PAD_SAME_UPPER || ap == PAD_SAME_LOWER) {
-                g->out[d] = (in_d + s - 1) / s;
-                int64_t total = (g->out[d] - 1) * s + eff_k - in_d;
-                if (total < 0) total = 0;
-                g->pb[d] = ap == PAD_SAME_UPPER ? total / 2 : total - total / 2;
-                g->pe[d] = total - g->pb[d];
+        int64_t full = s * (in_d - 1) + opad[d] + eff_k; /* output before removing pads */
+        if (in_d == 0) full = 0;
+        if (n_oshape >= 0 || ap == DL_AUTO_PAD_SAME_UPPER || ap == DL_AUTO_PAD_SAME_LOWER) {
+            int64_t out = n_oshape >= 0 ? oshape[d] : in_d * s;
+            int64_t total = full - out;
+            if (total < 0) total = 0; /* extra output positions stay at the bias */
+            /* as the ONNX spec: SAME_UPPER trims more at the end, otherwise at the start */
+            if (ap == DL_AUTO_PAD_SAME_UPPER) {
+                g->pb[d] = total / 2;
+                g->pe[d] = total - total / 2;
             } else {
-                int64_t span = in_d + g->pb[d] + g->pe[d] - eff_k;
-                if (span < 0) {
-                    snprintf(err, errlen,
-                             "kernel extent %lld exceeds padded input size %lld in spatial dim %d",
-                             (long long)eff_k, (long long)(in_d + g->pb[d] + g->pe[d]), d);
-                    return err;
-                }
-                g->out[d] = span / s + 1;
+                g->pb[d] = total - total / 2;
+                g->pe[d] = total / 2;
             }
+            g->out[d] = out;
         } else {
-            int64_t full = s * (in_d - 1) + g->opad[d] + eff_k; /* output before removing pads */
-            if (in_d == 0) full = 0;
-            if (n_oshape >= 0 || ap == PAD_SAME_UPPER || ap == PAD_SAME_LOWER) {
-                int64_t out = n_oshape >= 0 ? oshape[d] : in_d * s;
-                int64_t total = full - out;
-                if (total < 0) total = 0; /* extra output positions stay at the bias */
-                /* as the ONNX spec: SAME_UPPER trims more at the end, otherwise at the start */
-                if (ap == PAD_SAME_UPPER) {
-                    g->pb[d] = total / 2;
-                    g->pe[d] = total - total / 2;
-                } else {
-                    g->pb[d] = total - total / 2;
-                    g->pe[d] = total / 2;
-                }
-                g->out[d] = out;
-            } else {
-                if (ap == PAD_VALID) g->pb[d] = g->pe[d] = 0;
-                g->out[d] = full - g->pb[d] - g->pe[d];
-                if (g->out[d] < 0) {
-                    snprintf(err, errlen, "pads exceed the output size in spatial dim %d", d);
-                    return err;
-                }
+            g->out[d] = full - g->pb[d] - g->pe[d];
+            if (g->out[d] < 0) {
+                snprintf(err, errlen, "pads exceed the output size in spatial dim %d", d);
+                return err;
             }
         }
     }
@@ -285,17 +191,6 @@ static int64_t prod(int n, const int64_t *v) {
     return p;
 }
 
-static bool prod_ok(int n, const int64_t *v) {
-    int64_t p = 1;
-    for (int i = 0; i < n; i++) {
-        if (v[i] < 0) return false;
-        if (v[i] == 0) return true;
-        if (p > ELEM_LIMIT / v[i]) return false;
-        p *= v[i];
-    }
-    return true;
-}
-
 /* Checks the tensors against the geometry the kernel will use (defence in depth: infer has
  * already checked these at run time). */
 static dl_status kernel_geometry(dl_kernel *kc, bool transpose, conv_geom *g, int64_t *N,
@@ -322,7 +217,8 @@ static dl_status kernel_geometry(dl_kernel *kc, bool transpose, conv_geom *g, in
     for (int d = 0; d < ns; d++)
         ok = ok && y->dims[d + 2] == g->out[d] && g->k[d] == w->dims[d + 2];
     if (!ok) return dl_kernel_fail(kc, DL_ERR_SHAPE, "inconsistent shapes for the kernel");
-    if (!prod_ok(ns, g->k) || !prod_ok(ns, g->in) || !prod_ok(ns, g->out))
+    int64_t K, IN, P; /* only checked here; the kernels recompute them with prod() */
+    if (!dl_sp_prod(ns, g->k, &K) || !dl_sp_prod(ns, g->in, &IN) || !dl_sp_prod(ns, g->out, &P))
         return dl_kernel_fail(kc, DL_ERR_LIMIT, "spatial sizes are too large");
     return DL_OK;
 }
@@ -364,24 +260,6 @@ static dl_status kernel_geometry(dl_kernel *kc, bool transpose, conv_geom *g, in
         }                                                                                          \
     }
 
-/* c[M, N] += a[M, K] * b[K, N] (leading dims lda, ldb, ldc), blocked over columns. */
-#define DEFINE_GEMM(T, SUF)                                                                        \
-    static void gemm_##SUF(int64_t M, int64_t N, int64_t K, const T *a, int64_t lda, const T *b,   \
-                           int64_t ldb, T *c, int64_t ldc) {                                       \
-        const int64_t BLK = 256;                                                                   \
-        for (int64_t j0 = 0; j0 < N; j0 += BLK) {                                                  \
-            int64_t jn = N - j0 < BLK ? N - j0 : BLK;                                              \
-            for (int64_t i = 0; i < M; i++) {                                                      \
-                T *restrict crow = c + i * ldc + j0;                                               \
-                for (int64_t k = 0; k < K; k++) {                                                  \
-                    T av = a[i * lda + k];                                                         \
-                    const T *restrict brow = b + k * ldb + j0;                                     \
-                    for (int64_t j = 0; j < jn; j++) crow[j] += av * brow[j];                      \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-    }
-
 /* y[N, M, out...] = conv(x[N, C, in...], w[M, C/group, k...]) + b. col: scratch of
  * (C/group * K) * P elements (unused for pointwise convs). */
 #define DEFINE_CONV(T, SUF)                                                                        \
@@ -407,15 +285,13 @@ static dl_status kernel_geometry(dl_kernel *kc, bool transpose, conv_geom *g, in
                     T bv = b ? b[gi * Mg + m] : (T)0;                                              \
                     for (int64_t p = 0; p < P; p++) yg[m * P + p] = bv;                            \
                 }                                                                                  \
-                gemm_##SUF(Mg, P, R, w + gi * Mg * R, R, src, P, yg, P);                           \
+                dl_ref_gemm_##SUF(Mg, P, R, w + gi * Mg * R, R, src, P, yg, P);                    \
             }                                                                                      \
         }                                                                                          \
     }
 
 DEFINE_IM2COL(float, f32)
 DEFINE_IM2COL(double, f64)
-DEFINE_GEMM(float, f32)
-DEFINE_GEMM(double, f64)
 DEFINE_CONV(float, f32)
 DEFINE_CONV(double, f64)
 
@@ -525,7 +401,8 @@ static dl_status convtr_ref(dl_kernel *kc) {
         for (int64_t n = 0; n < N; n++)
             for (int64_t gi = 0; gi < group; gi++) {
                 memset(col, 0, bytes);
-                gemm_f64(R, IN, Cg, wt + gi * Cg * R, Cg, xd + (n * C + gi * Cg) * IN, IN, col, IN);
+                dl_ref_gemm_f64(R, IN, Cg, wt + gi * Cg * R, Cg, xd + (n * C + gi * Cg) * IN, IN,
+                                col, IN);
                 col2im(&g, Mg, col, yd + (n * M + gi * Mg) * P);
             }
         for (int64_t i = 0; i < y->numel; i++) dl_set_f64(y, i, yd[i]);

@@ -4,6 +4,7 @@
  * columns so the inner loop is contiguous), float64 typed double loops; float16/bfloat16 are
  * converted to double buffers; integer dtypes use int64 loops (wrapping like the narrow type). */
 #include "op-impl.h"
+#include "ref-gemm.h"
 
 #define EINSUM_LABELS (52 + DL_MAX_RANK) /* a-z, A-Z, then the ellipsis dims */
 
@@ -23,37 +24,6 @@ static const dl_attr_spec einsum_attrs[] = {
     {"equation", DL_ATTR_STRING},
     {NULL, DL_ATTR_UNDEFINED},
 };
-
-/* ---- typed GEMM: c[M, N] += a[M, K] * b[K, N] ---- */
-
-#define DEFINE_GEMM(T, SUF)                                                                        \
-    static void gemm_##SUF(int64_t M, int64_t N, int64_t K, const T *a, const T *b, T *c) {        \
-        const int64_t BLK = 256;                                                                   \
-        for (int64_t j0 = 0; j0 < N; j0 += BLK) {                                                  \
-            int64_t jn = N - j0 < BLK ? N - j0 : BLK;                                              \
-            for (int64_t i = 0; i < M; i++) {                                                      \
-                T *restrict crow = c + i * N + j0;                                                 \
-                for (int64_t k = 0; k < K; k++) {                                                  \
-                    T av = a[i * K + k];                                                           \
-                    const T *restrict brow = b + k * N + j0;                                       \
-                    for (int64_t j = 0; j < jn; j++) crow[j] += av * brow[j];                      \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-    }
-
-DEFINE_GEMM(float, f32)
-DEFINE_GEMM(double, f64)
-
-static void gemm_i64(int64_t M, int64_t N, int64_t K, const int64_t *a, const int64_t *b,
-                     int64_t *c) {
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t k = 0; k < K; k++) {
-            uint64_t av = (uint64_t)a[i * K + k]; /* wrapping arithmetic */
-            for (int64_t j = 0; j < N; j++)
-                c[i * N + j] = (int64_t)((uint64_t)c[i * N + j] + av * (uint64_t)b[k * N + j]);
-        }
-}
 
 /* ---- working buffers: every dtype is brought to float, double or int64 ---- */
 
@@ -92,14 +62,15 @@ static dl_status work_copy(dl_kernel *kc, work_kind w, const dl_tensor *t, bool 
     return DL_OK;
 }
 
+/* c[M, N] += a[M, K] * b[K, N], all contiguous. */
 static void gemm_work(work_kind w, int64_t M, int64_t N, int64_t K, const void *a, const void *b,
                       void *c) {
     if (w == W_F32)
-        gemm_f32(M, N, K, a, b, c);
+        dl_ref_gemm_f32(M, N, K, a, K, b, N, c, N);
     else if (w == W_F64)
-        gemm_f64(M, N, K, a, b, c);
+        dl_ref_gemm_f64(M, N, K, a, K, b, N, c, N);
     else
-        gemm_i64(M, N, K, a, b, c);
+        dl_ref_gemm_i64(M, N, K, a, K, b, N, c, N);
 }
 
 static void store_work(work_kind w, const void *buf, dl_tensor *t) {

@@ -3,12 +3,11 @@
  * Reference kernels walk every output position and every kernel tap, reading through the
  * dtype-generic accessors (values go through double: exact for the int8/uint8 MaxPool case). */
 #include "op-impl.h"
+#include "spatial.h"
 
 #include <math.h>
 
-#define MAX_SPATIAL (DL_MAX_RANK - 2)
-#define ATTR_LIMIT  ((int64_t)1 << 30) /* bound on kernel/stride/dilation/pad/spatial sizes */
-#define ELEM_LIMIT  ((int64_t)1 << 40) /* bound on products of spatial sizes in kernels */
+#define MAX_SPATIAL DL_SP_MAX
 
 static const dl_attr_spec maxpool_attrs[] = {
     {"auto_pad", DL_ATTR_STRING},   {"ceil_mode", DL_ATTR_INT}, {"dilations", DL_ATTR_INTS},
@@ -46,48 +45,15 @@ static const dl_dtype maxpool_types[] = {
 
 /* ---- geometry ---- */
 
-typedef struct pool_geom {
-    int ns;
-    int64_t in[MAX_SPATIAL], k[MAX_SPATIAL], out[MAX_SPATIAL]; /* out -1 when unknown */
-    int64_t stride[MAX_SPATIAL], dil[MAX_SPATIAL];
-    int64_t pb[MAX_SPATIAL], pe[MAX_SPATIAL];
-} pool_geom;
+typedef dl_window pool_geom;
 
 typedef enum { GEOM_POOL, GEOM_GLOBAL, GEOM_UNPOOL } geom_kind;
-
-static const char *read_ints(const dl_node *n, const char *name, int want, int64_t def, int64_t lo,
-                             int64_t *out, char *err, size_t errlen) {
-    const int64_t *v;
-    int cnt = dl_attr_ints(n, name, &v);
-    for (int i = 0; i < want; i++) out[i] = def;
-    if (cnt < 0) return NULL;
-    if (cnt != want) {
-        snprintf(err, errlen, "attribute %s has %d values, expected %d", name, cnt, want);
-        return err;
-    }
-    for (int i = 0; i < want; i++) {
-        if (v[i] < lo || v[i] >= ATTR_LIMIT) {
-            snprintf(err, errlen, "attribute %s[%d] = %lld is out of range", name, i,
-                     (long long)v[i]);
-            return err;
-        }
-        out[i] = v[i];
-    }
-    return NULL;
-}
 
 /* Fills g for input spatial dims in[] (< 0 when symbolic). Returns an error message or NULL. */
 static const char *pool_geometry(const dl_node *n, geom_kind kind, int ns, const int64_t *in,
                                  pool_geom *g, char *err, size_t errlen) {
-    memset(g, 0, sizeof *g);
-    g->ns = ns;
-    for (int d = 0; d < ns; d++) {
-        if (in[d] >= ATTR_LIMIT) {
-            snprintf(err, errlen, "spatial dim %d (%lld) is too large", d, (long long)in[d]);
-            return err;
-        }
-        g->in[d] = in[d];
-    }
+    const char *e;
+    if ((e = dl_sp_init(g, ns, in, err, errlen))) return e;
     if (kind == GEOM_GLOBAL) {
         for (int d = 0; d < ns; d++) {
             g->k[d] = in[d];
@@ -96,67 +62,23 @@ static const char *pool_geometry(const dl_node *n, geom_kind kind, int ns, const
         }
         return NULL;
     }
-    const char *e;
-    int64_t pads[2 * MAX_SPATIAL];
     const int64_t *ks;
     if (dl_attr_ints(n, "kernel_shape", &ks) < 0) {
         snprintf(err, errlen, "attribute kernel_shape is required");
         return err;
     }
-    if ((e = read_ints(n, "kernel_shape", ns, 1, 1, g->k, err, errlen))) return e;
-    if ((e = read_ints(n, "strides", ns, 1, 1, g->stride, err, errlen))) return e;
-    if ((e = read_ints(n, "pads", 2 * ns, 0, 0, pads, err, errlen))) return e;
-    if (kind == GEOM_UNPOOL) {
-        for (int d = 0; d < ns; d++) g->dil[d] = 1;
-    } else if ((e = read_ints(n, "dilations", ns, 1, 1, g->dil, err, errlen))) {
-        return e;
-    }
-    const char *ap = kind == GEOM_UNPOOL ? "NOTSET" : dl_attr_str(n, "auto_pad", "NOTSET");
-    bool same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER");
-    bool valid = !strcmp(ap, "VALID");
-    if (!same && !valid && strcmp(ap, "NOTSET") && *ap) {
-        snprintf(err, errlen, "unknown auto_pad '%s'", ap);
-        return err;
-    }
-    bool ceil_mode = kind == GEOM_POOL && dl_attr_int(n, "ceil_mode", 0) != 0;
+    dl_auto_pad ap = DL_AUTO_PAD_NOTSET; /* MaxUnpool has no auto_pad */
+    if (kind != GEOM_UNPOOL && (e = dl_sp_auto_pad(n, &ap, err, errlen))) return e;
+    if ((e = dl_sp_read_attrs(n, ap, kind != GEOM_UNPOOL, g, err, errlen))) return e;
+    if (kind == GEOM_POOL)
+        return dl_sp_forward_out(g, ap, dl_attr_int(n, "ceil_mode", 0), err, errlen);
     for (int d = 0; d < ns; d++) {
-        if (!same && !valid) {
-            g->pb[d] = pads[d];
-            g->pe[d] = pads[d + ns];
-        }
-        g->out[d] = -1;
-        int64_t in_d = in[d], s = g->stride[d];
+        int64_t in_d = in[d];
         if (in_d < 0) continue;
-        int64_t eff_k = (g->k[d] - 1) * g->dil[d] + 1;
-        if (kind == GEOM_UNPOOL) {
-            g->out[d] = in_d == 0 ? 0 : (in_d - 1) * s + g->k[d] - g->pb[d] - g->pe[d];
-            if (g->out[d] < 0) {
-                snprintf(err, errlen, "pads exceed the output size in spatial dim %d", d);
-                return err;
-            }
-            continue;
-        }
-        if (same) {
-            g->out[d] = (in_d + s - 1) / s;
-            int64_t total = (g->out[d] - 1) * s + eff_k - in_d;
-            if (total < 0) total = 0;
-            g->pb[d] = !strcmp(ap, "SAME_UPPER") ? total / 2 : total - total / 2;
-            g->pe[d] = total - g->pb[d];
-            continue;
-        }
-        int64_t span = in_d + g->pb[d] + g->pe[d] - eff_k;
-        if (span < 0) {
-            snprintf(err, errlen,
-                     "kernel extent %lld exceeds padded input size %lld in spatial dim %d",
-                     (long long)eff_k, (long long)(in_d + g->pb[d] + g->pe[d]), d);
+        g->out[d] = in_d == 0 ? 0 : (in_d - 1) * g->stride[d] + g->k[d] - g->pb[d] - g->pe[d];
+        if (g->out[d] < 0) {
+            snprintf(err, errlen, "pads exceed the output size in spatial dim %d", d);
             return err;
-        }
-        if (ceil_mode) {
-            g->out[d] = (span + s - 1) / s + 1;
-            /* the last window must start inside the input or the leading padding */
-            if ((g->out[d] - 1) * s >= in_d + g->pb[d]) g->out[d]--;
-        } else {
-            g->out[d] = span / s + 1;
         }
     }
     return NULL;
@@ -227,17 +149,6 @@ static dl_status globallp_infer(dl_infer *ic) {
 
 typedef enum { POOL_MAX, POOL_AVG, POOL_LP } pool_kind;
 
-static bool prod_ok(int n, const int64_t *v, int64_t *out) {
-    int64_t p = 1;
-    for (int i = 0; i < n; i++) {
-        if (v[i] < 0) return false;
-        if (v[i] != 0 && p > ELEM_LIMIT / v[i]) return false;
-        p *= v[i];
-    }
-    *out = p;
-    return true;
-}
-
 static dl_status pool_ref(dl_kernel *kc, geom_kind gk, pool_kind kind) {
     const dl_tensor *x = kc->in[0];
     dl_tensor *y = kc->out[0];
@@ -250,7 +161,7 @@ static dl_status pool_ref(dl_kernel *kc, geom_kind gk, pool_kind kind) {
     const char *e = pool_geometry(kc->node, gk, ns, x->dims + 2, &g, err, sizeof err);
     if (e) return dl_kernel_fail(kc, DL_ERR_INVALID, "%s", e);
     int64_t IN, P, K;
-    if (!prod_ok(ns, g.in, &IN) || !prod_ok(ns, g.out, &P) || !prod_ok(ns, g.k, &K))
+    if (!dl_sp_prod(ns, g.in, &IN) || !dl_sp_prod(ns, g.out, &P) || !dl_sp_prod(ns, g.k, &K))
         return dl_kernel_fail(kc, DL_ERR_LIMIT, "spatial sizes are too large");
     bool ok = y->dims[0] == x->dims[0] && y->dims[1] == x->dims[1];
     for (int d = 0; d < ns; d++) ok = ok && y->dims[d + 2] == g.out[d];
@@ -399,7 +310,7 @@ static dl_status unpool_ref(dl_kernel *kc) {
     ddims[0] = x->dims[0];
     ddims[1] = x->dims[1];
     for (int d = 2; d < r; d++) ddims[d] = g.out[d - 2];
-    if (!prod_ok(r, ddims, &dnumel))
+    if (!dl_sp_prod(r, ddims, &dnumel))
         return dl_kernel_fail(kc, DL_ERR_LIMIT, "default output shape is too large");
     int64_t ys[DL_MAX_RANK];
     dl_strides(r, y->dims, ys);

@@ -4,6 +4,7 @@
  * Quantization rounds half to even (rint in the default rounding mode) and saturates to the range
  * of the output dtype. Float math follows the ONNX reference: float32 for float32 inputs. */
 #include "op-impl.h"
+#include "spatial.h"
 
 #include <math.h>
 
@@ -519,13 +520,9 @@ static const dl_attr_spec conv_attrs[] = {
     {NULL, 0},
 };
 
-#define CONV_MAX_SP (DL_MAX_RANK - 2)
-
 typedef struct conv_geom {
-    int nsp;
+    dl_window w; /* spatial window: kernel, strides, dilations, pads, output size */
     int64_t group;
-    int64_t k[CONV_MAX_SP], s[CONV_MAX_SP], d[CONV_MAX_SP], pb[CONV_MAX_SP], pe[CONV_MAX_SP];
-    int64_t out[CONV_MAX_SP]; /* -1 when unknown */
 } conv_geom;
 
 /* Resolves the conv attributes for x dims / w dims (either may hold symbolic dims < 0). */
@@ -539,35 +536,15 @@ static bool conv_setup(const dl_node *n, int xr, const int64_t *xd, int wr, cons
         snprintf(err, errlen, "w rank %d differs from x rank %d", wr, xr);
         return false;
     }
-    int nsp = xr - 2;
-    g->nsp = nsp;
     g->group = dl_attr_int(n, "group", 1);
     if (g->group < 1) {
         snprintf(err, errlen, "group must be >= 1");
         return false;
     }
-    const int64_t *ks, *ss, *ds, *ps;
-    int nk = dl_attr_ints(n, "kernel_shape", &ks), ns = dl_attr_ints(n, "strides", &ss);
-    int nd = dl_attr_ints(n, "dilations", &ds), np = dl_attr_ints(n, "pads", &ps);
-    if ((nk >= 0 && nk != nsp) || (ns >= 0 && ns != nsp) || (nd >= 0 && nd != nsp) ||
-        (np >= 0 && np != 2 * nsp)) {
-        snprintf(err, errlen, "kernel_shape/strides/dilations/pads lengths do not match rank");
+    dl_auto_pad ap; /* the dl_sp_ helpers return an error message (in err) or NULL */
+    if (dl_sp_auto_pad(n, &ap, err, errlen) || dl_sp_init(&g->w, xr - 2, xd + 2, err, errlen) ||
+        dl_sp_read_attrs(n, ap, true, &g->w, err, errlen))
         return false;
-    }
-    const char *ap = dl_attr_str(n, "auto_pad", "NOTSET");
-    int mode = 0;
-    if (strcmp(ap, "NOTSET") == 0)
-        mode = 0;
-    else if (strcmp(ap, "VALID") == 0)
-        mode = 1;
-    else if (strcmp(ap, "SAME_UPPER") == 0)
-        mode = 2;
-    else if (strcmp(ap, "SAME_LOWER") == 0)
-        mode = 3;
-    else {
-        snprintf(err, errlen, "unknown auto_pad '%s'", ap);
-        return false;
-    }
     int64_t C = xd[1], M = wd[0], Cg = wd[1];
     if (M >= 0 && M % g->group != 0) {
         snprintf(err, errlen, "output channels %lld not divisible by group %lld", (long long)M,
@@ -579,49 +556,8 @@ static bool conv_setup(const dl_node *n, int xr, const int64_t *xd, int wr, cons
                  (long long)Cg, (long long)g->group);
         return false;
     }
-    for (int i = 0; i < nsp; i++) {
-        int64_t k = wd[2 + i];
-        if (nk >= 0) {
-            if (k >= 0 && ks[i] != k) {
-                snprintf(err, errlen, "kernel_shape does not match w");
-                return false;
-            }
-            k = ks[i];
-        }
-        g->k[i] = k;
-        g->s[i] = ns >= 0 ? ss[i] : 1;
-        g->d[i] = nd >= 0 ? ds[i] : 1;
-        g->pb[i] = np >= 0 ? ps[i] : 0;
-        g->pe[i] = np >= 0 ? ps[nsp + i] : 0;
-        if (g->s[i] < 1 || g->d[i] < 1 || g->pb[i] < 0 || g->pe[i] < 0 || g->s[i] > INT32_MAX ||
-            g->d[i] > INT32_MAX || g->pb[i] > INT32_MAX || g->pe[i] > INT32_MAX ||
-            (k >= 0 && (k < 1 || k > INT32_MAX))) {
-            snprintf(err, errlen, "bad kernel/stride/dilation/pad values");
-            return false;
-        }
-        int64_t in = xd[2 + i];
-        g->out[i] = -1;
-        if (in < 0 || k < 0) continue;
-        int64_t ek = (k - 1) * g->d[i] + 1;
-        if (mode == 0 || mode == 1) {
-            if (mode == 1) g->pb[i] = g->pe[i] = 0;
-            int64_t span = in + g->pb[i] + g->pe[i] - ek;
-            if (span < 0) {
-                snprintf(err, errlen, "kernel larger than padded input on spatial axis %d", i);
-                return false;
-            }
-            g->out[i] = span / g->s[i] + 1;
-        } else {
-            int64_t o = (in + g->s[i] - 1) / g->s[i];
-            int64_t tot = (o - 1) * g->s[i] + ek - in;
-            if (tot < 0) tot = 0;
-            int64_t small = tot / 2, big = tot - small;
-            g->pb[i] = mode == 2 ? small : big;
-            g->pe[i] = mode == 2 ? big : small;
-            g->out[i] = o;
-        }
-    }
-    return true;
+    return !dl_sp_kernel_from_weight(&g->w, wd + 2, err, errlen) &&
+           !dl_sp_forward_out(&g->w, ap, false, err, errlen);
 }
 
 /* Checks x (input xi) and w (input wi), sets output 0 with dtype odt. */
@@ -635,7 +571,8 @@ static dl_status conv_infer_common(dl_infer *ic, int xi, int wi, dl_dtype odt) {
     int64_t od[DL_MAX_RANK];
     od[0] = x->dims[0];
     od[1] = w->dims[0];
-    for (int i = 0; i < g.nsp; i++) od[2 + i] = g.out[i] >= 0 ? g.out[i] : dl_infer_fresh_dim(ic);
+    for (int i = 0; i < g.w.ns; i++)
+        od[2 + i] = g.w.out[i] >= 0 ? g.w.out[i] : dl_infer_fresh_dim(ic);
     return dl_infer_set(ic, 0, odt, x->rank, od);
 }
 
@@ -662,19 +599,19 @@ static dl_status conv_run(dl_kernel *kc, const dl_tensor *x, const dl_tensor *w,
         return dl_kernel_fail(kc, DL_ERR_SHAPE, "%s", err);
     int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0], Cg = w->dims[1];
     int64_t Mg = M / g.group;
-    for (int i = 0; i < g.nsp; i++)
-        if (g.k[i] != w->dims[2 + i]) return dl_kernel_fail(kc, DL_ERR_SHAPE, "kernel mismatch");
+    for (int i = 0; i < g.w.ns; i++)
+        if (g.w.k[i] != w->dims[2 + i]) return dl_kernel_fail(kc, DL_ERR_SHAPE, "kernel mismatch");
     if (wz && wz->numel != 1 && wz->numel != M)
         return dl_kernel_fail(kc, DL_ERR_SHAPE, "w_zero_point size mismatch");
     const dl_tensor *y = kc->out[0];
     int64_t ynumel = N * M;
-    for (int i = 0; i < g.nsp; i++) ynumel *= g.out[i];
+    for (int i = 0; i < g.w.ns; i++) ynumel *= g.w.out[i];
     if (y->numel != ynumel || y->rank != x->rank)
         return dl_kernel_fail(kc, DL_ERR_INTERNAL, "conv output size mismatch");
-    int nsp = g.nsp;
+    int nsp = g.w.ns;
     int64_t xsp = 1, ksp = 1, ysp = 1;
-    for (int i = 0; i < nsp; i++) xsp *= x->dims[2 + i], ksp *= g.k[i], ysp *= g.out[i];
-    int64_t oidx[CONV_MAX_SP], kidx[CONV_MAX_SP];
+    for (int i = 0; i < nsp; i++) xsp *= x->dims[2 + i], ksp *= g.w.k[i], ysp *= g.w.out[i];
+    int64_t oidx[DL_SP_MAX], kidx[DL_SP_MAX];
     for (int64_t nb = 0; nb < N; nb++) {
         for (int64_t oc = 0; oc < M; oc++) {
             int64_t grp = oc / Mg;
@@ -692,7 +629,7 @@ static dl_status conv_run(dl_kernel *kc, const dl_tensor *x, const dl_tensor *w,
                         int64_t off = 0;
                         bool inside = true;
                         for (int i = 0; i < nsp; i++) {
-                            int64_t p = oidx[i] * g.s[i] - g.pb[i] + kidx[i] * g.d[i];
+                            int64_t p = oidx[i] * g.w.stride[i] - g.w.pb[i] + kidx[i] * g.w.dil[i];
                             if (p < 0 || p >= x->dims[2 + i]) {
                                 inside = false;
                                 break;
@@ -702,11 +639,11 @@ static dl_status conv_run(dl_kernel *kc, const dl_tensor *x, const dl_tensor *w,
                         if (inside)
                             acc += (dl_get_i64(x, xbase + off) - xz) *
                                    (dl_get_i64(w, wbase + ko) - wzv);
-                        dl_index_next(nsp, g.k, kidx);
+                        dl_index_next(nsp, g.w.k, kidx);
                     }
                 }
                 emit(kc, (nb * M + oc) * ysp + yo, oc, acc, ctx);
-                dl_index_next(nsp, g.out, oidx);
+                dl_index_next(nsp, g.w.out, oidx);
             }
         }
     }
