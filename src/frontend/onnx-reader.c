@@ -127,6 +127,9 @@ static dl_status read_attr(reader *r, const char *label, Onnx__AttributeProto *a
         if (!out->s) return dl_fail(r->ctx, DL_ERR_NOMEM, "out of memory");
         break;
     case DL_ATTR_TENSOR: {
+        if (!a->t)
+            return dl_fail(r->ctx, DL_ERR_PARSE, "%s: attribute '%s' is of type tensor but holds none",
+                           label, an);
         dl_status s = dl_onnx_tensor(r->ctx, a->t, r->base_dir, &out->t);
         if (s != DL_OK) {
             dl_ctx_prefix(r->ctx, "%s: attribute '%s'", label, an);
