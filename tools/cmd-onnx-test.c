@@ -313,6 +313,8 @@ int cmd_onnx_test(int argc, char **argv) {
     for (int i = 0; i < npaths; i++) {
         char **sub = NULL;
         int nsub = 0;
+        size_t plen = strlen(paths[i]);
+        while (plen > 1 && paths[i][plen - 1] == '/') paths[i][--plen] = 0; /* "case/" names "case" */
         if (is_case_dir(paths[i])) {
             sub = malloc(sizeof *sub);
             sub[0] = strdup(paths[i]);

@@ -49,7 +49,10 @@ static dl_status read_value_type(reader *r, const Onnx__ValueInfoProto *vi, dl_t
     t->rank = (int)tt->shape->n_dim;
     for (int i = 0; i < t->rank; i++) {
         const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
-        if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value >= 0)
+        if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value < 0)
+            return dl_fail(r->ctx, DL_ERR_PARSE, "value '%s' has negative dimension %lld", nm,
+                           (long long)d->dim_value);
+        if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
             t->dims[i] = d->dim_value;
         else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param &&
                  d->dim_param[0])

@@ -160,6 +160,8 @@ dl_status dl_onnx_tensor(dl_ctx *ctx, Onnx__TensorProto *tp, const char *base_di
     *out = NULL;
     const char *nm = tp->name ? tp->name : "";
     dl_dtype dtype = dl_dtype_from_onnx(tp->data_type);
+    if (!tp->has_data_type || tp->data_type == 0)
+        return dl_fail(ctx, DL_ERR_PARSE, "tensor '%s' has no data type (empty or corrupt)", nm);
     if (dtype == DL_DTYPE_UNDEFINED)
         return dl_fail(ctx, DL_ERR_UNSUPPORTED, "tensor '%s': dtype %s (%d) is not supported", nm,
                        dl_onnx_type_name(tp->data_type), (int)tp->data_type);

@@ -150,6 +150,25 @@ save(model([helper.make_node("Flatten", ["X"], ["Y"], axis="one")], [X23], [vi("
 save(model([helper.make_node("Relu", ["X"], ["Y"])], [X23], [vi("Y", F, None)], opset=999),
      "opset_999.onnx")
 
+def attr_typed_but_empty(attr_type, name):
+    """A Constant node whose 'value' attribute declares attr_type but carries no payload."""
+    n = helper.make_node("Constant", [], ["Y"])
+    a = n.attribute.add()
+    a.name, a.type = "value", attr_type
+    save(model([n], [], [vi("Y", F, None)]), name)
+
+
+attr_typed_but_empty(onnx.AttributeProto.TENSOR, "attr_tensor_without_t.onnx")
+attr_typed_but_empty(onnx.AttributeProto.GRAPH, "attr_graph_without_g.onnx")
+attr_typed_but_empty(onnx.AttributeProto.SPARSE_TENSOR, "attr_sparse_without_payload.onnx")
+attr_typed_but_empty(onnx.AttributeProto.TENSORS, "attr_tensors_empty.onnx")
+attr_typed_but_empty(onnx.AttributeProto.FLOATS, "attr_floats_empty.onnx")
+n = helper.make_node("Constant", [], ["Y"], value_float=1.5)
+b = model([n], [], [vi("Y", F, None)]).SerializeToString()
+assert b.count(b"\xa0\x01\x01") == 1  # AttributeProto.type (field 20) = FLOAT
+with open(os.path.join(BAD, "attr_type_77.onnx"), "wb") as f:  # no such AttributeType
+    f.write(b.replace(b"\xa0\x01\x01", b"\xa0\x01\x4d"))
+
 # ---- tensor errors ----
 t = numpy_helper.from_array(np.ones((2, 3), np.float32), "B")
 t.raw_data = t.raw_data[:8]
@@ -309,3 +328,37 @@ for name, data in sources:
 with open(os.path.join(MUT, "manifest.tsv"), "w") as f:
     for row in manifest:
         f.write("\t".join(row) + "\n")
+
+# ---- malformed `dlcc onnx-test` case folders (model input X: float32[2,3], output Y = Relu(X)) ----
+def write_case(name, model_bytes, inputs=(), outputs=()):
+    d = os.path.join(OUT, "cases", name)
+    os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
+    with open(os.path.join(d, "model.onnx"), "wb") as f:
+        f.write(model_bytes)
+    for kind, items in (("input", inputs), ("output", outputs)):
+        for i, b in enumerate(items):
+            with open(os.path.join(d, "test_data_set_0", f"{kind}_{i}.pb"), "wb") as f:
+                f.write(b)
+
+
+relu = model([helper.make_node("Relu", ["X"], ["Y"])], [X23], [vi("Y", F, [2, 3])]).SerializeToString()
+x = np.arange(6, dtype=np.float32).reshape(2, 3) - 3
+good_in = numpy_helper.from_array(x, "X").SerializeToString()
+good_out = numpy_helper.from_array(np.maximum(x, 0), "Y").SerializeToString()
+write_case("ok", relu, [good_in], [good_out])
+write_case("truncated_model", relu[: len(relu) // 2], [good_in], [good_out])
+write_case("garbage_input_pb", relu, [b"\xff\xfe garbage \x00\x01"], [good_out])
+write_case("truncated_input_pb", relu, [good_in[:-7]], [good_out])
+write_case("empty_input_pb", relu, [b""], [good_out])
+write_case("input_pb_wrong_shape", relu,
+           [numpy_helper.from_array(np.ones((3, 2), np.float32), "X").SerializeToString()], [good_out])
+write_case("output_pb_wrong_shape", relu, [good_in],
+           [numpy_helper.from_array(np.ones((3, 2), np.float32), "Y").SerializeToString()])
+write_case("output_pb_wrong_dtype", relu, [good_in],
+           [numpy_helper.from_array(np.ones((2, 3), np.int64), "Y").SerializeToString()])
+t = TensorProto(name="X", data_type=F, dims=[1 << 40, 1 << 30])
+write_case("input_pb_huge_dims", relu, [t.SerializeToString()], [good_out])
+write_case("too_many_inputs", relu, [good_in, good_in, good_in], [good_out])
+write_case("too_many_outputs", relu, [good_in], [good_out, good_out])
+write_case("no_outputs", relu, [good_in], [])
+write_case("no_inputs", relu, [], [good_out])

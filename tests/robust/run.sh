@@ -55,15 +55,16 @@ pass() { PASSED=$((PASSED + 1)); echo "PASS $1"; }
 fail() { FAILED=$((FAILED + 1)); echo "FAIL $1: $2"; }
 
 # run_dlcc ARGS... — runs dlcc with a timeout; sets RC, OUT (stdout file), ERR (stderr file).
+# (The outer 2>/dev/null only hides bash's own "Segmentation fault" job notice.)
 N_RUN=0
 run_dlcc() {
     N_RUN=$((N_RUN + 1))
     OUT=$TMP/out.$N_RUN
     ERR=$TMP/err.$N_RUN
     if [[ $SANITIZED == 1 ]]; then
-        timeout -k 5 "${CHECK_TIMEOUT:-$TIMEOUT}" "$DLCC" "$@" >"$OUT" 2>"$ERR" </dev/null
+        { timeout -k 5 "${CHECK_TIMEOUT:-$TIMEOUT}" "$DLCC" "$@" >"$OUT" 2>"$ERR" </dev/null; } 2>/dev/null
     else
-        (ulimit -v 6291456 2>/dev/null; exec timeout -k 5 "${CHECK_TIMEOUT:-$TIMEOUT}" "$DLCC" "$@") >"$OUT" 2>"$ERR" </dev/null
+        { (ulimit -v 6291456 2>/dev/null; exec timeout -k 5 "${CHECK_TIMEOUT:-$TIMEOUT}" "$DLCC" "$@") >"$OUT" 2>"$ERR" </dev/null; } 2>/dev/null
     fi
     RC=$?
 }
@@ -242,6 +243,12 @@ expect_model_error "MaxPool with pads -4" "$B/maxpool_negative_pads.onnx" 'MaxPo
 expect_model_error "Pad removing more than the dim" "$B/pad_negative_too_big.onnx" 'Pad'
 expect_model_error "attribute of the wrong type (axis=\"one\")" "$B/attr_wrong_type.onnx" 'Flatten' 'axis'
 expect_no_crash "opset 999" -- run --quiet "$B/opset_999.onnx"
+expect_model_error "Constant: attribute of type TENSOR without a tensor" "$B/attr_tensor_without_t.onnx" "'value'"
+expect_model_error "Constant: attribute of type GRAPH without a graph" "$B/attr_graph_without_g.onnx" "'value'"
+expect_model_error "Constant: attribute of type SPARSE_TENSOR without one" "$B/attr_sparse_without_payload.onnx" "'value'"
+expect_model_error "Constant: attribute of type TENSORS with none" "$B/attr_tensors_empty.onnx" "'value'|Constant"
+expect_model_error "Constant: attribute of type FLOATS with none" "$B/attr_floats_empty.onnx" "'value'|Constant"
+expect_model_error "Constant: attribute of type 77" "$B/attr_type_77.onnx" "'value_float'"
 
 echo "== malformed tensors"
 expect_model_error "initializer raw_data shorter than its shape" "$B/raw_data_short.onnx" "'B'"
@@ -302,6 +309,23 @@ if [[ -z $(crash_reason) && $RC == 2 ]]; then pass "run with no model: usage, ex
 run_dlcc
 if [[ -z $(crash_reason) && $RC == 2 ]]; then pass "no command: usage, exit 2"; else fail "no command" "exit $RC $(crash_reason)"; fi
 expect_error "show --dot into a missing folder" -- show "$M" --dot "$TMP/no/such/dir/g.dot"
+
+echo "== malformed onnx-test case folders (each must be reported as failed, exit 1)"
+expect_ok "onnx-test: a good case passes" -- onnx-test "$TMP/cases/ok"
+for c in "$TMP"/cases/*; do
+    name=$(basename "$c")
+    [[ $name == ok ]] && continue
+    run_dlcc onnx-test "$c"
+    why=$(crash_reason)
+    [[ -z $why && $RC != 1 ]] && why="exit $RC, expected 1; stderr: $(snippet)"
+    [[ -z $why ]] && ! grep -a -q -E "^(FAIL|UNSUPPORTED) +$name" "$OUT" &&
+        why="no 'FAIL $name' or 'UNSUPPORTED $name' line: $(head -c 300 "$OUT" | tr '\n' '|')"
+    if [[ -n $why ]]; then fail "onnx-test: case $name" "$why"; else pass "onnx-test: case $name"; fi
+done
+run_dlcc onnx-test "$TMP/cases/"
+why=$(crash_reason)
+[[ -z $why && $RC != 1 ]] && why="exit $RC, expected 1"
+if [[ -n $why ]]; then fail "onnx-test: the folder of all cases" "$why"; else pass "onnx-test: the folder of all cases"; fi
 
 echo "== truncated and byte-flipped models"
 n=0
