@@ -216,6 +216,18 @@ static dl_status read_node(reader *r, Onnx__NodeProto *np, int index) {
         DL_TRY(dl_graph_add_value(r->g, nm, &out[i]));
     }
     for (int i = 0; i < n_attr; i++) DL_TRY(read_attr(r, label, np->attribute[i], &attrs[i]));
+    /* Constant(value=tensor) is an initializer written as a node: make it one, so its value is
+     * known to shape inference (exporters compute shapes from such constants). */
+    bool dflt = !domain[0] || strcmp(domain, "ai.onnx") == 0;
+    if (dflt && strcmp(op, "Constant") == 0 && n_in == 0 && n_out == 1 && out[0] && n_attr == 1 &&
+        attrs[0].type == DL_ATTR_TENSOR && strcmp(attrs[0].name, "value") == 0) {
+        dl_tensor *t = attrs[0].t;
+        out[0]->constant = t;
+        out[0]->type.dtype = t->dtype;
+        out[0]->type.rank = t->rank;
+        for (int i = 0; i < t->rank; i++) out[0]->type.dims[i] = t->dims[i];
+        return DL_OK;
+    }
     dl_status s = dl_graph_add_node(r->g, op, domain, opset_for(r, domain), np->name, n_in, in, n_out,
                                     out, n_attr, attrs, NULL);
     if (s != DL_OK) dl_ctx_prefix(r->ctx, "%s", r->path);

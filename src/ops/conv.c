@@ -158,7 +158,7 @@ static dl_status conv_infer_common(dl_infer *ic, bool transpose) {
     const char *e = conv_geometry(ic->node, transpose, ns, in_sp, wk, &g, err, sizeof err);
     if (e) return dl_infer_fail(ic, DL_ERR_INVALID, "%s", e);
     int64_t dims[DL_MAX_RANK];
-    dims[0] = x->rank >= 0 && x->dims[0] >= 0 ? x->dims[0] : dl_infer_fresh_dim(ic);
+    dims[0] = x->rank >= 0 ? x->dims[0] : dl_infer_fresh_dim(ic); /* batch: known or its symbol */
     dims[1] = M >= 0 ? M : dl_infer_fresh_dim(ic);
     for (int d = 0; d < ns; d++) dims[d + 2] = g.out[d] >= 0 ? g.out[d] : dl_infer_fresh_dim(ic);
     return dl_infer_set(ic, 0, dt, rank, dims);

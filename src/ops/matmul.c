@@ -117,7 +117,9 @@ static dl_status gemm_infer(dl_infer *ic) {
                                      (long long)M, (long long)N);
         }
     }
-    int64_t dims[2] = {M >= 0 ? M : dl_infer_fresh_dim(ic), N >= 0 ? N : dl_infer_fresh_dim(ic)};
+    /* a symbolic M or N (negative) is kept; only an unknown rank needs a fresh symbol */
+    int64_t dims[2] = {a->rank == 2 ? M : dl_infer_fresh_dim(ic),
+                       b->rank == 2 ? N : dl_infer_fresh_dim(ic)};
     return dl_infer_set(ic, 0, a->dtype, 2, dims);
 }
 
