@@ -20,18 +20,6 @@ static const dl_dtype k_numeric[] = {
     DL_F32, DL_F64, DL_F16, DL_BF16,           DL_I8, DL_U8, DL_I16, DL_U16, DL_I32,
     DL_U32, DL_I64, DL_U64, DL_DTYPE_UNDEFINED};
 
-static dl_status get_out(dl_kernel *kc, int o, dl_tensor **out) {
-    dl_tensor *t = kc->out[o];
-    if (!t->data) {
-        const dl_type *ty = &kc->out_type[o];
-        if (!dl_type_known(ty))
-            return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d shape not known", o);
-        DL_TRY(dl_kernel_alloc_out(kc, o, ty->dtype, ty->rank, ty->dims));
-        t = kc->out[o];
-    }
-    *out = t;
-    return DL_OK;
-}
 
 /* A double stored into an integer tensor: truncation toward zero, saturating, NaN → 0. */
 static void set_int_from_f64(dl_tensor *t, int64_t i, double v) {
@@ -161,7 +149,7 @@ static act_params act_read_params(act_op op, const dl_node *n) {
 static dl_status act_run(dl_kernel *kc, act_op op) {
     const dl_tensor *x = kc->in[0];
     dl_tensor *o;
-    DL_TRY(get_out(kc, 0, &o));
+    DL_TRY(dl_kernel_out(kc, 0, &o));
     if (x->dtype != o->dtype || x->numel != o->numel)
         return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output does not match the input");
     act_params p = act_read_params(op, kc->node);
@@ -263,7 +251,7 @@ static dl_status infer_prelu(dl_infer *ic) {
 static dl_status ref_prelu(dl_kernel *kc) {
     const dl_tensor *x = kc->in[0], *s = kc->in[1];
     dl_tensor *o;
-    DL_TRY(get_out(kc, 0, &o));
+    DL_TRY(dl_kernel_out(kc, 0, &o));
     if (x->dtype != o->dtype || s->dtype != o->dtype)
         return dl_kernel_fail(kc, DL_ERR_TYPE, "X and slope must share the output dtype");
     int r = o->rank;

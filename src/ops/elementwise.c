@@ -27,18 +27,6 @@ static const dl_dtype k_signed_num[] = {DL_F32, DL_F64, DL_F16, DL_BF16,        
 static const dl_dtype k_unsigned[] = {DL_U8, DL_U16, DL_U32, DL_U64, DL_DTYPE_UNDEFINED};
 
 /* The output tensor o, allocated from the inferred type if the runtime did not preallocate. */
-static dl_status get_out(dl_kernel *kc, int o, dl_tensor **out) {
-    dl_tensor *t = kc->out[o];
-    if (!t->data) {
-        const dl_type *ty = &kc->out_type[o];
-        if (!dl_type_known(ty))
-            return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d shape not known", o);
-        DL_TRY(dl_kernel_alloc_out(kc, o, ty->dtype, ty->rank, ty->dims));
-        t = kc->out[o];
-    }
-    *out = t;
-    return DL_OK;
-}
 
 /* Strides of t broadcast to (rank, dims); false when t does not broadcast. */
 static bool bc_strides(const dl_tensor *t, int rank, const int64_t *dims, int64_t *st) {
@@ -223,7 +211,7 @@ typedef uint64_t (*u2_fn)(uint64_t, uint64_t);
 static dl_status map_binary(dl_kernel *kc, f2_fn ff, s2_fn fs, u2_fn fu) {
     const dl_tensor *a = kc->in[0], *b = kc->in[1];
     dl_tensor *o;
-    DL_TRY(get_out(kc, 0, &o));
+    DL_TRY(dl_kernel_out(kc, 0, &o));
     int64_t sa[DL_MAX_RANK], sb[DL_MAX_RANK], idx[DL_MAX_RANK] = {0};
     DL_TRY(check_bc(kc, a, o, sa));
     DL_TRY(check_bc(kc, b, o, sb));
@@ -350,7 +338,7 @@ static uint64_t ipow_u(uint64_t base, uint64_t e) {
 static dl_status ref_pow(dl_kernel *kc) {
     const dl_tensor *a = kc->in[0], *b = kc->in[1];
     dl_tensor *o;
-    DL_TRY(get_out(kc, 0, &o));
+    DL_TRY(dl_kernel_out(kc, 0, &o));
     int64_t sa[DL_MAX_RANK], sb[DL_MAX_RANK], idx[DL_MAX_RANK] = {0};
     DL_TRY(check_bc(kc, a, o, sa));
     DL_TRY(check_bc(kc, b, o, sb));
@@ -390,7 +378,7 @@ typedef uint64_t (*u1_fn)(uint64_t);
 static dl_status map_unary(dl_kernel *kc, f1_fn ff, s1_fn fs, u1_fn fu) {
     const dl_tensor *x = kc->in[0];
     dl_tensor *o;
-    DL_TRY(get_out(kc, 0, &o));
+    DL_TRY(dl_kernel_out(kc, 0, &o));
     int k = kind_of(x->dtype);
     if (x->dtype != o->dtype || x->numel != o->numel || (k == K_F && !ff) || (k == K_S && !fs) ||
         (k == K_U && !fu))
@@ -487,7 +475,7 @@ static double vfold_f(int op, double a, double b) {
 
 static dl_status ref_variadic(dl_kernel *kc, int op) {
     dl_tensor *o;
-    DL_TRY(get_out(kc, 0, &o));
+    DL_TRY(dl_kernel_out(kc, 0, &o));
     int k = kind_of(o->dtype);
     int64_t st[DL_MAX_RANK];
     for (int j = 0; j < kc->n_in; j++) {
@@ -559,7 +547,7 @@ static dl_status ref_max(dl_kernel *kc) {
 static dl_status ref_clip(dl_kernel *kc) {
     const dl_tensor *x = kc->in[0];
     dl_tensor *o;
-    DL_TRY(get_out(kc, 0, &o));
+    DL_TRY(dl_kernel_out(kc, 0, &o));
     if (x->dtype != o->dtype || x->numel != o->numel)
         return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output does not match the input");
     const dl_tensor *lo = NULL, *hi = NULL;

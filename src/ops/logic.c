@@ -23,18 +23,6 @@ static const dl_dtype k_ints[] = {
     DL_I8, DL_U8, DL_I16, DL_U16, DL_I32, DL_U32, DL_I64, DL_U64, DL_DTYPE_UNDEFINED};
 static const dl_dtype k_bool[] = {DL_BOOL, DL_DTYPE_UNDEFINED};
 
-static dl_status get_out(dl_kernel *kc, int o, dl_tensor **out) {
-    dl_tensor *t = kc->out[o];
-    if (!t->data) {
-        const dl_type *ty = &kc->out_type[o];
-        if (!dl_type_known(ty))
-            return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d shape not known", o);
-        DL_TRY(dl_kernel_alloc_out(kc, o, ty->dtype, ty->rank, ty->dims));
-        t = kc->out[o];
-    }
-    *out = t;
-    return DL_OK;
-}
 
 /* Strides of t broadcast to o's shape; error when t does not broadcast. */
 static dl_status bc_strides(dl_kernel *kc, const dl_tensor *t, const dl_tensor *o, int64_t *st) {
@@ -95,7 +83,7 @@ static int cmp_result(bin_op op, int c) { /* c: -1, 0, 1 */
 static dl_status binary_run(dl_kernel *kc, bin_op op) {
     const dl_tensor *a = kc->in[0], *b = kc->in[1];
     dl_tensor *o;
-    DL_TRY(get_out(kc, 0, &o));
+    DL_TRY(dl_kernel_out(kc, 0, &o));
     if (a->dtype != b->dtype) return dl_kernel_fail(kc, DL_ERR_TYPE, "inputs must share one dtype");
     int64_t sa[DL_MAX_RANK], sb[DL_MAX_RANK], idx[DL_MAX_RANK] = {0};
     DL_TRY(bc_strides(kc, a, o, sa));
@@ -210,7 +198,7 @@ static dl_status infer_isx(dl_infer *ic) {
 }
 
 static dl_status unary_prep(dl_kernel *kc, dl_tensor **o) {
-    DL_TRY(get_out(kc, 0, o));
+    DL_TRY(dl_kernel_out(kc, 0, o));
     if ((*o)->numel != kc->in[0]->numel)
         return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output size does not match the input");
     return DL_OK;
@@ -264,7 +252,7 @@ static dl_status infer_where(dl_infer *ic) {
 static dl_status ref_where(dl_kernel *kc) {
     const dl_tensor *c = kc->in[0], *x = kc->in[1], *y = kc->in[2];
     dl_tensor *o;
-    DL_TRY(get_out(kc, 0, &o));
+    DL_TRY(dl_kernel_out(kc, 0, &o));
     if (x->dtype != o->dtype || y->dtype != o->dtype || c->dtype != DL_BOOL)
         return dl_kernel_fail(kc, DL_ERR_TYPE, "dtypes do not match the inferred ones");
     int64_t sc[DL_MAX_RANK], sx[DL_MAX_RANK], sy[DL_MAX_RANK], idx[DL_MAX_RANK] = {0};

@@ -194,6 +194,19 @@ dl_status dl_kernel_alloc_out(dl_kernel *kc, int o, dl_dtype dtype, int rank, co
     return dl_tensor_alloc_data(kc->ctx, t);
 }
 
+dl_status dl_kernel_out(dl_kernel *kc, int o, dl_tensor **out) {
+    dl_tensor *t = kc->out[o];
+    if (!t->data) {
+        const dl_type *ty = &kc->out_type[o];
+        if (!dl_type_known(ty))
+            return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d shape not known", o);
+        DL_TRY(dl_kernel_alloc_out(kc, o, ty->dtype, ty->rank, ty->dims));
+        t = kc->out[o];
+    }
+    *out = t;
+    return DL_OK;
+}
+
 /* ---- generic elementwise loops ---- */
 dl_status dl_map_unary(dl_kernel *kc, dl_unary_f64 f) {
     const dl_tensor *a = kc->in[0];

@@ -108,6 +108,8 @@ dl_status dl_infer_const_ints(dl_infer *ic, int i, int64_t *vals, int cap, int *
 /* ---- kernel helpers ---- */
 dl_status dl_kernel_alloc_out(dl_kernel *kc, int o, dl_dtype dtype, int rank,
                               const int64_t *dims);
+/* Output o, allocated from its inferred type when the interpreter could not preallocate it. */
+dl_status dl_kernel_out(dl_kernel *kc, int o, dl_tensor **out);
 /* Generic element-wise loops for reference kernels: out = f(a) / f(a, b) with broadcasting.
  * Floating outputs compute in double; integer in int64. */
 typedef double (*dl_unary_f64)(double x, const dl_node *n);

@@ -110,18 +110,6 @@ static dl_status infer_momentum(dl_infer *ic) {
 
 /* ---------------------------------------------------------------- kernels */
 
-static dl_status get_out(dl_kernel *kc, int o, dl_tensor **out) {
-    dl_tensor *t = kc->out[o];
-    if (!t->data) {
-        const dl_type *ty = &kc->out_type[o];
-        if (!dl_type_known(ty))
-            return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d shape not known", o);
-        DL_TRY(dl_kernel_alloc_out(kc, o, ty->dtype, ty->rank, ty->dims));
-        t = kc->out[o];
-    }
-    *out = t;
-    return DL_OK;
-}
 
 typedef struct optim_params {
     double r, t; /* learning rate, update count */
@@ -210,7 +198,7 @@ static dl_status ref_optim(dl_kernel *kc, optim_kind k) {
         }
         dl_tensor *outs[3] = {NULL, NULL, NULL};
         for (int q = 0; q < og; q++) {
-            DL_TRY(get_out(kc, q * n + j, &outs[q]));
+            DL_TRY(dl_kernel_out(kc, q * n + j, &outs[q]));
             if (outs[q]->numel != x->numel || outs[q]->dtype != x->dtype)
                 return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d does not match X%d",
                                       q * n + j, j + 1);
