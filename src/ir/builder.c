@@ -156,11 +156,9 @@ dl_status dl_add_node(dl_graph *g, const char *op_name, int n_in, dl_value *cons
     return s;
 }
 
-/* "k=v;k=v" -> array of "k=v" strings in a scratch buffer. */
+/* Adds a one-output node; attrs is "k=v;k=v", split into "k=v" strings in a scratch buffer. */
 static dl_value *op_n(dl_graph *g, const char *op, int n_in, dl_value *const *in, const char *attrs) {
-    if (!ok(g)) return NULL;
-    for (int i = 0; i < n_in; i++)
-        if (!in[i] && i == 0) return record(g, dl_fail(g->ctx, DL_ERR_INVALID, "%s: NULL operand", op));
+    if (!ok(g)) return NULL; /* callers have checked their required operands */
     char buf[1024];
     const char *list[32];
     int n_attr = 0;

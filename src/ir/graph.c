@@ -46,10 +46,14 @@ void dl_graph_free(dl_graph *g) {
     dl_free(g);
 }
 
-dl_status dl_graph_status(const dl_graph *g) { return g ? g->status : DL_ERR_INVALID; }
+dl_status dl_graph_status(const dl_graph *g) {
+    return g ? g->status : DL_ERR_INVALID;
+}
 
 /* ---- value name index: open addressing on the name hash ---- */
-static uint64_t name_hash(const char *s) { return dl_hash_bytes(s, strlen(s), 0); }
+static uint64_t name_hash(const char *s) {
+    return dl_hash_bytes(s, strlen(s), 0);
+}
 
 static dl_status vindex_grow(dl_graph *g) {
     int cap = g->vcap ? g->vcap * 2 : 64;
@@ -91,12 +95,12 @@ dl_status dl_graph_add_value(dl_graph *g, const char *name, dl_value **out) {
     v->graph = g;
     if (dl_ptrvec_push(&g->values, v) != DL_OK)
         return dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory adding value '%s'", name);
-    if ((g->values.len * 2 > g->vcap) && vindex_grow(g) != DL_OK)
-        return dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory adding value '%s'", name);
-    if (g->vcap && g->values.len * 2 <= g->vcap) {
-        /* insert (grow rebuilt the index from the values list when it ran) */
+    if (g->values.len * 2 > g->vcap) { /* keep the index at most half full */
+        if (vindex_grow(g) != DL_OK)   /* rebuilds from g->values, v included */
+            return dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory adding value '%s'", name);
+    } else {
         int j = (int)(name_hash(nm) & (uint64_t)(g->vcap - 1));
-        while (g->vindex[j] && g->vindex[j] != v) j = (j + 1) & (g->vcap - 1);
+        while (g->vindex[j]) j = (j + 1) & (g->vcap - 1);
         g->vindex[j] = v;
     }
     *out = v;
@@ -153,8 +157,8 @@ static const dl_attr_spec *find_spec(const dl_op_def *op, const char *name) {
 }
 
 static const char *const attr_type_names[DL_ATTR_TYPE_COUNT] = {
-    "undefined", "float", "int", "string", "tensor", "graph",
-    "floats", "ints", "strings", "tensors", "graphs"};
+    "undefined", "float", "int",     "string",  "tensor", "graph",
+    "floats",    "ints",  "strings", "tensors", "graphs"};
 
 dl_status dl_graph_add_node(dl_graph *g, const char *op_name, const char *domain, int opset,
                             const char *node_name, int n_in, dl_value *const *in, int n_out,
@@ -162,12 +166,14 @@ dl_status dl_graph_add_node(dl_graph *g, const char *op_name, const char *domain
                             dl_node **out_node) {
     const char *nm = (node_name && node_name[0]) ? node_name : NULL;
     char label[300];
-    snprintf(label, sizeof label, "node '%s' (%s%s%s)", nm ? nm : (n_out && out[0] ? out[0]->name : "?"),
-             (domain && domain[0]) ? domain : "", (domain && domain[0]) ? "." : "", op_name);
+    snprintf(label, sizeof label, "node '%s' (%s%s%s)",
+             nm ? nm : (n_out && out[0] ? out[0]->name : "?"), (domain && domain[0]) ? domain : "",
+             (domain && domain[0]) ? "." : "", op_name);
     const dl_op_def *op = dl_op_find(domain, op_name);
     if (!op)
         return dl_fail(g->ctx, DL_ERR_UNSUPPORTED, "%s: unsupported op '%s%s%s'", label,
-                       (domain && domain[0]) ? domain : "", (domain && domain[0]) ? "." : "", op_name);
+                       (domain && domain[0]) ? domain : "", (domain && domain[0]) ? "." : "",
+                       op_name);
     if (n_in < op->min_in || n_in > op->max_in)
         return dl_fail(g->ctx, DL_ERR_PARSE, "%s: has %d inputs, expected %d..%d", label, n_in,
                        op->min_in, op->max_in);
@@ -175,7 +181,8 @@ dl_status dl_graph_add_node(dl_graph *g, const char *op_name, const char *domain
         return dl_fail(g->ctx, DL_ERR_PARSE, "%s: has %d outputs, expected %d..%d", label, n_out,
                        op->min_out, op->max_out);
     for (int i = 0; i < op->min_in; i++)
-        if (!in[i]) return dl_fail(g->ctx, DL_ERR_PARSE, "%s: required input %d is missing", label, i);
+        if (!in[i])
+            return dl_fail(g->ctx, DL_ERR_PARSE, "%s: required input %d is missing", label, i);
     for (int i = 0; i < n_attrs; i++) {
         const dl_attr_spec *spec = find_spec(op, attrs[i].name);
         if (!spec) continue; /* unknown attributes are ignored, as most runtimes do */
@@ -205,7 +212,8 @@ dl_status dl_graph_add_node(dl_graph *g, const char *op_name, const char *domain
     n->out = dl_arena_alloc(&g->arena, sizeof(dl_value *) * (size_t)(n_out ? n_out : 1));
     n->n_attrs = n_attrs;
     n->attrs = dl_arena_alloc(&g->arena, sizeof(dl_attr) * (size_t)(n_attrs ? n_attrs : 1));
-    if (!n->name || !n->in || !n->out || !n->attrs) return dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory");
+    if (!n->name || !n->in || !n->out || !n->attrs)
+        return dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory");
     for (int i = 0; i < n_in; i++) n->in[i] = in[i];
     for (int i = 0; i < n_out; i++) {
         n->out[i] = out[i];
@@ -216,20 +224,21 @@ dl_status dl_graph_add_node(dl_graph *g, const char *op_name, const char *domain
     }
     for (int i = 0; i < n_attrs; i++) n->attrs[i] = attrs[i];
     n->id = g->nodes.len;
-    if (dl_ptrvec_push(&g->nodes, n) != DL_OK) return dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory");
+    if (dl_ptrvec_push(&g->nodes, n) != DL_OK)
+        return dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory");
     if (out_node) *out_node = n;
     return DL_OK;
 }
 
-/* Kahn's algorithm, stable with respect to the original order. */
+/* Repeated ready-sweeps, stable with respect to the original order. */
 dl_status dl_graph_toposort(dl_graph *g) {
     int n = g->nodes.len;
     if (n == 0) return DL_OK;
-    int *pending = dl_calloc((size_t)n, sizeof *pending);
+    bool *is_placed = dl_calloc((size_t)n, sizeof *is_placed);
     dl_node **order = dl_calloc((size_t)n, sizeof *order);
     bool *done_val = dl_calloc((size_t)g->values.len, sizeof *done_val);
     dl_status s = DL_OK;
-    if (!pending || !order || !done_val) {
+    if (!is_placed || !order || !done_val) {
         s = dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory sorting the graph");
         goto out;
     }
@@ -245,15 +254,16 @@ dl_status dl_graph_toposort(dl_graph *g) {
             if (!v) continue;
             if (!done_val[v->id] && !v->producer) {
                 char d[300];
-                s = dl_fail(g->ctx, DL_ERR_PARSE, "%s: input '%s' is not produced by any node, "
-                            "initializer or graph input", dl_node_desc(nd, d, sizeof d), v->name);
+                s = dl_fail(g->ctx, DL_ERR_PARSE,
+                            "%s: input '%s' is not produced by any node, "
+                            "initializer or graph input",
+                            dl_node_desc(nd, d, sizeof d), v->name);
                 goto out;
             }
         }
     }
     /* simple repeated sweep: O(n * passes); graphs are in order already in nearly every model */
     int placed = 0;
-    bool *is_placed = (bool *)pending;
     while (placed < n) {
         int before = placed;
         for (int i = 0; i < n; i++) {
@@ -279,7 +289,7 @@ dl_status dl_graph_toposort(dl_graph *g) {
         order[i]->id = i;
     }
 out:
-    dl_free(pending);
+    dl_free(is_placed);
     dl_free(order);
     dl_free(done_val);
     return s;
@@ -328,17 +338,27 @@ const dl_tensor *dl_attr_tensor(const dl_node *n, const char *name) {
 }
 
 /* ---- public accessors ---- */
-int dl_graph_num_inputs(const dl_graph *g) { return g->inputs.len; }
-int dl_graph_num_outputs(const dl_graph *g) { return g->outputs.len; }
+int dl_graph_num_inputs(const dl_graph *g) {
+    return g->inputs.len;
+}
+int dl_graph_num_outputs(const dl_graph *g) {
+    return g->outputs.len;
+}
 dl_value *dl_graph_input(const dl_graph *g, int i) {
     return (i >= 0 && i < g->inputs.len) ? g->inputs.items[i] : NULL;
 }
 dl_value *dl_graph_output(const dl_graph *g, int i) {
     return (i >= 0 && i < g->outputs.len) ? g->outputs.items[i] : NULL;
 }
-const char *dl_value_name(const dl_value *v) { return v->name; }
-dl_dtype dl_value_dtype(const dl_value *v) { return v->type.dtype; }
-int dl_value_rank(const dl_value *v) { return v->type.rank; }
+const char *dl_value_name(const dl_value *v) {
+    return v->name;
+}
+dl_dtype dl_value_dtype(const dl_value *v) {
+    return v->type.dtype;
+}
+int dl_value_rank(const dl_value *v) {
+    return v->type.rank;
+}
 int64_t dl_value_dim(const dl_value *v, int i) {
     if (i < 0 || i >= v->type.rank) return -1;
     return v->type.dims[i] >= 0 ? v->type.dims[i] : -1;

@@ -42,11 +42,19 @@ dl_status dl_graph_print(dl_graph *g, void *file, int verbose) {
     int nops = dl_op_count();
     int(*hist)[2] = dl_calloc((size_t)nops + 1, sizeof *hist);
     if (!hist) return dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < nops; i++) hist[i][0] = i;
+    const dl_op_def **ops = dl_calloc((size_t)nops + 1, sizeof *ops);
+    if (!ops) {
+        dl_free(hist);
+        return dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < nops; i++) {
+        hist[i][0] = i;
+        ops[i] = dl_op_at(i);
+    }
     for (int k = 0; k < g->nodes.len; k++) {
         const dl_node *n = g->nodes.items[k];
         for (int i = 0; i < nops; i++)
-            if (dl_op_at(i) == n->op) {
+            if (ops[i] == n->op) {
                 hist[i][1]++;
                 break;
             }
@@ -54,8 +62,9 @@ dl_status dl_graph_print(dl_graph *g, void *file, int verbose) {
     qsort(hist, (size_t)nops, sizeof *hist, cmp_count);
     fprintf(f, "op counts:\n");
     for (int i = 0; i < nops && hist[i][1]; i++)
-        fprintf(f, "  %-24s %d\n", dl_op_at(hist[i][0])->name, hist[i][1]);
+        fprintf(f, "  %-24s %d\n", ops[hist[i][0]]->name, hist[i][1]);
     dl_free(hist);
+    dl_free((void *)ops);
 
     if (verbose) {
         fprintf(f, "nodes:\n");
@@ -118,8 +127,10 @@ dl_status dl_graph_write_dot(dl_graph *g, const char *path) {
         fprintf(f, "  o%d [shape=ellipse, style=filled, fillcolor=palegreen, label=\"", i);
         dot_escaped(f, v->name);
         fprintf(f, "\\n%s\"];\n", dl_type_str(g, &v->type, t, sizeof t));
-        if (v->producer) fprintf(f, "  n%d -> o%d;\n", v->producer->id, i);
-        else fprintf(f, "  v%d -> o%d;\n", v->id, i);
+        if (v->producer)
+            fprintf(f, "  n%d -> o%d;\n", v->producer->id, i);
+        else
+            fprintf(f, "  v%d -> o%d;\n", v->id, i);
     }
     fprintf(f, "}\n");
     if (fclose(f) != 0) return dl_fail(g->ctx, DL_ERR_IO, "%s: write failed", path);

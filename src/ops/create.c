@@ -8,54 +8,6 @@
 
 /* ---- local helpers ---- */
 
-/* Builds a dl_infer from a kernel's actual inputs and reruns infer to size outputs that arrived
- * without data (shapes that depend on input values). */
-static dl_status alloc_outputs(dl_kernel *kc, dl_infer_fn infer) {
-    bool need = false;
-    for (int o = 0; o < kc->n_out; o++)
-        if (!kc->out[o]->data) need = true;
-    if (!need) return DL_OK;
-    int n = kc->n_in + kc->n_out;
-    dl_type *types = dl_calloc((size_t)n, sizeof(dl_type));
-    const dl_type **in = dl_calloc(kc->n_in > 0 ? (size_t)kc->n_in : 1, sizeof(dl_type *));
-    dl_status s = DL_OK;
-    if (!types || !in) {
-        s = dl_kernel_fail(kc, DL_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    for (int i = 0; i < kc->n_in; i++) {
-        const dl_tensor *t = kc->in[i];
-        if (!t) continue;
-        types[i].dtype = t->dtype;
-        types[i].rank = t->rank;
-        memcpy(types[i].dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
-        in[i] = &types[i];
-    }
-    for (int o = 0; o < kc->n_out; o++) types[kc->n_in + o].rank = DL_RANK_UNKNOWN;
-    dl_infer ic = {.ctx = kc->ctx,
-                   .g = NULL,
-                   .node = kc->node,
-                   .opset = kc->opset,
-                   .n_in = kc->n_in,
-                   .in = in,
-                   .value = kc->in,
-                   .n_out = kc->n_out,
-                   .out = &types[kc->n_in]};
-    s = infer(&ic);
-    for (int o = 0; o < kc->n_out && s == DL_OK; o++) {
-        if (kc->out[o]->data) continue;
-        const dl_type *t = &ic.out[o];
-        if (!dl_type_known(t))
-            s = dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d shape unknown at run time", o);
-        else
-            s = dl_kernel_alloc_out(kc, o, t->dtype, t->rank, t->dims);
-    }
-done:
-    dl_free(types);
-    dl_free((void *)in);
-    return s;
-}
-
 static dl_status check_out(dl_kernel *kc, int o, dl_dtype dt, int64_t numel) {
     const dl_tensor *y = kc->out[o];
     if (y->dtype != dt || y->numel != numel || (numel > 0 && !y->data))
@@ -69,7 +21,6 @@ static void set_one(dl_tensor *t, int64_t i, double v) {
     else
         dl_set_i64(t, i, (int64_t)v);
 }
-
 
 /* ---- Constant ---- */
 
@@ -128,7 +79,7 @@ static dl_status constant_infer(dl_infer *ic) {
 }
 
 static dl_status constant_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, constant_infer));
+    DL_TRY(dl_kernel_outs(kc));
     dl_tensor *y = kc->out[0];
     const dl_attr *a = NULL;
     static const char *const names[] = {"value", "value_float", "value_floats", "value_int",
@@ -210,7 +161,7 @@ static dl_status cos_infer(dl_infer *ic) {
 }
 
 static dl_status cos_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, cos_infer));
+    DL_TRY(dl_kernel_outs(kc));
     dl_tensor *y = kc->out[0];
     const dl_tensor *v = dl_attr_tensor(kc->node, "value");
     if (!v) {
@@ -278,7 +229,7 @@ static dl_status range_infer(dl_infer *ic) {
 }
 
 static dl_status range_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, range_infer));
+    DL_TRY(dl_kernel_outs(kc));
     const dl_tensor *s = kc->in[0], *d = kc->in[2];
     dl_tensor *y = kc->out[0];
     if (y->rank != 1 || y->dtype != s->dtype)
@@ -314,7 +265,7 @@ static dl_status eyelike_infer(dl_infer *ic) {
 }
 
 static dl_status eyelike_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, eyelike_infer));
+    DL_TRY(dl_kernel_outs(kc));
     const dl_tensor *x = kc->in[0];
     dl_tensor *y = kc->out[0];
     if (y->rank != 2 || x->rank != 2 || y->dims[0] != x->dims[0] || y->dims[1] != x->dims[1])

@@ -32,54 +32,6 @@ static dl_status require_indices(dl_infer *ic, int i, const char *what) {
     return DL_OK;
 }
 
-/* Builds a dl_infer from a kernel's actual inputs and reruns infer to size outputs that arrived
- * without data (data-dependent shapes). */
-static dl_status alloc_outputs(dl_kernel *kc, dl_infer_fn infer) {
-    bool need = false;
-    for (int o = 0; o < kc->n_out; o++)
-        if (!kc->out[o]->data) need = true;
-    if (!need) return DL_OK;
-    int n = kc->n_in + kc->n_out;
-    dl_type *types = dl_calloc((size_t)n, sizeof(dl_type));
-    const dl_type **in = dl_calloc(kc->n_in > 0 ? (size_t)kc->n_in : 1, sizeof(dl_type *));
-    dl_status s = DL_OK;
-    if (!types || !in) {
-        s = dl_kernel_fail(kc, DL_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    for (int i = 0; i < kc->n_in; i++) {
-        const dl_tensor *t = kc->in[i];
-        if (!t) continue;
-        types[i].dtype = t->dtype;
-        types[i].rank = t->rank;
-        memcpy(types[i].dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
-        in[i] = &types[i];
-    }
-    for (int o = 0; o < kc->n_out; o++) types[kc->n_in + o].rank = DL_RANK_UNKNOWN;
-    dl_infer ic = {.ctx = kc->ctx,
-                   .g = NULL,
-                   .node = kc->node,
-                   .opset = kc->opset,
-                   .n_in = kc->n_in,
-                   .in = in,
-                   .value = kc->in,
-                   .n_out = kc->n_out,
-                   .out = &types[kc->n_in]};
-    s = infer(&ic);
-    for (int o = 0; o < kc->n_out && s == DL_OK; o++) {
-        if (kc->out[o]->data) continue;
-        const dl_type *t = &ic.out[o];
-        if (!dl_type_known(t))
-            s = dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d shape unknown at run time", o);
-        else
-            s = dl_kernel_alloc_out(kc, o, t->dtype, t->rank, t->dims);
-    }
-done:
-    dl_free(types);
-    dl_free((void *)in);
-    return s;
-}
-
 /* Normalizes index v against a dim of size d; false when out of [-d, d). */
 static bool norm_index(int64_t *v, int64_t d) {
     if (*v < 0) *v += d;
@@ -118,7 +70,7 @@ static dl_status gather_infer(dl_infer *ic) {
 }
 
 static dl_status gather_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, gather_infer));
+    DL_TRY(dl_kernel_outs(kc));
     const dl_tensor *x = kc->in[0], *ix = kc->in[1];
     dl_tensor *y = kc->out[0];
     int axis = (int)dl_attr_int(kc->node, "axis", 0);
@@ -190,7 +142,7 @@ static dl_status elements_kernel_check(dl_kernel *kc, const dl_tensor *x, const 
 }
 
 static dl_status gather_elements_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, gather_elements_infer));
+    DL_TRY(dl_kernel_outs(kc));
     const dl_tensor *x = kc->in[0], *ix = kc->in[1];
     dl_tensor *y = kc->out[0];
     int axis;
@@ -283,7 +235,7 @@ static bool nd_offset(const dl_tensor *x, const dl_tensor *ix, int bd, int k, in
 }
 
 static dl_status gathernd_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, gathernd_infer));
+    DL_TRY(dl_kernel_outs(kc));
     const dl_tensor *x = kc->in[0], *ix = kc->in[1];
     dl_tensor *y = kc->out[0];
     int bd = kc->opset >= 12 ? (int)dl_attr_int(kc->node, "batch_dims", 0) : 0;
@@ -402,7 +354,7 @@ static dl_status scatter_elements_infer(dl_infer *ic) {
 }
 
 static dl_status scatter_elements_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, scatter_elements_infer));
+    DL_TRY(dl_kernel_outs(kc));
     const dl_tensor *x = kc->in[0], *ix = kc->in[1], *u = kc->in[2];
     dl_tensor *y = kc->out[0];
     int axis;
@@ -458,7 +410,7 @@ static dl_status scatternd_infer(dl_infer *ic) {
 }
 
 static dl_status scatternd_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, scatternd_infer));
+    DL_TRY(dl_kernel_outs(kc));
     const dl_tensor *x = kc->in[0], *ix = kc->in[1], *u = kc->in[2];
     dl_tensor *y = kc->out[0];
     int q = ix->rank;
@@ -546,7 +498,7 @@ static dl_status compress_infer(dl_infer *ic) {
 }
 
 static dl_status compress_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, compress_infer));
+    DL_TRY(dl_kernel_outs(kc));
     const dl_tensor *x = kc->in[0], *c = kc->in[1];
     dl_tensor *y = kc->out[0];
     const dl_attr *a = dl_node_attr(kc->node, "axis");
@@ -593,7 +545,7 @@ static dl_status nonzero_infer(dl_infer *ic) {
 }
 
 static dl_status nonzero_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, nonzero_infer));
+    DL_TRY(dl_kernel_outs(kc));
     const dl_tensor *x = kc->in[0];
     dl_tensor *y = kc->out[0];
     int64_t n = 0;
@@ -660,7 +612,7 @@ static dl_status onehot_infer(dl_infer *ic) {
 }
 
 static dl_status onehot_ref(dl_kernel *kc) {
-    DL_TRY(alloc_outputs(kc, onehot_infer));
+    DL_TRY(dl_kernel_outs(kc));
     const dl_tensor *ix = kc->in[0], *vals = kc->in[2];
     dl_tensor *y = kc->out[0];
     int rank = ix->rank + 1;

@@ -8,36 +8,6 @@
  * shared helpers
  * ------------------------------------------------------------------------------------------- */
 
-/* Allocates output o unless the runtime already did; checks the shape when it did. */
-static dl_status ensure_out(dl_kernel *kc, int o, dl_dtype dtype, int rank, const int64_t *dims) {
-    dl_tensor *t = kc->out[o];
-    if (!t->data) return dl_kernel_alloc_out(kc, o, dtype, rank, dims);
-    if (t->rank != rank || t->dtype != dtype)
-        return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d preallocated with a different type",
-                              o);
-    for (int i = 0; i < rank; i++)
-        if (t->dims[i] != dims[i])
-            return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d preallocated with another shape",
-                                  o);
-    return DL_OK;
-}
-
-/* Three-way comparison of a[i] and b[j] (same dtype). NaN sorts above every number. */
-static int cmp_elems(const dl_tensor *a, int64_t i, const dl_tensor *b, int64_t j) {
-    if (dl_dtype_is_float(a->dtype)) {
-        double x = dl_get_f64(a, i), y = dl_get_f64(b, j);
-        bool nx = isnan(x), ny = isnan(y);
-        if (nx || ny) return nx && ny ? 0 : (nx ? 1 : -1);
-        return x < y ? -1 : (x > y ? 1 : 0);
-    }
-    if (dl_dtype_is_int(a->dtype) && !dl_dtype_is_signed(a->dtype)) {
-        uint64_t x = (uint64_t)dl_get_i64(a, i), y = (uint64_t)dl_get_i64(b, j);
-        return x < y ? -1 : (x > y ? 1 : 0);
-    }
-    int64_t x = dl_get_i64(a, i), y = dl_get_i64(b, j);
-    return x < y ? -1 : (x > y ? 1 : 0);
-}
-
 /* Stable merge sort of n int64 keys with a context comparator; tmp holds n entries. */
 typedef int (*cmp_fn)(int64_t a, int64_t b, const void *ctx);
 
@@ -126,7 +96,7 @@ typedef struct topk_ctx {
 /* Orders candidate positions: best first, ties by lower index. */
 static int topk_cmp(int64_t a, int64_t b, const void *p) {
     const topk_ctx *c = p;
-    int r = cmp_elems(c->x, c->base + a * c->stride, c->x, c->base + b * c->stride);
+    int r = dl_cmp_elems(c->x, c->base + a * c->stride, c->x, c->base + b * c->stride);
     if (c->largest) r = -r;
     if (r) return r;
     return a < b ? -1 : (a > b ? 1 : 0);
@@ -155,8 +125,8 @@ static dl_status topk_ref(dl_kernel *kc) {
     int64_t dims[DL_MAX_RANK];
     for (int d = 0; d < rank; d++) dims[d] = x->dims[d];
     dims[axis] = k;
-    DL_TRY(ensure_out(kc, 0, x->dtype, rank, dims));
-    if (kc->n_out > 1) DL_TRY(ensure_out(kc, 1, DL_I64, rank, dims));
+    DL_TRY(dl_kernel_out_as(kc, 0, x->dtype, rank, dims));
+    if (kc->n_out > 1) DL_TRY(dl_kernel_out_as(kc, 1, DL_I64, rank, dims));
     int64_t outer = 1, inner = 1;
     for (int d = 0; d < axis; d++) outer *= x->dims[d];
     for (int d = axis + 1; d < rank; d++) inner *= x->dims[d];
@@ -216,7 +186,7 @@ static dl_status det_ref(dl_kernel *kc) {
     int rank = x->rank;
     if (rank < 2 || x->dims[rank - 1] != x->dims[rank - 2])
         return dl_kernel_fail(kc, DL_ERR_SHAPE, "input must be [*, M, M]");
-    DL_TRY(ensure_out(kc, 0, x->dtype, rank - 2, x->dims));
+    DL_TRY(dl_kernel_out_as(kc, 0, x->dtype, rank - 2, x->dims));
     dl_tensor *y = kc->out[0];
     int64_t m = x->dims[rank - 1];
     int64_t batch = y->numel;
@@ -317,7 +287,7 @@ static int uniq_cmp(int64_t a, int64_t b, const void *p) {
     for (int64_t o = 0; o < c->outer; o++) {
         for (int64_t in = 0; in < c->inner; in++) {
             int64_t base = o * c->n * c->inner + in;
-            int r = cmp_elems(c->x, base + a * c->inner, c->x, base + b * c->inner);
+            int r = dl_cmp_elems(c->x, base + a * c->inner, c->x, base + b * c->inner);
             if (r) return r;
         }
     }
@@ -379,10 +349,10 @@ static dl_status unique_ref(dl_kernel *kc) {
         yrank = rank;
         for (int d = 0; d < rank; d++) ydims[d] = d == axis ? u : x->dims[d];
     }
-    st = ensure_out(kc, 0, x->dtype, yrank, ydims);
-    if (st == DL_OK && kc->n_out > 1) st = ensure_out(kc, 1, DL_I64, 1, &u);
-    if (st == DL_OK && kc->n_out > 2) st = ensure_out(kc, 2, DL_I64, 1, &n);
-    if (st == DL_OK && kc->n_out > 3) st = ensure_out(kc, 3, DL_I64, 1, &u);
+    st = dl_kernel_out_as(kc, 0, x->dtype, yrank, ydims);
+    if (st == DL_OK && kc->n_out > 1) st = dl_kernel_out_as(kc, 1, DL_I64, 1, &u);
+    if (st == DL_OK && kc->n_out > 2) st = dl_kernel_out_as(kc, 2, DL_I64, 1, &n);
+    if (st == DL_OK && kc->n_out > 3) st = dl_kernel_out_as(kc, 3, DL_I64, 1, &u);
     if (st != DL_OK) goto done;
     dl_tensor *y = kc->out[0];
     bool fl = dl_dtype_is_float(x->dtype);
@@ -552,7 +522,7 @@ static dl_status nms_ref(dl_kernel *kc) {
         }
     }
     int64_t dims[2] = {nsel, 3};
-    st = ensure_out(kc, 0, DL_I64, 2, dims);
+    st = dl_kernel_out_as(kc, 0, DL_I64, 2, dims);
     if (st == DL_OK)
         for (int64_t i = 0; i < nsel * 3; i++) dl_set_i64(kc->out[0], i, sel[i]);
 done:
@@ -613,7 +583,7 @@ static dl_status window_ref(dl_kernel *kc, wkind k) {
     dl_dtype dt = dl_dtype_from_onnx(dl_attr_int(kc->node, "output_datatype", 1));
     if (dt == DL_DTYPE_UNDEFINED || dt == DL_BOOL)
         return dl_kernel_fail(kc, DL_ERR_UNSUPPORTED, "unsupported output_datatype");
-    DL_TRY(ensure_out(kc, 0, dt, 1, &size));
+    DL_TRY(dl_kernel_out_as(kc, 0, dt, 1, &size));
     dl_tensor *y = kc->out[0];
     bool periodic = dl_attr_int(kc->node, "periodic", 1) != 0;
     double N = periodic ? (double)size : (double)(size - 1);

@@ -2,6 +2,8 @@
  * shapes, inference helpers (broadcasting, axes, constant inputs) and generic elementwise loops. */
 #include "op-impl.h"
 
+#include <math.h>
+
 static void append_inputs_desc(char *buf, size_t n, const dl_graph *g, int n_in,
                                const dl_type *const *in) {
     size_t used = strlen(buf);
@@ -33,8 +35,8 @@ dl_status dl_kernel_fail(dl_kernel *kc, dl_status s, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     char full[DL_ERRMSG_LEN];
-    size_t used = (size_t)snprintf(full, sizeof full, "%s: %s (inputs: ",
-                                   dl_node_desc(kc->node, d, sizeof d), msg);
+    size_t used = (size_t)snprintf(full, sizeof full,
+                                   "%s: %s (inputs: ", dl_node_desc(kc->node, d, sizeof d), msg);
     for (int i = 0; i < kc->n_in && used < sizeof full; i++) {
         char t[256];
         const char *desc = kc->in[i] ? dl_tensor_desc(kc->in[i], t, sizeof t) : "none";
@@ -63,12 +65,15 @@ const char *dl_type_str(const dl_graph *g, const dl_type *t, char *buf, size_t n
     return buf;
 }
 
-int64_t dl_infer_fresh_dim(dl_infer *ic) { return ic->g ? dl_graph_new_sym(ic->g, NULL) : -1; }
+int64_t dl_infer_fresh_dim(dl_infer *ic) {
+    return ic->g ? dl_graph_new_sym(ic->g, NULL) : -1;
+}
 
 dl_status dl_infer_set(dl_infer *ic, int o, dl_dtype dtype, int rank, const int64_t *dims) {
     if (o >= ic->n_out) return DL_OK; /* optional output not requested */
     if (rank > DL_MAX_RANK)
-        return dl_infer_fail(ic, DL_ERR_UNSUPPORTED, "output rank %d exceeds %d", rank, DL_MAX_RANK);
+        return dl_infer_fail(ic, DL_ERR_UNSUPPORTED, "output rank %d exceeds %d", rank,
+                             DL_MAX_RANK);
     dl_type *t = &ic->out[o];
     t->dtype = dtype;
     t->rank = rank;
@@ -87,7 +92,8 @@ dl_status dl_infer_same(dl_infer *ic, int o, int i) {
 dl_status dl_infer_broadcast(dl_infer *ic, int o, int n, const int *idx) {
     int rank = 0;
     for (int k = 0; k < n; k++) {
-        if (!dl_has_in(ic, idx[k])) return dl_infer_fail(ic, DL_ERR_INVALID, "input %d is missing", idx[k]);
+        if (!dl_has_in(ic, idx[k]))
+            return dl_infer_fail(ic, DL_ERR_INVALID, "input %d is missing", idx[k]);
         const dl_type *t = ic->in[idx[k]];
         if (t->rank < 0) return dl_infer_set(ic, o, ic->in[idx[0]]->dtype, DL_RANK_UNKNOWN, NULL);
         if (t->rank > rank) rank = t->rank;
@@ -103,19 +109,24 @@ dl_status dl_infer_broadcast(dl_infer *ic, int o, int n, const int *idx) {
             if (td < 0) continue;
             int64_t v = t->dims[td];
             if (v < 0) {
-                if (!sym_seen || sym == v) sym = v;
-                else sym = 0; /* two different symbols: result unknown unless a known dim decides */
+                if (!sym_seen || sym == v)
+                    sym = v;
+                else
+                    sym = 0; /* two different symbols: result unknown unless a known dim decides */
                 sym_seen = true;
                 continue;
             }
             if (v == 1) continue;
             if (r != 1 && r != v)
-                return dl_infer_fail(ic, DL_ERR_SHAPE, "shapes do not broadcast (dim %d: %lld vs %lld)",
-                                     d, (long long)r, (long long)v);
+                return dl_infer_fail(ic, DL_ERR_SHAPE,
+                                     "shapes do not broadcast (dim %d: %lld vs %lld)", d,
+                                     (long long)r, (long long)v);
             r = v;
         }
-        if (r != 1 || !sym_seen) dims[d] = r;      /* a known size > 1 wins over symbols */
-        else dims[d] = sym ? sym : dl_infer_fresh_dim(ic);
+        if (r != 1 || !sym_seen)
+            dims[d] = r; /* a known size > 1 wins over symbols */
+        else
+            dims[d] = sym ? sym : dl_infer_fresh_dim(ic);
     }
     return dl_infer_set(ic, o, ic->in[idx[0]]->dtype, rank, dims);
 }
@@ -138,7 +149,8 @@ dl_status dl_infer_same_dtype(dl_infer *ic, int n, const int *idx) {
     for (int k = 0; k < n; k++) {
         if (!dl_has_in(ic, idx[k])) continue;
         dl_dtype t = ic->in[idx[k]]->dtype;
-        if (first == DL_DTYPE_UNDEFINED) first = t;
+        if (first == DL_DTYPE_UNDEFINED)
+            first = t;
         else if (t != first)
             return dl_infer_fail(ic, DL_ERR_TYPE, "inputs %d and %d differ in dtype (%s vs %s)",
                                  idx[0], idx[k], dl_dtype_name(first), dl_dtype_name(t));
@@ -175,7 +187,8 @@ dl_status dl_infer_const_ints(dl_infer *ic, int i, int64_t *vals, int cap, int *
 }
 
 dl_status dl_kernel_alloc_out(dl_kernel *kc, int o, dl_dtype dtype, int rank, const int64_t *dims) {
-    if (o < 0 || o >= kc->n_out) return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d does not exist", o);
+    if (o < 0 || o >= kc->n_out)
+        return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d does not exist", o);
     dl_tensor *t = kc->out[o];
     int64_t numel;
     size_t nbytes;
@@ -207,6 +220,49 @@ dl_status dl_kernel_out(dl_kernel *kc, int o, dl_tensor **out) {
     return DL_OK;
 }
 
+dl_status dl_kernel_out_as(dl_kernel *kc, int o, dl_dtype dtype, int rank, const int64_t *dims) {
+    dl_tensor *t = kc->out[o];
+    if (!t->data) return dl_kernel_alloc_out(kc, o, dtype, rank, dims);
+    bool same = t->rank == rank && t->dtype == dtype;
+    for (int i = 0; same && i < rank; i++) same = t->dims[i] == dims[i];
+    if (!same)
+        return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d was preallocated with another type",
+                              o);
+    return DL_OK;
+}
+
+int dl_cmp_elems(const dl_tensor *a, int64_t i, const dl_tensor *b, int64_t j) {
+    if (dl_dtype_is_float(a->dtype)) {
+        double x = dl_get_f64(a, i), y = dl_get_f64(b, j);
+        bool nx = isnan(x), ny = isnan(y);
+        if (nx || ny) return nx && ny ? 0 : (nx ? 1 : -1);
+        return x < y ? -1 : (x > y ? 1 : 0);
+    }
+    if (dl_dtype_is_int(a->dtype) && !dl_dtype_is_signed(a->dtype)) {
+        uint64_t x = (uint64_t)dl_get_i64(a, i), y = (uint64_t)dl_get_i64(b, j);
+        return x < y ? -1 : (x > y ? 1 : 0);
+    }
+    int64_t x = dl_get_i64(a, i), y = dl_get_i64(b, j);
+    return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+dl_status dl_kernel_outs(dl_kernel *kc) {
+    for (int o = 0; o < kc->n_out; o++) {
+        dl_tensor *t;
+        DL_TRY(dl_kernel_out(kc, o, &t));
+    }
+    return DL_OK;
+}
+
+dl_infer dl_kernel_infer(const dl_kernel *kc) {
+    return (dl_infer){.ctx = kc->ctx,
+                      .node = kc->node,
+                      .opset = kc->opset,
+                      .n_in = kc->n_in,
+                      .in = kc->in_type,
+                      .value = kc->in};
+}
+
 /* ---- generic elementwise loops ---- */
 dl_status dl_map_unary(dl_kernel *kc, dl_unary_f64 f) {
     const dl_tensor *a = kc->in[0];
@@ -228,8 +284,10 @@ dl_status dl_map_binary(dl_kernel *kc, dl_binary_f64 ff, dl_binary_i64 fi) {
             ia += idx[d] * sa[d];
             ib += idx[d] * sb[d];
         }
-        if (use_int) dl_set_i64(y, i, fi(dl_get_i64(a, ia), dl_get_i64(b, ib), kc->node));
-        else dl_set_f64(y, i, ff(dl_get_f64(a, ia), dl_get_f64(b, ib), kc->node));
+        if (use_int)
+            dl_set_i64(y, i, fi(dl_get_i64(a, ia), dl_get_i64(b, ib), kc->node));
+        else
+            dl_set_f64(y, i, ff(dl_get_f64(a, ia), dl_get_f64(b, ib), kc->node));
         dl_index_next(y->rank, y->dims, idx);
     }
     return DL_OK;

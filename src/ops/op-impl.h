@@ -63,7 +63,8 @@ struct dl_kernel {
     const dl_node *node;
     int opset;
     int n_in;
-    const dl_tensor *const *in; /* NULL for omitted optional inputs */
+    const dl_tensor *const *in;    /* NULL for omitted optional inputs */
+    const dl_type *const *in_type; /* the inputs' types, as inference saw them */
     int n_out;
     dl_tensor **out; /* never NULL entries; data NULL when not preallocated */
     const dl_type *out_type;
@@ -81,7 +82,9 @@ dl_status dl_kernel_fail(dl_kernel *kc, dl_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* ---- inference helpers ---- */
-static inline bool dl_has_in(const dl_infer *ic, int i) { return i < ic->n_in && ic->in[i]; }
+static inline bool dl_has_in(const dl_infer *ic, int i) {
+    return i < ic->n_in && ic->in[i];
+}
 static inline bool dl_type_known(const dl_type *t) {
     if (t->rank < 0) return false;
     for (int i = 0; i < t->rank; i++)
@@ -106,10 +109,22 @@ dl_status dl_infer_axis(dl_infer *ic, int64_t axis, int rank, int *out);
 dl_status dl_infer_const_ints(dl_infer *ic, int i, int64_t *vals, int cap, int *n, bool *known);
 
 /* ---- kernel helpers ---- */
-dl_status dl_kernel_alloc_out(dl_kernel *kc, int o, dl_dtype dtype, int rank,
-                              const int64_t *dims);
+dl_status dl_kernel_alloc_out(dl_kernel *kc, int o, dl_dtype dtype, int rank, const int64_t *dims);
 /* Output o, allocated from its inferred type when the interpreter could not preallocate it. */
 dl_status dl_kernel_out(dl_kernel *kc, int o, dl_tensor **out);
+/* Output o with a shape the kernel computed: allocated unless the interpreter already did, in
+ * which case the shapes must agree (so a kernel never writes past a buffer sized otherwise). */
+dl_status dl_kernel_out_as(dl_kernel *kc, int o, dl_dtype dtype, int rank, const int64_t *dims);
+/* Three-way comparison of a[i] and b[j] (same dtype): exact for every integer dtype, and NaN
+ * compares above every number and equal to NaN, so sorts and arg-reductions see it as an extreme.
+ */
+int dl_cmp_elems(const dl_tensor *a, int64_t i, const dl_tensor *b, int64_t j);
+/* dl_kernel_out for every output. */
+dl_status dl_kernel_outs(dl_kernel *kc);
+/* The kernel seen as an inference context over its actual inputs (all values known), so a row's
+ * parameter parsing written for infer (perm, slice starts, pads...) serves its kernel too without
+ * re-running inference. It has no outputs: dl_infer_set on it writes nothing. */
+dl_infer dl_kernel_infer(const dl_kernel *kc);
 /* Generic element-wise loops for reference kernels: out = f(a) / f(a, b) with broadcasting.
  * Floating outputs compute in double; integer in int64. */
 typedef double (*dl_unary_f64)(double x, const dl_node *n);

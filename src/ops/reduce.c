@@ -20,37 +20,6 @@ static bool is_numeric(dl_dtype t, bool allow_bool) {
     return dl_dtype_is_float(t) || dl_dtype_is_int(t) || (allow_bool && t == DL_BOOL);
 }
 
-/* Allocates output o unless the runtime already did; checks the shape when it did. */
-static dl_status ensure_out(dl_kernel *kc, int o, dl_dtype dtype, int rank, const int64_t *dims) {
-    dl_tensor *t = kc->out[o];
-    if (!t->data) return dl_kernel_alloc_out(kc, o, dtype, rank, dims);
-    if (t->rank != rank || t->dtype != dtype)
-        return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d preallocated with a different type",
-                              o);
-    for (int i = 0; i < rank; i++)
-        if (t->dims[i] != dims[i])
-            return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d preallocated with another shape",
-                                  o);
-    return DL_OK;
-}
-
-/* Three-way comparison of elements i and j of t (dtype-aware; NaN compares greater than any
- * number and equal to NaN, so argmax/argmin/max see it as an extreme). */
-static int cmp_elems(const dl_tensor *a, int64_t i, const dl_tensor *b, int64_t j) {
-    if (dl_dtype_is_float(a->dtype)) {
-        double x = dl_get_f64(a, i), y = dl_get_f64(b, j);
-        bool nx = isnan(x), ny = isnan(y);
-        if (nx || ny) return nx && ny ? 0 : (nx ? 1 : -1);
-        return x < y ? -1 : (x > y ? 1 : 0);
-    }
-    if (is_unsigned_int(a->dtype)) {
-        uint64_t x = (uint64_t)dl_get_i64(a, i), y = (uint64_t)dl_get_i64(b, j);
-        return x < y ? -1 : (x > y ? 1 : 0);
-    }
-    int64_t x = dl_get_i64(a, i), y = dl_get_i64(b, j);
-    return x < y ? -1 : (x > y ? 1 : 0);
-}
-
 /* ---------------------------------------------------------------------------------------------
  * Reduce*
  * ------------------------------------------------------------------------------------------- */
@@ -205,7 +174,7 @@ static dl_status reduce_ref(dl_kernel *kc, rkind k) {
         else if (keep)
             odims[orank++] = 1;
     }
-    DL_TRY(ensure_out(kc, 0, x->dtype, orank, odims));
+    DL_TRY(dl_kernel_out_as(kc, 0, x->dtype, orank, odims));
     dl_tensor *y = kc->out[0];
     int64_t ny = y->numel;
     if (ny == 0) return DL_OK;
@@ -443,14 +412,14 @@ static dl_status arg_ref(dl_kernel *kc, bool is_max) {
         else if (keep)
             dims[r++] = 1;
     }
-    DL_TRY(ensure_out(kc, 0, DL_I64, r, dims));
+    DL_TRY(dl_kernel_out_as(kc, 0, DL_I64, r, dims));
     dl_tensor *y = kc->out[0];
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t in = 0; in < inner; in++) {
             int64_t base = o * n * inner + in;
             int64_t best = 0;
             for (int64_t j = 1; j < n; j++) {
-                int c = cmp_elems(x, base + j * inner, x, base + best * inner);
+                int c = dl_cmp_elems(x, base + j * inner, x, base + best * inner);
                 if (!is_max) c = -c;
                 if (c > 0 || (c == 0 && last)) best = j;
             }
@@ -513,7 +482,7 @@ static dl_status cumsum_ref(dl_kernel *kc) {
     int axis = (int)(a < 0 ? a + rank : a);
     bool excl = dl_attr_int(kc->node, "exclusive", 0) != 0;
     bool rev = dl_attr_int(kc->node, "reverse", 0) != 0;
-    DL_TRY(ensure_out(kc, 0, x->dtype, rank, x->dims));
+    DL_TRY(dl_kernel_out_as(kc, 0, x->dtype, rank, x->dims));
     dl_tensor *y = kc->out[0];
     int64_t outer = 1, inner = 1, n = x->dims[axis];
     for (int d = 0; d < axis; d++) outer *= x->dims[d];

@@ -66,79 +66,9 @@ static dl_status dtype_only(dl_infer *ic, dl_dtype dt) {
     return DL_OK;
 }
 
-/* A dl_infer built from a kernel's actual inputs: kernels rerun the row's own inference and
- * parameter logic on it (all values known), so they never rely on shapes they did not check. */
-typedef struct kinfer {
-    dl_infer ic;
-    dl_type *types; /* n_in input types then n_out output types */
-    const dl_type **in;
-} kinfer;
-
-static void kinfer_free(kinfer *k) {
-    dl_free(k->types);
-    dl_free((void *)k->in);
-}
-
-static dl_status kinfer_init(dl_kernel *kc, kinfer *k) {
-    int n = kc->n_in + kc->n_out;
-    k->types = dl_calloc(n > 0 ? (size_t)n : 1, sizeof(dl_type));
-    k->in = dl_calloc(kc->n_in > 0 ? (size_t)kc->n_in : 1, sizeof(dl_type *));
-    if (!k->types || !k->in) {
-        kinfer_free(k);
-        return dl_kernel_fail(kc, DL_ERR_NOMEM, "out of memory");
-    }
-    for (int i = 0; i < kc->n_in; i++) {
-        const dl_tensor *t = kc->in[i];
-        if (!t) continue;
-        k->types[i].dtype = t->dtype;
-        k->types[i].rank = t->rank;
-        memcpy(k->types[i].dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
-        k->in[i] = &k->types[i];
-    }
-    for (int o = 0; o < kc->n_out; o++) k->types[kc->n_in + o].rank = DL_RANK_UNKNOWN;
-    k->ic = (dl_infer){.ctx = kc->ctx,
-                       .node = kc->node,
-                       .opset = kc->opset,
-                       .n_in = kc->n_in,
-                       .in = k->in,
-                       .value = kc->in,
-                       .n_out = kc->n_out,
-                       .out = &k->types[kc->n_in]};
-    return DL_OK;
-}
-
-/* Reruns infer on the actual inputs; allocates outputs that arrived without data and checks that
- * preallocated ones have the inferred dtype and shape. With keep, k stays live for the caller
- * (who frees it); otherwise it is freed here. */
-static dl_status prepare_k(dl_kernel *kc, dl_infer_fn infer, kinfer *k, bool keep) {
-    DL_TRY(kinfer_init(kc, k));
-    dl_status s = infer(&k->ic);
-    for (int o = 0; o < kc->n_out && s == DL_OK; o++) {
-        const dl_type *t = &k->ic.out[o];
-        dl_tensor *y = kc->out[o];
-        if (!dl_type_known(t)) {
-            s = dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d shape unknown at run time", o);
-        } else if (!y->data) {
-            s = dl_kernel_alloc_out(kc, o, t->dtype, t->rank, t->dims);
-        } else {
-            bool ok = y->dtype == t->dtype && y->rank == t->rank;
-            for (int d = 0; ok && d < t->rank; d++) ok = y->dims[d] == t->dims[d];
-            if (!ok)
-                s = dl_kernel_fail(kc, DL_ERR_INTERNAL, "output %d has an unexpected shape", o);
-        }
-    }
-    if (s != DL_OK || !keep) kinfer_free(k);
-    return s;
-}
-
-static dl_status prepare(dl_kernel *kc, dl_infer_fn infer) {
-    kinfer k;
-    return prepare_k(kc, infer, &k, false);
-}
-
 /* Kernel for ops that keep the bytes in order (Reshape, Squeeze, Unsqueeze, Flatten, Identity). */
-static dl_status copy_kernel(dl_kernel *kc, dl_infer_fn infer) {
-    DL_TRY(prepare(kc, infer));
+static dl_status copy_kernel(dl_kernel *kc) {
+    DL_TRY(dl_kernel_outs(kc));
     const dl_tensor *x = kc->in[0];
     if (kc->out[0]->nbytes != x->nbytes)
         return dl_kernel_fail(kc, DL_ERR_INTERNAL, "output size differs from input");
@@ -252,10 +182,6 @@ static dl_status reshape_infer(dl_infer *ic) {
     return dl_infer_set(ic, 0, x->dtype, n, out);
 }
 
-static dl_status reshape_ref(dl_kernel *kc) {
-    return copy_kernel(kc, reshape_infer);
-}
-
 /* ---- Transpose ---- */
 
 static const dl_attr_spec transpose_attrs[] = {{"perm", DL_ATTR_INTS}, {NULL, 0}};
@@ -299,13 +225,12 @@ static dl_status transpose_infer(dl_infer *ic) {
 }
 
 static dl_status transpose_ref(dl_kernel *kc) {
-    kinfer k;
-    DL_TRY(prepare_k(kc, transpose_infer, &k, true));
+    DL_TRY(dl_kernel_outs(kc));
+    dl_infer ic = dl_kernel_infer(kc);
     const dl_tensor *x = kc->in[0];
     dl_tensor *y = kc->out[0];
     int perm[R], rank = x->rank;
-    dl_status s = transpose_perm(&k.ic, rank, perm);
-    kinfer_free(&k);
+    dl_status s = transpose_perm(&ic, rank, perm);
     if (s != DL_OK || x->numel == 0) return s;
     int64_t xs[R], ys[R], idx[R] = {0}, o = 0;
     dl_strides(rank, x->dims, xs);
@@ -378,7 +303,7 @@ static dl_status concat_infer(dl_infer *ic) {
 }
 
 static dl_status concat_ref(dl_kernel *kc) {
-    DL_TRY(prepare(kc, concat_infer));
+    DL_TRY(dl_kernel_outs(kc));
     dl_tensor *y = kc->out[0];
     int rank = y->rank, axis = (int)dl_attr_int(kc->node, "axis", 0);
     if (axis < 0) axis += rank;
@@ -468,7 +393,7 @@ static dl_status split_infer(dl_infer *ic) {
 }
 
 static dl_status split_ref(dl_kernel *kc) {
-    DL_TRY(prepare(kc, split_infer));
+    DL_TRY(dl_kernel_outs(kc));
     const dl_tensor *x = kc->in[0];
     int rank = x->rank, axis = (int)dl_attr_int(kc->node, "axis", 0);
     if (axis < 0) axis += rank;
@@ -626,14 +551,13 @@ static dl_status slice_infer(dl_infer *ic) {
 }
 
 static dl_status slice_ref(dl_kernel *kc) {
-    kinfer k;
-    DL_TRY(prepare_k(kc, slice_infer, &k, true));
+    DL_TRY(dl_kernel_outs(kc));
+    dl_infer ic = dl_kernel_infer(kc);
     const dl_tensor *x = kc->in[0];
     dl_tensor *y = kc->out[0];
     int rank = x->rank;
     slice_p p;
-    dl_status s = slice_params(&k.ic, rank, &p);
-    kinfer_free(&k);
+    dl_status s = slice_params(&ic, rank, &p);
     if (s != DL_OK || y->numel == 0) return s;
     int64_t start[R], len[R], xs[R], idx[R] = {0}, o = 0;
     for (int a = 0; a < rank; a++)
@@ -693,7 +617,7 @@ static dl_status expand_infer(dl_infer *ic) {
 }
 
 static dl_status expand_ref(dl_kernel *kc) {
-    DL_TRY(prepare(kc, expand_infer));
+    DL_TRY(dl_kernel_outs(kc));
     const dl_tensor *x = kc->in[0];
     dl_tensor *y = kc->out[0];
     if (y->numel == 0) return DL_OK;
@@ -767,10 +691,6 @@ static dl_status squeeze_infer(dl_infer *ic) {
     return dl_infer_set(ic, 0, x->dtype, r, dims);
 }
 
-static dl_status squeeze_ref(dl_kernel *kc) {
-    return copy_kernel(kc, squeeze_infer);
-}
-
 static dl_status unsqueeze_infer(dl_infer *ic) {
     const dl_type *x = ic->in[0];
     int64_t axes[R];
@@ -800,10 +720,6 @@ static dl_status unsqueeze_infer(dl_infer *ic) {
     int j = 0;
     for (int a = 0; a < rank; a++) dims[a] = ins[a] ? 1 : x->dims[j++];
     return dl_infer_set(ic, 0, x->dtype, rank, dims);
-}
-
-static dl_status unsqueeze_ref(dl_kernel *kc) {
-    return copy_kernel(kc, unsqueeze_infer);
 }
 
 /* ---- Flatten ---- */
@@ -845,10 +761,6 @@ static dl_status flatten_infer(dl_infer *ic) {
     return dl_infer_set(ic, 0, x->dtype, 2, dims);
 }
 
-static dl_status flatten_ref(dl_kernel *kc) {
-    return copy_kernel(kc, flatten_infer);
-}
-
 /* ---- Shape / Size / Identity ---- */
 
 static const dl_attr_spec shape_attrs[] = {{"start", DL_ATTR_INT}, {"end", DL_ATTR_INT}, {NULL, 0}};
@@ -881,7 +793,7 @@ static dl_status shape_infer(dl_infer *ic) {
 }
 
 static dl_status shape_ref(dl_kernel *kc) {
-    DL_TRY(prepare(kc, shape_infer));
+    DL_TRY(dl_kernel_outs(kc));
     const dl_tensor *x = kc->in[0];
     int s, e;
     shape_range(kc->node, kc->opset, x->rank, &s, &e);
@@ -894,17 +806,13 @@ static dl_status size_infer(dl_infer *ic) {
 }
 
 static dl_status size_ref(dl_kernel *kc) {
-    DL_TRY(prepare(kc, size_infer));
+    DL_TRY(dl_kernel_outs(kc));
     dl_set_i64(kc->out[0], 0, kc->in[0]->numel);
     return DL_OK;
 }
 
 static dl_status identity_infer(dl_infer *ic) {
     return dl_infer_same(ic, 0, 0);
-}
-
-static dl_status identity_ref(dl_kernel *kc) {
-    return copy_kernel(kc, identity_infer);
 }
 
 /* ---- Tile ---- */
@@ -939,7 +847,7 @@ static dl_status tile_infer(dl_infer *ic) {
 }
 
 static dl_status tile_ref(dl_kernel *kc) {
-    DL_TRY(prepare(kc, tile_infer));
+    DL_TRY(dl_kernel_outs(kc));
     const dl_tensor *x = kc->in[0];
     dl_tensor *y = kc->out[0];
     if (y->numel == 0) return DL_OK; /* else every x dim is > 0 */
@@ -1037,15 +945,14 @@ static dl_status pad_infer(dl_infer *ic) {
 }
 
 static dl_status pad_ref(dl_kernel *kc) {
-    kinfer k;
-    DL_TRY(prepare_k(kc, pad_infer, &k, true));
+    DL_TRY(dl_kernel_outs(kc));
+    dl_infer ic = dl_kernel_infer(kc);
     const dl_tensor *x = kc->in[0];
     dl_tensor *y = kc->out[0];
     int r = x->rank, mode;
     int64_t pads[2 * R];
     bool known;
-    dl_status s = pad_params(&k.ic, r, &mode, pads, &known);
-    kinfer_free(&k);
+    dl_status s = pad_params(&ic, r, &mode, pads, &known);
     if (s != DL_OK || y->numel == 0) return s;
     /* The constant as one element of the data dtype. */
     uint64_t cbuf[2] = {0, 0};
@@ -1143,7 +1050,7 @@ static dl_status s2d_infer(dl_infer *ic) {
 
 /* Moves elements between x [N,C,H,W] and y [N,C/b²,H*b,W*b] (depth to space) or the reverse. */
 static dl_status space_depth_ref(dl_kernel *kc, bool to_space) {
-    DL_TRY(prepare(kc, to_space ? d2s_infer : s2d_infer));
+    DL_TRY(dl_kernel_outs(kc));
     const dl_tensor *x = kc->in[0];
     dl_tensor *y = kc->out[0];
     int64_t b = dl_attr_int(kc->node, "blocksize", 1);
@@ -1204,7 +1111,7 @@ static dl_status dropout_infer(dl_infer *ic) {
 }
 
 static dl_status dropout_ref(dl_kernel *kc) {
-    DL_TRY(prepare(kc, dropout_infer));
+    DL_TRY(dl_kernel_outs(kc));
     const dl_tensor *x = kc->in[0];
     if (kc->opset >= 12 && kc->n_in > 2 && kc->in[2] && kc->in[2]->numel > 0 &&
         dl_get_i64(kc->in[2], 0) != 0) {
@@ -1238,7 +1145,7 @@ static dl_status trilu_infer(dl_infer *ic) {
 }
 
 static dl_status trilu_ref(dl_kernel *kc) {
-    DL_TRY(prepare(kc, trilu_infer));
+    DL_TRY(dl_kernel_outs(kc));
     const dl_tensor *x = kc->in[0];
     dl_tensor *y = kc->out[0];
     if (x->numel == 0) return DL_OK;
@@ -1283,7 +1190,7 @@ static dl_status revseq_infer(dl_infer *ic) {
 }
 
 static dl_status revseq_ref(dl_kernel *kc) {
-    DL_TRY(prepare(kc, revseq_infer));
+    DL_TRY(dl_kernel_outs(kc));
     const dl_tensor *x = kc->in[0], *lens = kc->in[1];
     dl_tensor *y = kc->out[0];
     int ba = (int)dl_attr_int(kc->node, "batch_axis", 1), ta = 1 - ba;
@@ -1309,7 +1216,7 @@ static dl_status revseq_ref(dl_kernel *kc) {
 /* clang-format off */
 const dl_op_def dl_ops_shape[] = {
     {.name = "Reshape", .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = reshape_attrs, .infer = reshape_infer, .ref = reshape_ref},
+     .attrs = reshape_attrs, .infer = reshape_infer, .ref = copy_kernel},
     {.name = "Transpose", .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
      .attrs = transpose_attrs, .infer = transpose_infer, .ref = transpose_ref},
     {.name = "Concat", .min_in = 1, .max_in = DL_VARIADIC, .min_out = 1, .max_out = 1,
@@ -1321,17 +1228,17 @@ const dl_op_def dl_ops_shape[] = {
     {.name = "Expand", .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
      .infer = expand_infer, .ref = expand_ref},
     {.name = "Squeeze", .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = axes_attrs, .infer = squeeze_infer, .ref = squeeze_ref},
+     .attrs = axes_attrs, .infer = squeeze_infer, .ref = copy_kernel},
     {.name = "Unsqueeze", .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = axes_attrs, .infer = unsqueeze_infer, .ref = unsqueeze_ref},
+     .attrs = axes_attrs, .infer = unsqueeze_infer, .ref = copy_kernel},
     {.name = "Flatten", .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
-     .attrs = flatten_attrs, .infer = flatten_infer, .ref = flatten_ref},
+     .attrs = flatten_attrs, .infer = flatten_infer, .ref = copy_kernel},
     {.name = "Shape", .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
      .attrs = shape_attrs, .infer = shape_infer, .ref = shape_ref},
     {.name = "Size", .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
      .infer = size_infer, .ref = size_ref},
     {.name = "Identity", .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
-     .infer = identity_infer, .ref = identity_ref},
+     .infer = identity_infer, .ref = copy_kernel},
     {.name = "Tile", .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
      .infer = tile_infer, .ref = tile_ref},
     {.name = "Pad", .min_in = 1, .max_in = 3, .min_out = 1, .max_out = 1,

@@ -119,7 +119,7 @@ static dl_status run_node(interp *it, dl_node *n, const dl_type **in_ty, dl_type
         }
     }
     dl_kernel kc = {.ctx = it->ctx, .node = n, .opset = n->opset, .n_in = n->n_in, .in = in_val,
-                    .n_out = n->n_out, .out = outs, .out_type = out_ty};
+                    .in_type = in_ty, .n_out = n->n_out, .out = outs, .out_type = out_ty};
     DL_TRY(n->op->ref(&kc));
     for (int i = 0; i < n->n_out; i++)
         if (n->out[i]) DL_TRY(check_output(it, n, i, &out_ty[i], outs[i]));
