@@ -17,7 +17,8 @@ LIB_SRC  := $(sort $(wildcard src/*/*.c))
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 EX_SRC   := $(sort $(wildcard examples/*.c))
 GEN_C    := $(BUILD)/gen/onnx.pb-c.c
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o
+RT_FILES := $(sort $(wildcard src/kernels/rt/*.h src/kernels/rt/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o $(BUILD)/obj/gen/rt-files.o
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 EX_BIN   := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
 UNIT_SRC := $(sort $(wildcard tests/unit/*.c))
@@ -32,6 +33,19 @@ $(GEN_C): $(ONNX_PROTO)
 $(BUILD)/obj/gen/onnx.pb-c.o: $(GEN_C)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(filter-out -Wextra,$(CFLAGS)) -c $< -o $@
+
+# The runtime kernels' sources travel inside libdlcc as text (JIT builds and AOT bundles).
+$(BUILD)/embed: build-aux/embed.c
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -o $@ $<
+
+$(BUILD)/gen/rt-files.c: $(RT_FILES) $(BUILD)/embed
+	@mkdir -p $(BUILD)/gen
+	$(BUILD)/embed $(RT_FILES) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/gen/rt-files.o: $(BUILD)/gen/rt-files.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/%.o: %.c | $(GEN_C)
 	@mkdir -p $(dir $@)

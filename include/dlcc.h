@@ -129,12 +129,61 @@ dl_value *dl_maxpool2d(dl_graph *g, dl_value *x, int kernel, int stride);
 dl_value *dl_global_avgpool(dl_graph *g, dl_value *x);
 
 /* ---- running ---- */
-typedef enum dl_backend { DL_BACKEND_REF = 0, DL_BACKEND_COUNT } dl_backend;
+/* REF: the reference interpreter (the oracle). NATIVE: optimized, generated and compiled code
+ * (falls back to REF with a warning when no C compiler can be run). */
+typedef enum dl_backend { DL_BACKEND_REF = 0, DL_BACKEND_NATIVE, DL_BACKEND_COUNT } dl_backend;
 
 /* Runs the graph once. inputs are matched to graph inputs by name (names[i]) or, when names is
- * NULL, by position. outputs receives dl_graph_num_outputs() new tensors the caller frees. */
+ * NULL, by position. outputs receives dl_graph_num_outputs() new tensors the caller frees.
+ * With DL_BACKEND_NATIVE this compiles (through the on-disk cache) and runs once; to run many
+ * times, compile once with dl_compile. */
 dl_status dl_run(dl_ctx *ctx, dl_graph *g, dl_backend backend, int n_inputs,
                  const char *const *names, dl_tensor *const *inputs, dl_tensor **outputs);
+
+/* ---- compiling ---- */
+typedef struct dl_program dl_program;
+
+typedef struct dl_compile_options {
+    const char *cc;        /* C compiler; NULL: $CC, else "cc" */
+    const char *cflags;    /* NULL: $DLCC_CFLAGS, else "-O3 -march=native" */
+    const char *cache_dir; /* NULL: $DLCC_CACHE_DIR, else ~/.cache/dlcc */
+    int no_cache;          /* build in a temporary directory, keep nothing */
+    int threads;           /* 0: OpenMP's default */
+    const char *dump_ir;   /* print the IR after this pass ("all" for every pass) */
+    void *dump_to;         /* FILE* for dump_ir; NULL: stderr */
+    int verbose;           /* print compiler command lines */
+} dl_compile_options;
+
+void dl_compile_options_init(dl_compile_options *o);
+/* Optimizes a copy of g (g is left as it is and must outlive the program), generates C for
+ * its kernels and builds it. */
+dl_status dl_compile(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o, dl_program **out);
+/* Same contract as dl_run. Symbolic dims may take new sizes on every call: nothing is
+ * recompiled, only the memory plan is redone for new shapes. */
+dl_status dl_program_run(dl_ctx *ctx, dl_program *p, int n_inputs, const char *const *names,
+                         dl_tensor *const *inputs, dl_tensor **outputs);
+void dl_program_free(dl_program *p);
+/* The optimized graph (for printing); owned by the program. */
+dl_graph *dl_program_graph(dl_program *p);
+/* Prints what the compiler did: node counts, kernels by kind, the memory plan for these inputs
+ * (arena vs the naive peak and the sum of all intermediates), compile times. file: FILE*. */
+dl_status dl_program_report(dl_ctx *ctx, dl_program *p, int n_inputs, dl_tensor *const *inputs,
+                            void *file);
+/* Writes a standalone C bundle of the program to dir (see dlcc compile --help); inputs give
+ * the shapes that symbolic dims take. */
+dl_status dl_emit_bundle(dl_ctx *ctx, dl_program *p, int n_inputs, dl_tensor *const *inputs,
+                         const char *dir);
+/* The compile cache in use ($DLCC_CACHE_DIR or ~/.cache/dlcc): list (file: FILE*), clear. */
+dl_status dl_cache_ls(dl_ctx *ctx, void *file);
+dl_status dl_cache_clear_all(dl_ctx *ctx, int *removed);
+/* Graphviz DOT of the optimized graph, one cluster per fusion group. */
+dl_status dl_program_write_dot(dl_ctx *ctx, dl_program *p, const char *path);
+/* Runs g on the reference backend and compiled, side by side, comparing every step's results;
+ * prints the first step (and its nodes) that differs beyond rtol/atol to report (FILE*, NULL:
+ * stderr) and fails with DL_ERR_INTERNAL then. */
+dl_status dl_check(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o, int n_inputs,
+                   const char *const *names, dl_tensor *const *inputs, double rtol, double atol,
+                   void *report);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,7 @@
 # already present are not reinstalled. Needs root (or sudo) only when something is missing.
 set -euo pipefail
 
-build_pkgs=(gcc make protobuf-c-compiler libprotobuf-c-dev libonnx-dev)
+build_pkgs=(gcc make protobuf-c-compiler libprotobuf-c-dev libonnx-dev libxxhash-dev)
 test_pkgs=(libonnx-testdata python3 python3-numpy python3-onnx python3-torch python3-torchvision)
 want=("${build_pkgs[@]}")
 [ "${DLCC_SETUP_BUILD_ONLY:-0}" = 1 ] || want+=("${test_pkgs[@]}")

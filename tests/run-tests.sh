@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 DLCC="$BUILD/dlcc"
 LOG_DIR="$BUILD/test-logs"
+# Compiled kernels are cached per build directory, never in the user's ~/.cache.
+case $BUILD in /*) cache_default=$BUILD/cache ;; *) cache_default=$PWD/$BUILD/cache ;; esac
+export DLCC_CACHE_DIR=${DLCC_CACHE_DIR:-$cache_default}
 mkdir -p "$LOG_DIR"
 ONNX_NODE_DIR=${ONNX_NODE_DIR:-/usr/share/libonnx-testdata/data/node}
 total_pass=0
@@ -38,12 +41,13 @@ run_suite() {
     total_fail=$((total_fail + f))
 }
 
-# The conformance suite: every case in tests/onnx-passing.txt must still pass (no regressions),
-# and at least 75% of all cases must pass.
+# The conformance suite on one backend (ref or native): every case in tests/onnx-passing.txt
+# (those the reference backend passes) must pass (no regressions), and at least 75% of all cases.
 conformance() {
-    local out="$LOG_DIR/onnx-node.txt"
-    "$DLCC" onnx-test --quiet --expect tests/onnx-passing.txt --write-passing "$LOG_DIR/onnx-passing-now.txt" \
-        "$ONNX_NODE_DIR" >"$out" 2>&1
+    local backend=$1
+    local out="$LOG_DIR/onnx-node-$backend.txt"
+    "$DLCC" onnx-test --backend "$backend" --quiet --expect tests/onnx-passing.txt \
+        --write-passing "$LOG_DIR/onnx-passing-now-$backend.txt" "$ONNX_NODE_DIR" >"$out" 2>&1
     local rc=$?
     grep -E 'REGRESSION' "$out"
     local line passed failed
@@ -109,10 +113,21 @@ smoke() {
 }
 
 run_suite unit "$BUILD/tests/test_core" models/default.onnx
+# Every other unit-test binary (tests/unit/test_*.c) is its own suite.
+for bin in "$BUILD"/tests/test_*; do
+    name=$(basename "$bin")
+    [ "$name" = test_core ] && continue
+    case "$name" in *.d | *.o) continue ;; esac
+    [ -x "$bin" ] || continue
+    run_suite "unit-${name#test_}" "$bin"
+done
 run_suite smoke smoke
-run_suite onnx-conformance conformance
+run_suite onnx-conformance-ref conformance ref
+run_suite onnx-conformance-native conformance native
 run_suite robustness tests/robust/run.sh "$BUILD"
-run_suite torch-parity tests/torch/run.sh "$BUILD"
+run_suite torch-parity-native tests/torch/run.sh "$BUILD"
+DLCC_BACKEND=ref run_suite torch-parity-ref tests/torch/run.sh "$BUILD"
+run_suite aot tests/aot/run.sh "$BUILD"
 
 echo "=== total"
 echo "$total_pass passed, $total_fail failed"

@@ -5,6 +5,7 @@
 #include "dlcc.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 int cmd_run(int argc, char **argv);
@@ -18,5 +19,11 @@ const char *cli_opt(int argc, char **argv, int *i, const char *name);
 /* Prints "dlcc: error: ..." and returns 1 (or 2 for usage errors). */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 double cli_now(void);
+/* Fills inputs[0..n_inputs) from NAME=FILE.npy specs, random values for the rest; 0 on success,
+ * else prints the error and returns 1. */
+int cli_bind_inputs(dl_ctx *ctx, dl_graph *g, const char *model, int n_spec,
+                    const char *const *in_spec, uint64_t seed, int quiet, dl_tensor **inputs);
+int cmd_compile(int argc, char **argv);
+int cmd_cache(int argc, char **argv);
 
 #endif

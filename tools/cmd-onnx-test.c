@@ -15,12 +15,13 @@
 #include <unistd.h>
 
 static const char help[] =
-    "usage: dlcc onnx-test [--backend ref] [--rtol R] [--atol A] [--timeout S]\n"
+    "usage: dlcc onnx-test [--backend native|ref] [--rtol R] [--atol A] [--timeout S]\n"
     "                      [--expect FILE] [--write-passing FILE] [--quiet] PATH...\n\n"
     "Runs ONNX backend test cases. PATH is one case (a folder holding model.onnx and\n"
     "test_data_set_*/) or a folder of cases. Prints PASS, FAIL (with the worst mismatch) or\n"
     "UNSUPPORTED (with the reason) per case, then 'N passed, N failed' (unsupported counts as\n"
     "failed). Tolerances default to the ONNX suite's: rtol 1e-3, atol 1e-7.\n"
+    "  --backend B            native (compiled; the default) or ref (the reference interpreter)\n"
     "  --expect FILE          exit non-zero only if a case listed in FILE does not pass\n"
     "                         (a regression); otherwise exit non-zero if any case fails\n"
     "  --write-passing FILE   write the names of passing cases to FILE\n"
@@ -33,6 +34,7 @@ typedef struct opts {
     double rtol, atol;
     int timeout;
     int quiet;
+    dl_backend backend;
 } opts;
 
 static bool is_case_dir(const char *path) {
@@ -183,7 +185,7 @@ static int run_case(const char *dir, const opts *o, char *why, size_t n) {
             snprintf(why, n, "%d expected outputs but the model has %d", nout, dl_graph_num_outputs(g));
             result = CASE_FAIL;
         }
-        if (result == CASE_PASS && dl_run(ctx, g, DL_BACKEND_REF, nin, NULL, in, got) != DL_OK) {
+        if (result == CASE_PASS && dl_run(ctx, g, o->backend, nin, NULL, in, got) != DL_OK) {
             result = ctx->status == DL_ERR_UNSUPPORTED ? CASE_UNSUPPORTED : CASE_FAIL;
             snprintf(why, n, "%s", dl_errmsg(ctx));
         }
@@ -268,7 +270,7 @@ static char **read_lines(const char *path, int *n) {
 }
 
 int cmd_onnx_test(int argc, char **argv) {
-    opts o = {.rtol = 1e-3, .atol = 1e-7, .timeout = 120};
+    opts o = {.rtol = 1e-3, .atol = 1e-7, .timeout = 120, .backend = DL_BACKEND_NATIVE};
     const char *expect = NULL, *write_passing = NULL;
     char **paths = calloc((size_t)argc, sizeof *paths);
     int npaths = 0;
@@ -279,10 +281,11 @@ int cmd_onnx_test(int argc, char **argv) {
             free(paths);
             return 0;
         } else if ((v = cli_opt(argc, argv, &i, "--backend"))) {
-            if (strcmp(v, "ref") != 0) {
+            if (strcmp(v, "ref") != 0 && strcmp(v, "native") != 0) {
                 free(paths);
-                return cli_error("onnx-test: unknown backend '%s' (available: ref)", v) + 1;
+                return cli_error("onnx-test: unknown backend '%s' (available: native, ref)", v) + 1;
             }
+            o.backend = strcmp(v, "ref") == 0 ? DL_BACKEND_REF : DL_BACKEND_NATIVE;
         } else if ((v = cli_opt(argc, argv, &i, "--rtol"))) {
             o.rtol = atof(v);
         } else if ((v = cli_opt(argc, argv, &i, "--atol"))) {

@@ -15,6 +15,8 @@ static const struct {
 } commands[] = {
     {"run", cmd_run, "run a model on inputs from .npy files (or random inputs)"},
     {"show", cmd_show, "print a model's graph: inputs, outputs, op counts, parameters; --dot"},
+    {"compile", cmd_compile, "optimize and compile a model: --report, --dot, --emit c (AOT bundle)"},
+    {"cache", cmd_cache, "list or clear the compile cache (ls | clear)"},
     {"onnx-test", cmd_onnx_test, "run ONNX backend test cases and compare with expected outputs"},
 };
 

@@ -71,6 +71,7 @@ struct dl_node {
     int n_attrs;
     dl_attr *attrs;
     int id;
+    bool dead; /* removed by a pass; dropped from g->nodes when the pass ends (rewrite.h) */
 };
 
 typedef struct dl_ptrvec {

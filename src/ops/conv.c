@@ -32,6 +32,14 @@ static const dl_attr_spec convtr_attrs[] = {
 
 typedef dl_window conv_geom;
 
+static const char *conv_geometry(const dl_node *n, bool transpose, int ns, const int64_t *in,
+                                 const int64_t *wk, conv_geom *g, char *err, size_t errlen);
+
+const char *dl_conv_window(const dl_node *n, int ns, const int64_t *in, const int64_t *wk,
+                           dl_window *g, char *err, size_t errlen) {
+    return conv_geometry(n, false, ns, in, wk, g, err, errlen);
+}
+
 /* Fills g from the node attributes. in[] are the input spatial dims (< 0 when symbolic), wk[]
  * the kernel dims taken from the weight (< 0 when symbolic). Returns an error message or NULL;
  * g->out[d] is -1 where it cannot be known yet. */

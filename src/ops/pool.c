@@ -84,6 +84,11 @@ static const char *pool_geometry(const dl_node *n, geom_kind kind, int ns, const
     return NULL;
 }
 
+const char *dl_pool_window(const dl_node *n, bool global, int ns, const int64_t *in, dl_window *g,
+                           char *err, size_t errlen) {
+    return pool_geometry(n, global ? GEOM_GLOBAL : GEOM_POOL, ns, in, g, err, errlen);
+}
+
 static dl_status pool_infer_common(dl_infer *ic, geom_kind kind, const dl_dtype *types) {
     if (types)
         DL_TRY(dl_infer_require_dtype(ic, 0, types));

@@ -62,4 +62,11 @@ const char *dl_sp_forward_out(dl_window *g, dl_auto_pad ap, bool ceil_mode, char
  * DL_SP_ELEM_LIMIT. */
 bool dl_sp_prod(int n, const int64_t *v, int64_t *out);
 
+/* The window of a Conv node (as its inference computes it) and of a pooling node (MaxPool,
+ * AveragePool, LpPool; global = the Global* forms), for backends that lower these ops. */
+const char *dl_conv_window(const dl_node *n, int ns, const int64_t *in, const int64_t *wk,
+                           dl_window *g, char *err, size_t errlen);
+const char *dl_pool_window(const dl_node *n, bool global, int ns, const int64_t *in, dl_window *g,
+                           char *err, size_t errlen);
+
 #endif

@@ -3,7 +3,6 @@
  * applies at run time too, and frees each intermediate after its last use. It is the oracle for
  * every later backend, so it stays simple. */
 #include "runtime-impl.h"
-#include "../ops/op-call.h"
 
 typedef struct interp {
     dl_ctx *ctx;
@@ -74,56 +73,9 @@ static dl_status bind_inputs(interp *it, int n, const char *const *names, dl_ten
     return DL_OK;
 }
 
-/* After a kernel: its outputs must have the dtype and known dims that inference promised. */
-static dl_status check_output(interp *it, const dl_node *n, int i, const dl_type *ty, const dl_tensor *t) {
-    char d[300], a[256], b[256];
-    if (!t->data)
-        return dl_fail(it->ctx, DL_ERR_INTERNAL, "%s: kernel did not produce output %d",
-                       dl_node_desc(n, d, sizeof d), i);
-    bool ok = t->dtype == ty->dtype && (ty->rank < 0 || ty->rank == t->rank);
-    for (int k = 0; ok && ty->rank >= 0 && k < t->rank; k++)
-        if (ty->dims[k] >= 0 && ty->dims[k] != t->dims[k]) ok = false;
-    if (!ok)
-        return dl_fail(it->ctx, DL_ERR_INTERNAL, "%s: output %d is %s but inference said %s",
-                       dl_node_desc(n, d, sizeof d), i, dl_tensor_desc(t, a, sizeof a),
-                       dl_type_str(it->g, ty, b, sizeof b));
-    return DL_OK;
-}
-
-static dl_status run_node(interp *it, dl_node *n, const dl_type **in_ty, dl_type *in_store,
-                          const dl_tensor **in_val, dl_type *out_ty, dl_tensor **outs) {
-    for (int i = 0; i < n->n_in; i++) {
-        in_val[i] = n->in[i] ? it->val[n->in[i]->id] : NULL;
-        in_ty[i] = NULL;
-        if (!in_val[i]) continue;
-        dl_type *t = &in_store[i];
-        t->dtype = in_val[i]->dtype;
-        t->rank = in_val[i]->rank;
-        memcpy(t->dims, in_val[i]->dims, sizeof(int64_t) * (size_t)t->rank);
-        in_ty[i] = t;
-    }
-    DL_TRY(dl_node_infer(it->ctx, NULL, n, in_ty, in_val, out_ty));
-    for (int i = 0; i < n->n_out; i++) {
-        const dl_type *ty = &out_ty[i];
-        if (dl_type_known(ty)) {
-            dl_status s = dl_tensor_new(it->ctx, ty->dtype, ty->rank, ty->dims, &outs[i]);
-            if (s != DL_OK) {
-                char d[300];
-                dl_ctx_prefix(it->ctx, "%s: output %d", dl_node_desc(n, d, sizeof d), i);
-                return s;
-            }
-        } else {
-            outs[i] = dl_calloc(1, sizeof(dl_tensor));
-            if (!outs[i]) return dl_fail(it->ctx, DL_ERR_NOMEM, "out of memory");
-            outs[i]->dtype = ty->dtype;
-        }
-    }
-    dl_kernel kc = {.ctx = it->ctx, .node = n, .opset = n->opset, .n_in = n->n_in, .in = in_val,
-                    .in_type = in_ty, .n_out = n->n_out, .out = outs, .out_type = out_ty};
-    DL_TRY(n->op->ref(&kc));
-    for (int i = 0; i < n->n_out; i++)
-        if (n->out[i]) DL_TRY(check_output(it, n, i, &out_ty[i], outs[i]));
-    return DL_OK;
+static dl_status run_node(interp *it, dl_node *n, const dl_tensor **in_val, dl_tensor **outs) {
+    for (int i = 0; i < n->n_in; i++) in_val[i] = n->in[i] ? it->val[n->in[i]->id] : NULL;
+    return dl_run_node_ref(it->ctx, n, in_val, outs);
 }
 
 static void release_inputs(interp *it, const dl_node *n) {
@@ -138,6 +90,11 @@ static void release_inputs(interp *it, const dl_node *n) {
 
 dl_status dl_interp_run(dl_ctx *ctx, dl_graph *g, int n_inputs, const char *const *names,
                         dl_tensor *const *inputs, dl_tensor **outputs) {
+    return dl_interp_run_keep(ctx, g, n_inputs, names, inputs, outputs, NULL);
+}
+
+dl_status dl_interp_run_keep(dl_ctx *ctx, dl_graph *g, int n_inputs, const char *const *names,
+                             dl_tensor *const *inputs, dl_tensor **outputs, dl_tensor **keep) {
     int nv = g->values.len, max_io = 1;
     for (int k = 0; k < g->nodes.len; k++) {
         const dl_node *n = g->nodes.items[k];
@@ -149,14 +106,10 @@ dl_status dl_interp_run(dl_ctx *ctx, dl_graph *g, int n_inputs, const char *cons
     it.owned = dl_calloc((size_t)nv, sizeof *it.owned);
     it.uses_left = dl_calloc((size_t)nv, sizeof *it.uses_left);
     it.sym_val = dl_malloc(sizeof(int64_t) * (size_t)(g->syms.len + 1));
-    const dl_type **in_ty = dl_calloc((size_t)max_io, sizeof *in_ty);
-    dl_type *in_store = dl_calloc((size_t)max_io, sizeof *in_store);
     const dl_tensor **in_val = dl_calloc((size_t)max_io, sizeof *in_val);
-    dl_type *out_ty = dl_calloc((size_t)max_io, sizeof *out_ty);
     dl_tensor **outs = dl_calloc((size_t)max_io, sizeof *outs);
     dl_status s = DL_OK;
-    if (!it.val || !it.owned || !it.uses_left || !it.sym_val || !in_ty || !in_store || !in_val ||
-        !out_ty || !outs) {
+    if (!it.val || !it.owned || !it.uses_left || !it.sym_val || !in_val || !outs) {
         s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory starting the interpreter");
         goto done;
     }
@@ -175,7 +128,7 @@ dl_status dl_interp_run(dl_ctx *ctx, dl_graph *g, int n_inputs, const char *cons
     for (int k = 0; k < g->nodes.len && s == DL_OK; k++) {
         dl_node *n = g->nodes.items[k];
         for (int i = 0; i < n->n_out; i++) outs[i] = NULL;
-        s = run_node(&it, n, in_ty, in_store, in_val, out_ty, outs);
+        s = run_node(&it, n, in_val, outs);
         for (int i = 0; i < n->n_out; i++) {
             if (s == DL_OK && n->out[i]) {
                 it.val[n->out[i]->id] = outs[i];
@@ -184,7 +137,7 @@ dl_status dl_interp_run(dl_ctx *ctx, dl_graph *g, int n_inputs, const char *cons
                 dl_tensor_free(outs[i]); /* omitted optional output, or failure */
             }
         }
-        if (s == DL_OK) release_inputs(&it, n);
+        if (s == DL_OK && !keep) release_inputs(&it, n);
     }
     for (int i = 0; i < g->outputs.len && s == DL_OK; i++) outputs[i] = NULL;
     for (int i = 0; i < g->outputs.len && s == DL_OK; i++) {
@@ -192,6 +145,7 @@ dl_status dl_interp_run(dl_ctx *ctx, dl_graph *g, int n_inputs, const char *cons
         if (it.owned[v->id]) {
             outputs[i] = it.val[v->id];
             it.owned[v->id] = false; /* handed to the caller; a repeated output is cloned below */
+            if (keep && !keep[v->id]) s = dl_tensor_clone(ctx, outputs[i], &keep[v->id]);
         } else {
             s = dl_tensor_clone(ctx, it.val[v->id], &outputs[i]);
         }
@@ -201,6 +155,11 @@ dl_status dl_interp_run(dl_ctx *ctx, dl_graph *g, int n_inputs, const char *cons
             dl_tensor_free(outputs[i]);
             outputs[i] = NULL;
         }
+    for (int i = 0; keep && it.owned && i < nv; i++)
+        if (it.owned[i] && !keep[i]) {
+            keep[i] = it.val[i]; /* every intermediate, for dlcc run --check */
+            it.owned[i] = false;
+        }
 done:
     for (int i = 0; it.owned && i < nv; i++)
         if (it.owned[i]) dl_tensor_free(it.val[i]);
@@ -208,10 +167,7 @@ done:
     dl_free(it.owned);
     dl_free(it.uses_left);
     dl_free(it.sym_val);
-    dl_free(in_ty);
-    dl_free(in_store);
     dl_free(in_val);
-    dl_free(out_ty);
     dl_free(outs);
     return s;
 }

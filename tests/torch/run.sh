@@ -16,6 +16,7 @@
 #                        e.g. DLCC_TORCH_MODELS="bert_encoder mobilenet_v2" for a sanitizer build)
 #   DLCC_TORCH_PYTHON   python with torch, torchvision, onnx, numpy (default /usr/bin/python3)
 #   DLCC_TORCH_TIMEOUT  seconds allowed per dlcc run (default 1800)
+#   DLCC_BACKEND        backend for dlcc run: native (default) or ref
 set -u
 
 if [ $# -ne 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
@@ -105,7 +106,7 @@ for i in json.load(open(os.path.join(d, "manifest.json")))["inputs"]:
     rm -rf "$out"
     mkdir -p "$out"
     t0=$(date +%s.%N)
-    timeout "$TIMEOUT" "$DLCC" run "$dir/model.onnx" "${args[@]}" --output-dir "$out" --quiet > "$log" 2>&1
+    timeout "$TIMEOUT" "$DLCC" run --backend "${DLCC_BACKEND:-native}" "$dir/model.onnx" "${args[@]}" --output-dir "$out" --quiet > "$log" 2>&1
     rc=$?
     t1=$(date +%s.%N)
     secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')

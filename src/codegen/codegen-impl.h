@@ -1,0 +1,32 @@
+/* codegen-impl.h — kernel selection and emission: which node becomes which kind of kernel
+ * (select.c), and the C text of each fused group (emit.c), shared by the JIT (src/runtime) and
+ * the AOT bundle writer (aot.c). */
+#ifndef DL_CODEGEN_IMPL_H
+#define DL_CODEGEN_IMPL_H
+
+#include "../passes/fuse.h"
+#include "lower.h"
+
+/* Reduction facts of a ReduceX / Global*Pool node: kind and reduced-axis mask over the input's
+ * rank. False when the node cannot be lowered (unknown axes, empty axes with noop...). */
+bool dl_reduce_info(const dl_node *n, dl_reduce_kind *kind, bool mask[DL_MAX_RANK]);
+
+/* A value's type as a kernel buffer (slot = value id). False when its rank is unknown. */
+bool dl_value_kbuf(const dl_value *v, dl_kbuf *kb);
+
+/* Emits the C function `name` for group gr (not for VIEW or FALLBACK groups). Returns
+ * DL_ERR_UNSUPPORTED (with a message) when this group cannot be generated after all; the caller
+ * then runs its nodes as fallbacks. A kernel that needs scratch memory (dl_group_workspace in
+ * emit-params.h) finds it at b[DLK_WS], a macro the module defines as the number of values. */
+dl_status dl_emit_group(dl_ctx *ctx, const dl_group *gr, const dl_target *t, const char *name,
+                        dl_sbuf *sb);
+
+/* The runtime-kernel sources embedded at build time (src/kernels/rt/). */
+typedef struct dl_rt_file {
+    const char *name;
+    const char *text;
+} dl_rt_file;
+extern const dl_rt_file dl_rt_files[];
+extern const int dl_rt_n_files;
+
+#endif

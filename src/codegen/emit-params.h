@@ -1,0 +1,57 @@
+/* emit-params.h — the runtime-kernel parameters of heavy groups (conv, gemm, matmul, pool),
+ * computed once from the graph. The emitter prints them as C; the planner uses the same structs
+ * to size scratch memory, so both always agree. */
+#ifndef DL_EMIT_PARAMS_H
+#define DL_EMIT_PARAMS_H
+
+#include "codegen-impl.h"
+#include "../kernels/rt/dlrt.h"
+
+typedef struct dl_epi_params {
+    float alpha, beta;
+    int bias_slot; /* -1: none */
+    int64_t bias_rs, bias_cs;
+    int res_slot; /* -1: none */
+    int64_t res_rs, res_cs;
+    int act;
+    float act_a, act_b;
+} dl_epi_params;
+
+typedef struct dl_conv_params {
+    dlrt_conv p;  /* p.n is 0 when the batch is symbolic */
+    int n_sym;    /* >= 0: batch is s[n_sym] */
+    int x_slot, w_slot, y_slot;
+    dl_epi_params epi;
+} dl_conv_params;
+
+typedef struct dl_gemm_params {
+    int64_t N, K, lda, ldb;
+    int trans_a, trans_b;
+    int a_slot, b_slot, y_slot;
+    dl_epi_params epi;
+} dl_gemm_params;
+
+typedef struct dl_matmul_params {
+    const dl_value *a, *b, *y;
+    int64_t N, K;
+    int nbatch;      /* batch dims of y (0 when both operands are at most 2-D) */
+    bool fold_batch; /* B is a matrix: A's batch dims fold into M */
+    int a_slot, b_slot, y_slot;
+    dl_epi_params epi;
+} dl_matmul_params;
+
+typedef struct dl_pool_params {
+    dlrt_pool p;
+    int n_sym;
+    int x_slot, y_slot;
+} dl_pool_params;
+
+dl_status dl_conv_params_of(dl_ctx *ctx, const dl_group *gr, dl_conv_params *cp);
+dl_status dl_gemm_params_of(dl_ctx *ctx, const dl_group *gr, dl_gemm_params *gp);
+dl_status dl_matmul_params_of(dl_ctx *ctx, const dl_group *gr, dl_matmul_params *mp);
+dl_status dl_pool_params_of(dl_ctx *ctx, const dl_group *gr, dl_pool_params *pp);
+
+/* Scratch bytes a group needs with the given symbol values (0 for most). */
+size_t dl_group_workspace(const dl_group *gr, const int64_t *syms);
+
+#endif

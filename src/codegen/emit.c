@@ -1,0 +1,344 @@
+/* emit.c — the C text of each fused group. Loop-IR groups (elementwise, reduce, transpose) go
+ * through the loop IR and its schedules (lower-*.c); heavy groups become a call of a runtime
+ * kernel (src/kernels/rt/dlrt.h) with their fused epilogue, whose parameters are written as
+ * constants except for symbolic dims, which read s[sym]. */
+#include "codegen-impl.h"
+#include "emit-params.h"
+
+#include <math.h>
+
+static const char *fmt_float(double v, char *buf, size_t n) {
+    if (isnan(v)) snprintf(buf, n, "NAN");
+    else if (isinf(v)) snprintf(buf, n, v > 0 ? "INFINITY" : "-INFINITY");
+    else snprintf(buf, n, "(float)%.17g", v);
+    return buf;
+}
+
+static const char *dim_c(const dl_value *v, int d, char *buf, size_t n) {
+    int64_t x = v->type.dims[d];
+    if (x >= 0) snprintf(buf, n, "%lld", (long long)x);
+    else snprintf(buf, n, "s[%lld]", (long long)(-x - 1));
+    return buf;
+}
+
+/* "(a*b*c)" over dims [from, to) of v; "1" when empty. */
+static void prod_c(dl_sbuf *sb, const dl_value *v, int from, int to) {
+    int64_t c = 1;
+    bool any_sym = false;
+    for (int d = from; d < to; d++) {
+        if (v->type.dims[d] >= 0) c *= v->type.dims[d];
+        else any_sym = true;
+    }
+    if (!any_sym) {
+        dl_sb_printf(sb, "%lld", (long long)c);
+        return;
+    }
+    dl_sb_printf(sb, "((int64_t)%lld", (long long)c);
+    char b[32];
+    for (int d = from; d < to; d++)
+        if (v->type.dims[d] < 0) dl_sb_printf(sb, "*%s", dim_c(v, d, b, sizeof b));
+    dl_sb_put(sb, ")");
+}
+
+static void emit_epilogue(dl_sbuf *sb, const dl_epi_params *e) {
+    char f1[48], f2[48], f3[48], f4[48];
+    dl_sb_printf(sb, "    dlrt_epilogue ep = {.alpha = %s, .beta = %s, .act = %d, .act_a = %s, "
+                     ".act_b = %s};\n",
+                 fmt_float(e->alpha, f1, sizeof f1), fmt_float(e->beta, f2, sizeof f2), e->act,
+                 fmt_float(e->act_a, f3, sizeof f3), fmt_float(e->act_b, f4, sizeof f4));
+    if (e->bias_slot >= 0)
+        dl_sb_printf(sb, "    ep.bias = (const float *)b[%d]; ep.bias_rs = %lld; ep.bias_cs = %lld;\n",
+                     e->bias_slot, (long long)e->bias_rs, (long long)e->bias_cs);
+}
+
+static void emit_residual(dl_sbuf *sb, const dl_epi_params *e, const char *offset) {
+    if (e->res_slot < 0) return;
+    dl_sb_printf(sb, "    ep.residual = (const float *)b[%d]%s; ep.res_rs = %lld; ep.res_cs = %lld;\n",
+                 e->res_slot, offset, (long long)e->res_rs, (long long)e->res_cs);
+}
+
+static void emit_i64_array(dl_sbuf *sb, const int64_t *v, int n) {
+    dl_sb_put(sb, "{");
+    for (int i = 0; i < n; i++) dl_sb_printf(sb, "%s%lld", i ? ", " : "", (long long)v[i]);
+    dl_sb_put(sb, "}");
+}
+
+static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
+    dl_conv_params cp;
+    DL_TRY(dl_conv_params_of(ctx, gr, &cp));
+    const dlrt_conv *p = &cp.p;
+    dl_sb_printf(sb, "static void %s(void *const *b, const int64_t *s) {\n", name);
+    dl_sb_printf(sb, "    (void)s;\n    dlrt_conv p = {.nsp = %d, .n = ", p->nsp);
+    if (cp.n_sym >= 0) dl_sb_printf(sb, "s[%d]", cp.n_sym);
+    else dl_sb_printf(sb, "%lld", (long long)p->n);
+    dl_sb_printf(sb, ", .c_in = %lld, .c_out = %lld, .group = %lld, .in = ", (long long)p->c_in,
+                 (long long)p->c_out, (long long)p->group);
+    emit_i64_array(sb, p->in, 3);
+    dl_sb_put(sb, ", .out = ");
+    emit_i64_array(sb, p->out, 3);
+    dl_sb_put(sb, ", .k = ");
+    emit_i64_array(sb, p->k, 3);
+    dl_sb_put(sb, ", .stride = ");
+    emit_i64_array(sb, p->stride, 3);
+    dl_sb_put(sb, ", .dil = ");
+    emit_i64_array(sb, p->dil, 3);
+    dl_sb_put(sb, ", .pad_begin = ");
+    emit_i64_array(sb, p->pad_begin, 3);
+    dl_sb_put(sb, "};\n");
+    emit_epilogue(sb, &cp.epi);
+    emit_residual(sb, &cp.epi, "");
+    dl_sb_printf(sb, "    dlrt_conv_forward(&p, (const float *)b[%d], (const float *)b[%d], "
+                     "(float *)b[%d], b[DLK_WS], &ep);\n}\n",
+                 cp.x_slot, cp.w_slot, cp.y_slot);
+    return DL_OK;
+}
+
+static dl_status emit_gemm(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
+    dl_gemm_params gp;
+    DL_TRY(dl_gemm_params_of(ctx, gr, &gp));
+    const dl_node *n = gr->nodes[0];
+    const dl_value *y = n->out[0];
+    char m[32];
+    dl_sb_printf(sb, "static void %s(void *const *b, const int64_t *s) {\n    (void)s;\n", name);
+    emit_epilogue(sb, &gp.epi);
+    emit_residual(sb, &gp.epi, "");
+    dl_sb_printf(sb,
+                 "    dlrt_sgemm(%s, %lld, %lld, (const float *)b[%d], %lld, %d, (const float *)b[%d], "
+                 "%lld, %d, (float *)b[%d], %lld, &ep);\n}\n",
+                 dim_c(y, 0, m, sizeof m), (long long)gp.N, (long long)gp.K, gp.a_slot,
+                 (long long)gp.lda, gp.trans_a, gp.b_slot, (long long)gp.ldb, gp.trans_b,
+                 gp.y_slot, (long long)gp.N);
+    return DL_OK;
+}
+
+/* MatMul with numpy batch broadcasting: one dlrt_sgemm per output matrix, or a single one
+ * when B is a plain matrix (A's batch dims fold into M). */
+static dl_status emit_matmul(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
+    dl_matmul_params mp;
+    DL_TRY(dl_matmul_params_of(ctx, gr, &mp));
+    const dl_value *a = mp.a, *bv = mp.b, *y = mp.y;
+    int ar = a->type.rank, br = bv->type.rank, yr = y->type.rank;
+    dl_sb_printf(sb, "static void %s(void *const *b, const int64_t *s) {\n    (void)s;\n", name);
+    emit_epilogue(sb, &mp.epi);
+    /* M: rows of A's matrix (1 for a vector); with a 2-D B, A's batch dims fold into M. */
+    dl_sb_put(sb, "    const int64_t M = ");
+    if (ar == 1) dl_sb_put(sb, "1");
+    else if (mp.fold_batch) prod_c(sb, a, 0, ar - 1);
+    else prod_c(sb, a, ar - 2, ar - 1);
+    dl_sb_printf(sb, ";\n    const int64_t N = %lld, K = %lld;\n", (long long)mp.N, (long long)mp.K);
+    dl_sb_put(sb, "    const int64_t nb = ");
+    if (mp.fold_batch) dl_sb_put(sb, "1");
+    else prod_c(sb, y, 0, mp.nbatch);
+    dl_sb_put(sb, ";\n");
+    if (mp.fold_batch || mp.nbatch == 0) {
+        emit_residual(sb, &mp.epi, "");
+        dl_sb_printf(sb, "    if (nb > 0) dlrt_sgemm(M, N, K, (const float *)b[%d], K, 0, (const float *)b[%d], N, "
+                         "0, (float *)b[%d], N, &ep);\n}\n",
+                     mp.a_slot, mp.b_slot, mp.y_slot);
+        return DL_OK;
+    }
+    /* Batch loop: decompose the flat batch index over y's batch dims, broadcast into A and B. */
+    int nb = mp.nbatch;
+    char d[32];
+    dl_sb_printf(sb, "    const int64_t yd[%d] = {", nb);
+    for (int i = 0; i < nb; i++) dl_sb_printf(sb, "%s%s", i ? ", " : "", dim_c(y, i, d, sizeof d));
+    dl_sb_printf(sb, "};\n    const int64_t ad[%d] = {", nb);
+    for (int i = 0; i < nb; i++) {
+        int ai = i - (nb - (ar - 2));
+        dl_sb_printf(sb, "%s%s", i ? ", " : "", ai >= 0 && ar > 2 ? dim_c(a, ai, d, sizeof d) : "1");
+    }
+    dl_sb_printf(sb, "};\n    const int64_t bd[%d] = {", nb);
+    for (int i = 0; i < nb; i++) {
+        int bi = i - (nb - (br - 2));
+        dl_sb_printf(sb, "%s%s", i ? ", " : "", bi >= 0 && br > 2 ? dim_c(bv, bi, d, sizeof d) : "1");
+    }
+    dl_sb_printf(sb, "};\n");
+    dl_sb_printf(sb,
+                 "    for (int64_t t = 0; t < nb; t++) {\n"
+                 "        int64_t rem = t, ao = 0, bo = 0, as = 1, bs = 1;\n"
+                 "        for (int i = %d; i >= 0; i--) {\n"
+                 "            int64_t idx = rem %% yd[i];\n"
+                 "            rem /= yd[i];\n"
+                 "            ao += (ad[i] == 1 ? 0 : idx) * as;\n"
+                 "            bo += (bd[i] == 1 ? 0 : idx) * bs;\n"
+                 "            as *= ad[i];\n"
+                 "            bs *= bd[i];\n"
+                 "        }\n",
+                 nb - 1);
+    if (mp.epi.res_slot >= 0)
+        dl_sb_printf(sb, "        ep.residual = (const float *)b[%d] + t * M * N; ep.res_rs = N; "
+                         "ep.res_cs = 1;\n",
+                     mp.epi.res_slot);
+    dl_sb_printf(sb,
+                 "        dlrt_sgemm(M, N, K, (const float *)b[%d] + ao * M * K, K, 0, "
+                 "(const float *)b[%d] + bo * K * N, N, 0, (float *)b[%d] + t * M * N, N, &ep);\n"
+                 "    }\n}\n",
+                 mp.a_slot, mp.b_slot, mp.y_slot);
+    DL_UNUSED(yr);
+    return DL_OK;
+}
+
+static dl_status emit_pool(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
+    dl_pool_params pp;
+    DL_TRY(dl_pool_params_of(ctx, gr, &pp));
+    const dlrt_pool *p = &pp.p;
+    char f[48];
+    dl_sb_printf(sb, "static void %s(void *const *b, const int64_t *s) {\n    (void)s;\n", name);
+    dl_sb_printf(sb, "    dlrt_pool p = {.nsp = %d, .kind = %d, .count_include_pad = %d, .n = ",
+                 p->nsp, p->kind, p->count_include_pad);
+    if (pp.n_sym >= 0) dl_sb_printf(sb, "s[%d]", pp.n_sym);
+    else dl_sb_printf(sb, "%lld", (long long)p->n);
+    dl_sb_printf(sb, ", .c = %lld, .in = ", (long long)p->c);
+    emit_i64_array(sb, p->in, 3);
+    dl_sb_put(sb, ", .out = ");
+    emit_i64_array(sb, p->out, 3);
+    dl_sb_put(sb, ", .k = ");
+    emit_i64_array(sb, p->k, 3);
+    dl_sb_put(sb, ", .stride = ");
+    emit_i64_array(sb, p->stride, 3);
+    dl_sb_put(sb, ", .dil = ");
+    emit_i64_array(sb, p->dil, 3);
+    dl_sb_put(sb, ", .pad_begin = ");
+    emit_i64_array(sb, p->pad_begin, 3);
+    dl_sb_put(sb, ", .pad_end = ");
+    emit_i64_array(sb, p->pad_end, 3);
+    dl_sb_printf(sb, ", .p = %s};\n", fmt_float(p->p, f, sizeof f));
+    dl_sb_printf(sb, "    dlrt_pool_forward(&p, (const float *)b[%d], (float *)b[%d]);\n}\n",
+                 pp.x_slot, pp.y_slot);
+    return DL_OK;
+}
+
+static dl_status emit_softmax(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
+    const dl_node *n = gr->nodes[0];
+    const dl_value *x = n->in[0];
+    int r = x->type.rank;
+    int64_t axis = dl_attr_int(n, "axis", n->opset >= 13 ? -1 : 1);
+    if (r == 0) axis = 0;
+    else if (axis < 0) axis += r;
+    if (r > 0 && (axis < 0 || axis >= r))
+        return dl_fail(ctx, DL_ERR_UNSUPPORTED, "softmax axis out of range");
+    dl_sb_printf(sb, "static void %s(void *const *b, const int64_t *s) {\n    (void)s;\n", name);
+    dl_sb_put(sb, "    dlrt_softmax(");
+    prod_c(sb, x, 0, (int)axis);
+    dl_sb_put(sb, ", ");
+    if (n->opset >= 13) {
+        prod_c(sb, x, (int)axis, r ? (int)axis + 1 : 0);
+        dl_sb_put(sb, ", ");
+        prod_c(sb, x, r ? (int)axis + 1 : 0, r);
+    } else {
+        prod_c(sb, x, (int)axis, r);
+        dl_sb_put(sb, ", 1");
+    }
+    dl_sb_printf(sb, ", (const float *)b[%d], (float *)b[%d], %d);\n}\n", x->id, n->out[0]->id,
+                 !strcmp(n->op->name, "LogSoftmax"));
+    return DL_OK;
+}
+
+static dl_status emit_layernorm(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
+    DL_UNUSED(ctx);
+    const dl_node *n = gr->nodes[0];
+    const dl_value *x = n->in[0];
+    int r = x->type.rank;
+    int64_t axis = dl_attr_int(n, "axis", -1);
+    if (axis < 0) axis += r;
+    char f[48];
+    dl_sb_printf(sb, "static void %s(void *const *b, const int64_t *s) {\n    (void)s;\n", name);
+    dl_sb_put(sb, "    dlrt_layernorm(");
+    prod_c(sb, x, 0, (int)axis);
+    dl_sb_put(sb, ", ");
+    prod_c(sb, x, (int)axis, r);
+    dl_sb_printf(sb, ", (const float *)b[%d], (const float *)b[%d], ", x->id, n->in[1]->id);
+    if (n->n_in > 2 && n->in[2]) dl_sb_printf(sb, "(const float *)b[%d]", n->in[2]->id);
+    else dl_sb_put(sb, "NULL");
+    dl_sb_printf(sb, ", %s, (float *)b[%d]", fmt_float(dl_attr_float(n, "epsilon", 1e-5f), f, sizeof f),
+                 n->out[0]->id);
+    for (int i = 1; i < 3; i++) {
+        if (i < n->n_out && n->out[i]) dl_sb_printf(sb, ", (float *)b[%d]", n->out[i]->id);
+        else dl_sb_put(sb, ", NULL");
+    }
+    dl_sb_put(sb, ");\n}\n");
+    return DL_OK;
+}
+
+static dl_status emit_reduce(dl_ctx *ctx, const dl_group *gr, const dl_target *t,
+                             const char *name, dl_sbuf *sb) {
+    const dl_node *n = gr->nodes[0];
+    dl_reduce_desc d;
+    memset(&d, 0, sizeof d);
+    if (!dl_reduce_info(n, &d.kind, d.axes) || !dl_value_kbuf(n->in[0], &d.in))
+        return dl_fail(ctx, DL_ERR_UNSUPPORTED, "reduction not lowerable");
+    d.out = d.in;
+    d.out.slot = n->out[0]->id;
+    for (int i = 0; i < d.in.rank; i++)
+        if (d.axes[i]) {
+            d.out.dims[i].c = 1;
+            d.out.dims[i].sym = -1;
+        }
+    return dl_emit_reduce(ctx, &d, t, name, sb);
+}
+
+static dl_status emit_transpose(dl_ctx *ctx, const dl_group *gr, const dl_target *t,
+                                const char *name, dl_sbuf *sb) {
+    const dl_node *n = gr->nodes[0];
+    dl_transpose_desc d;
+    memset(&d, 0, sizeof d);
+    if (!dl_value_kbuf(n->in[0], &d.in) || !dl_value_kbuf(n->out[0], &d.out))
+        return dl_fail(ctx, DL_ERR_UNSUPPORTED, "transpose of unknown rank");
+    int r = d.in.rank;
+    const int64_t *perm;
+    int np = dl_attr_ints(n, "perm", &perm);
+    for (int i = 0; i < r; i++) {
+        int64_t p = np < 0 ? r - 1 - i : (i < np ? perm[i] : -1);
+        if (p < 0 || p >= r) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "bad transpose perm");
+        d.perm[i] = (int)p;
+    }
+    return dl_emit_transpose(ctx, &d, t, name, sb);
+}
+
+static dl_status emit_ew(dl_ctx *ctx, const dl_group *gr, const dl_target *t, const char *name,
+                         dl_sbuf *sb) {
+    dl_value *ins[64];
+    int n_in = dl_group_inputs(gr, ins, 64);
+    if (n_in > 64) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "too many group inputs");
+    dl_kbuf kin[64], kout;
+    dl_ew_op ops[64];
+    if (gr->n_nodes > 64) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "group too large");
+    for (int i = 0; i < n_in; i++)
+        if (!dl_value_kbuf(ins[i], &kin[i])) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "unranked input");
+    if (!dl_value_kbuf(gr->out[0], &kout)) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "unranked output");
+    for (int k = 0; k < gr->n_nodes; k++) {
+        const dl_node *nd = gr->nodes[k];
+        if (nd->n_in > DL_EW_MAX_ARGS) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "too many operands");
+        ops[k].node = nd;
+        ops[k].n_args = nd->n_in;
+        for (int i = 0; i < nd->n_in; i++) {
+            const dl_value *v = nd->in[i];
+            int arg = DL_EW_ABSENT;
+            for (int j = 0; v && j < k && arg == DL_EW_ABSENT; j++)
+                if (gr->nodes[j]->out[0] == v) arg = -j - 1;
+            for (int j = 0; v && j < n_in && arg == DL_EW_ABSENT; j++)
+                if (ins[j] == v) arg = j;
+            ops[k].args[i] = arg;
+        }
+    }
+    int out_op = gr->n_nodes - 1;
+    dl_ew_group eg = {.n_in = n_in, .in = kin, .n_out = 1, .out = &kout, .out_op = &out_op,
+                      .n_ops = gr->n_nodes, .ops = ops};
+    return dl_emit_elementwise(ctx, &eg, t, name, sb);
+}
+
+dl_status dl_emit_group(dl_ctx *ctx, const dl_group *gr, const dl_target *t, const char *name,
+                        dl_sbuf *sb) {
+    switch (gr->kind) {
+    case DL_G_EW: return emit_ew(ctx, gr, t, name, sb);
+    case DL_G_REDUCE: return emit_reduce(ctx, gr, t, name, sb);
+    case DL_G_TRANSPOSE: return emit_transpose(ctx, gr, t, name, sb);
+    case DL_G_CONV: return emit_conv(ctx, gr, name, sb);
+    case DL_G_GEMM: return emit_gemm(ctx, gr, name, sb);
+    case DL_G_MATMUL: return emit_matmul(ctx, gr, name, sb);
+    case DL_G_POOL: return emit_pool(ctx, gr, name, sb);
+    case DL_G_SOFTMAX: return emit_softmax(ctx, gr, name, sb);
+    case DL_G_LAYERNORM: return emit_layernorm(ctx, gr, name, sb);
+    default: return dl_fail(ctx, DL_ERR_INTERNAL, "no code for a %s group", dl_gkind_name(gr->kind));
+    }
+}

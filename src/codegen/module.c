@@ -1,0 +1,82 @@
+/* module.c — assembles the generated translation unit (see module.h). */
+#include "module.h"
+#include "loop-ir.h"
+
+dl_status dl_fusion_split(dl_ctx *ctx, dl_fusion *f, int gi) {
+    dl_group old = f->groups[gi];
+    int n = f->n + old.n_nodes - 1;
+    dl_group *ng = dl_arena_alloc(&f->arena, sizeof(dl_group) * (size_t)n);
+    if (!ng) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory splitting a group");
+    memcpy(ng, f->groups, sizeof(dl_group) * (size_t)gi);
+    for (int k = 0; k < old.n_nodes; k++) {
+        dl_group *gr = &ng[gi + k];
+        dl_node *nd = old.nodes[k];
+        memset(gr, 0, sizeof *gr);
+        gr->kind = DL_G_FALLBACK;
+        gr->n_nodes = 1;
+        gr->nodes = dl_arena_alloc(&f->arena, sizeof(dl_node *));
+        gr->out = dl_arena_alloc(&f->arena, sizeof(dl_value *) * (size_t)(nd->n_out + 1));
+        if (!gr->nodes || !gr->out) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory splitting a group");
+        gr->nodes[0] = nd;
+        for (int i = 0; i < nd->n_out; i++)
+            if (nd->out[i]) gr->out[gr->n_out++] = nd->out[i];
+    }
+    memcpy(ng + gi + old.n_nodes, f->groups + gi + 1, sizeof(dl_group) * (size_t)(f->n - gi - 1));
+    f->groups = ng;
+    f->n = n;
+    return DL_OK;
+}
+
+static bool generated(const dl_group *gr) {
+    return gr->kind != DL_G_VIEW && gr->kind != DL_G_FALLBACK;
+}
+
+dl_status dl_module_emit(dl_ctx *ctx, dl_graph *g, dl_fusion *f, const dl_target *t, dl_sbuf *sb,
+                         int *n_generated, dl_sbuf *notes) {
+    dl_render_prelude(sb);
+    dl_sb_put(sb, "#include \"dlrt.h\"\n");
+    dl_sb_printf(sb, "#define DLK_WS %d\n\n", g->values.len);
+    int count = 0;
+    for (int gi = 0; gi < f->n; gi++) {
+        dl_group *gr = &f->groups[gi];
+        if (!generated(gr)) continue;
+        char name[32];
+        snprintf(name, sizeof name, "dlk_%d", gi);
+        dl_sbuf one = {0};
+        dl_status s = dl_emit_group(ctx, gr, t, name, &one);
+        if (s == DL_OK) s = dl_sb_status(ctx, &one);
+        if (s == DL_ERR_UNSUPPORTED) {
+            char d[300];
+            if (notes)
+                dl_sb_printf(notes, "%s group at %s runs its reference kernels: %s\n",
+                             dl_gkind_name(gr->kind), dl_node_desc(gr->nodes[0], d, sizeof d),
+                             dl_errmsg(ctx));
+            dl_ctx_clear(ctx);
+            dl_sb_free(&one);
+            DL_TRY(dl_fusion_split(ctx, f, gi));
+            gi += f->groups[gi].n_nodes - 1; /* the split groups are all fallbacks */
+            continue;
+        }
+        if (s != DL_OK) {
+            dl_sb_free(&one);
+            return s;
+        }
+        dl_sb_put(sb, dl_sb_str(&one));
+        dl_sb_put(sb, "\n");
+        dl_sb_free(&one);
+        count++;
+    }
+    dl_sb_printf(sb, "typedef void (*dlk_fn)(void *const *, const int64_t *);\n");
+    dl_sb_printf(sb, "const int dlk_n_kernels = %d;\n", f->n);
+    dl_sb_printf(sb, "dlk_fn const dlk_kernels[%d] = {\n", f->n > 0 ? f->n : 1);
+    for (int gi = 0; gi < f->n; gi++) {
+        if (generated(&f->groups[gi])) dl_sb_printf(sb, "    dlk_%d,\n", gi);
+        else dl_sb_put(sb, "    0,\n");
+    }
+    if (f->n == 0) dl_sb_put(sb, "    0,\n");
+    dl_sb_put(sb, "};\n\n#ifdef _OPENMP\n#include <omp.h>\n#endif\n"
+                  "void dlk_set_threads(int n) {\n#ifdef _OPENMP\n    if (n > 0) omp_set_num_threads(n);\n"
+                  "#else\n    (void)n;\n#endif\n}\n");
+    *n_generated = count;
+    return dl_sb_status(ctx, sb);
+}

@@ -1,0 +1,150 @@
+/* dlrt-impl.h — private to the runtime kernels (the .c files in src/kernels/rt): the OpenMP
+ * pragma wrapper, the epilogue applied to a row of results (GEMM and the direct convolution) and
+ * sliding-window geometry (convolution and pooling). Everything here is static inline: the kernel
+ * sources may be compiled one by one or concatenated into one translation unit with generated code,
+ * so helpers carry the dlrt_ prefix and none has external linkage. */
+#ifndef DLRT_IMPL_H
+#define DLRT_IMPL_H
+
+#include "dlrt.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* `#pragma omp ...` only when OpenMP is on, so builds without -fopenmp get no
+ * -Wunknown-pragmas warning. Usage: DLRT_PRAGMA_OMP(parallel for schedule(static)). */
+#define DLRT_STR_(...) #__VA_ARGS__
+#ifdef _OPENMP
+#define DLRT_PRAGMA_OMP(...) _Pragma(DLRT_STR_(omp __VA_ARGS__))
+#else
+#define DLRT_PRAGMA_OMP(...)
+#endif
+
+/* A loop runs in parallel when its work, estimated in multiply-adds (an exp counts 16, a copy
+ * or comparison 1), reaches this: below it the fork costs more than it saves. Building with
+ * -fopenmp -DDLRT_PAR_MIN=1 runs every parallel path (how test_rt.c was checked). */
+#ifndef DLRT_PAR_MIN
+#define DLRT_PAR_MIN 1048576.0
+#endif
+
+#define DLRT_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define DLRT_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Activations over n values in place; the switch sits outside the loops so each loop is a plain
+ * map the compiler can vectorize. */
+static inline void dlrt_act_apply(int act, float a, float b, float *v, int64_t n) {
+    switch (act) {
+    case DLRT_ACT_RELU:
+        for (int64_t j = 0; j < n; j++) v[j] = v[j] > 0.0f ? v[j] : 0.0f;
+        break;
+    case DLRT_ACT_CLIP:
+        for (int64_t j = 0; j < n; j++) {
+            float x = v[j] < a ? a : v[j];
+            v[j] = x > b ? b : x;
+        }
+        break;
+    case DLRT_ACT_LEAKY_RELU:
+        for (int64_t j = 0; j < n; j++) v[j] = v[j] < 0.0f ? a * v[j] : v[j];
+        break;
+    case DLRT_ACT_SIGMOID:
+        for (int64_t j = 0; j < n; j++) v[j] = 1.0f / (1.0f + expf(-v[j]));
+        break;
+    case DLRT_ACT_TANH:
+        for (int64_t j = 0; j < n; j++) v[j] = tanhf(v[j]);
+        break;
+    case DLRT_ACT_GELU:
+        for (int64_t j = 0; j < n; j++)
+            v[j] = 0.5f * v[j] * (1.0f + erff(v[j] * 0.70710678118654752f));
+        break;
+    case DLRT_ACT_HARD_SIGMOID:
+        for (int64_t j = 0; j < n; j++) {
+            float x = a * v[j] + b;
+            x = x > 1.0f ? 1.0f : x;
+            v[j] = x < 0.0f ? 0.0f : x;
+        }
+        break;
+    case DLRT_ACT_HARD_SWISH:
+        for (int64_t j = 0; j < n; j++) {
+            float x = v[j] * (1.0f / 6.0f) + 0.5f;
+            x = x > 1.0f ? 1.0f : x;
+            v[j] = v[j] * (x < 0.0f ? 0.0f : x);
+        }
+        break;
+    default: /* DLRT_ACT_NONE */
+        break;
+    }
+}
+
+/* Turns accumulators v[0..n) of row i, columns j0.. into final values: alpha, bias, residual,
+ * activation. v is the caller's local buffer and the residual is read here, before the caller
+ * stores v, so a residual that is C itself (an in-place add) is read before it is overwritten. */
+static inline void dlrt_epi_apply(const dlrt_epilogue *ep, int64_t i, int64_t j0, float *v,
+                                  int64_t n) {
+    if (!ep) return;
+    const float alpha = ep->alpha;
+    if (alpha != 1.0f)
+        for (int64_t j = 0; j < n; j++) v[j] *= alpha;
+    if (ep->bias) {
+        const float beta = ep->beta;
+        const float *bp = ep->bias + i * ep->bias_rs + j0 * ep->bias_cs;
+        const int64_t cs = ep->bias_cs;
+        if (cs == 0) {
+            const float bv = beta * bp[0];
+            for (int64_t j = 0; j < n; j++) v[j] += bv;
+        } else if (cs == 1) {
+            for (int64_t j = 0; j < n; j++) v[j] += beta * bp[j];
+        } else {
+            for (int64_t j = 0; j < n; j++) v[j] += beta * bp[j * cs];
+        }
+    }
+    if (ep->residual) {
+        const float *rp = ep->residual + i * ep->res_rs + j0 * ep->res_cs;
+        const int64_t cs = ep->res_cs;
+        if (cs == 1) {
+            for (int64_t j = 0; j < n; j++) v[j] += rp[j];
+        } else {
+            for (int64_t j = 0; j < n; j++) v[j] += rp[j * cs];
+        }
+    }
+    dlrt_act_apply(ep->act, ep->act_a, ep->act_b, v, n);
+}
+
+/* A sliding window over 3 spatial dims (depth, height, width): ranks 1 and 2 are padded with
+ * leading dims of size 1 (kernel 1, stride 1, no padding). */
+typedef struct dlrt_win3 {
+    int64_t in[3], out[3], k[3], stride[3], dil[3], pad[3];
+    int64_t in_sp, out_sp, k_sp; /* products of in, out, k */
+} dlrt_win3;
+
+static inline void dlrt_win3_init(dlrt_win3 *g, int nsp, const int64_t *in, const int64_t *out,
+                                  const int64_t *k, const int64_t *stride, const int64_t *dil,
+                                  const int64_t *pad_begin) {
+    int lead = 3 - nsp;
+    for (int d = 0; d < 3; d++) {
+        int s = d - lead;
+        g->in[d] = s >= 0 ? in[s] : 1;
+        g->out[d] = s >= 0 ? out[s] : 1;
+        g->k[d] = s >= 0 ? k[s] : 1;
+        g->stride[d] = s >= 0 ? stride[s] : 1;
+        g->dil[d] = s >= 0 ? dil[s] : 1;
+        g->pad[d] = s >= 0 ? pad_begin[s] : 0;
+    }
+    g->in_sp = g->in[0] * g->in[1] * g->in[2];
+    g->out_sp = g->out[0] * g->out[1] * g->out[2];
+    g->k_sp = g->k[0] * g->k[1] * g->k[2];
+}
+
+/* Taps t in [0, k) of the window of output o that land in [0, in), i.e.
+ * 0 <= o*s - pad + t*dil < in: the range [*lo, *hi), empty when *lo >= *hi. */
+static inline void dlrt_win_taps(int64_t o, int64_t s, int64_t pad, int64_t dil, int64_t k,
+                                 int64_t in, int64_t *lo, int64_t *hi) {
+    int64_t start = o * s - pad;
+    int64_t a = start >= 0 ? 0 : (-start + dil - 1) / dil;
+    int64_t b = start >= in ? 0 : (in - start + dil - 1) / dil;
+    *lo = a;
+    *hi = b < k ? b : k;
+}
+
+#endif

@@ -1,0 +1,198 @@
+/* softmax.c — dlrt_softmax (Softmax and LogSoftmax over the middle axis of [outer, n, inner])
+ * and dlrt_layernorm (LayerNormalization over the last n elements of each row), with the
+ * semantics of the reference interpreter (src/ops/softmax.c, src/ops/norm.c).
+ *
+ * Softmax subtracts the slice maximum. NaN and -inf need no test: a NaN reaches the sum and makes
+ * every output NaN, and an all -inf slice gives -inf - -inf = NaN, both as in the reference. Only
+ * a +inf maximum takes a separate path (the +inf entries share the mass). Reductions keep
+ * independent per-lane partial results in small local arrays: that is what lets the compiler
+ * vectorize them without being allowed to reassociate one sum. */
+#include "dlrt-impl.h"
+
+#define DLRT_SM_LANES 16
+#define DLRT_SM_CHUNK 64 /* inner positions handled together when inner > 1 */
+
+/* The slice x[j * stride], j < n, whose maximum is +inf: NaN everywhere if it holds a NaN,
+ * else the +inf entries share probability 1. */
+static void dlrt_softmax_inf(int64_t n, const float *x, int64_t stride, float *y, int log) {
+    int64_t cnt = 0, nan = 0;
+    for (int64_t j = 0; j < n; j++) {
+        float v = x[j * stride];
+        cnt += v == INFINITY;
+        nan += v != v;
+    }
+    const float share = 1.0f / (float)cnt;
+    for (int64_t j = 0; j < n; j++) {
+        float pr = nan ? NAN : x[j * stride] == INFINITY ? share : 0.0f;
+        y[j * stride] = log ? logf(pr) : pr;
+    }
+}
+
+/* One slice of stride `stride`, plainly; for slices of the chunked path with a +inf maximum. */
+static void dlrt_softmax_slice(int64_t n, const float *x, int64_t stride, float *y, int log) {
+    float m = -INFINITY, s = 0.0f;
+    for (int64_t j = 0; j < n; j++) m = x[j * stride] > m ? x[j * stride] : m;
+    if (m == INFINITY) {
+        dlrt_softmax_inf(n, x, stride, y, log);
+        return;
+    }
+    for (int64_t j = 0; j < n; j++) s += expf(x[j * stride] - m);
+    for (int64_t j = 0; j < n; j++) {
+        float v = x[j * stride] - m;
+        y[j * stride] = log ? v - logf(s) : expf(v) / s;
+    }
+}
+
+/* One contiguous slice (inner == 1). */
+static void dlrt_softmax_row(int64_t n, const float *x, float *y, int log) {
+    float ml[DLRT_SM_LANES], sl[DLRT_SM_LANES];
+    for (int l = 0; l < DLRT_SM_LANES; l++) ml[l] = -INFINITY, sl[l] = 0.0f;
+    int64_t j = 0;
+    for (; j + DLRT_SM_LANES <= n; j += DLRT_SM_LANES)
+        for (int l = 0; l < DLRT_SM_LANES; l++) ml[l] = x[j + l] > ml[l] ? x[j + l] : ml[l];
+    float m = -INFINITY;
+    for (; j < n; j++) m = x[j] > m ? x[j] : m;
+    for (int l = 0; l < DLRT_SM_LANES; l++) m = ml[l] > m ? ml[l] : m;
+    if (m == INFINITY) {
+        dlrt_softmax_inf(n, x, 1, y, log);
+        return;
+    }
+    /* LogSoftmax needs x again after the sum, so only Softmax keeps the exponentials in y (y
+     * may be x) */
+    float *e = log ? NULL : y;
+    for (j = 0; j + DLRT_SM_LANES <= n; j += DLRT_SM_LANES)
+        for (int l = 0; l < DLRT_SM_LANES; l++) {
+            float v = expf(x[j + l] - m);
+            if (e) e[j + l] = v;
+            sl[l] += v;
+        }
+    float s = 0.0f;
+    for (; j < n; j++) {
+        float v = expf(x[j] - m);
+        if (e) e[j] = v;
+        s += v;
+    }
+    for (int l = 0; l < DLRT_SM_LANES; l++) s += sl[l];
+    if (log) {
+        const float ls = logf(s);
+        for (j = 0; j < n; j++) y[j] = (x[j] - m) - ls;
+    } else {
+        const float inv = 1.0f / s;
+        for (j = 0; j < n; j++) y[j] *= inv;
+    }
+}
+
+/* cn <= CHUNK adjacent slices of stride `inner` starting at x / y (inner > 1): every step of
+ * the loops over j touches cn contiguous floats. */
+static void dlrt_softmax_cols(int64_t n, int64_t inner, int64_t cn, const float *x, float *y,
+                              int log) {
+    float m[DLRT_SM_CHUNK], s[DLRT_SM_CHUNK];
+    int special = 0;
+    for (int64_t i = 0; i < cn; i++) m[i] = -INFINITY, s[i] = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        const float *xr = x + j * inner;
+        for (int64_t i = 0; i < cn; i++) m[i] = xr[i] > m[i] ? xr[i] : m[i];
+    }
+    for (int64_t i = 0; i < cn; i++) special |= m[i] == INFINITY;
+    if (special) { /* rare: one slice at a time */
+        for (int64_t i = 0; i < cn; i++) dlrt_softmax_slice(n, x + i, inner, y + i, log);
+        return;
+    }
+    for (int64_t j = 0; j < n; j++) {
+        const float *xr = x + j * inner;
+        float *yr = y + j * inner;
+        if (log)
+            for (int64_t i = 0; i < cn; i++) s[i] += expf(xr[i] - m[i]);
+        else
+            for (int64_t i = 0; i < cn; i++) {
+                float e = expf(xr[i] - m[i]);
+                yr[i] = e;
+                s[i] += e;
+            }
+    }
+    if (log) {
+        for (int64_t i = 0; i < cn; i++) s[i] = logf(s[i]);
+        for (int64_t j = 0; j < n; j++) {
+            const float *xr = x + j * inner;
+            float *yr = y + j * inner;
+            for (int64_t i = 0; i < cn; i++) yr[i] = (xr[i] - m[i]) - s[i];
+        }
+    } else {
+        for (int64_t i = 0; i < cn; i++) s[i] = 1.0f / s[i];
+        for (int64_t j = 0; j < n; j++) {
+            float *yr = y + j * inner;
+            for (int64_t i = 0; i < cn; i++) yr[i] *= s[i];
+        }
+    }
+}
+
+void dlrt_softmax(int64_t outer, int64_t n, int64_t inner, const float *x, float *y, int log) {
+    if (outer <= 0 || n <= 0 || inner <= 0) return;
+    const int par = 16.0 * (double)outer * (double)n * (double)inner >= DLRT_PAR_MIN;
+    (void)par;
+    if (inner == 1) {
+        DLRT_PRAGMA_OMP(parallel for schedule(static) if(par && outer > 1))
+        for (int64_t o = 0; o < outer; o++) dlrt_softmax_row(n, x + o * n, y + o * n, log);
+        return;
+    }
+    const int64_t chunks = (inner + DLRT_SM_CHUNK - 1) / DLRT_SM_CHUNK;
+    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par && outer * chunks > 1))
+    for (int64_t t = 0; t < outer * chunks; t++) {
+        int64_t o = t / chunks, i0 = (t % chunks) * DLRT_SM_CHUNK;
+        int64_t cn = DLRT_MIN((int64_t)DLRT_SM_CHUNK, inner - i0);
+        int64_t off = o * n * inner + i0;
+        dlrt_softmax_cols(n, inner, cn, x + off, y + off, log);
+    }
+}
+
+/* ---- LayerNormalization ---- */
+
+#define DLRT_LN_LANES 8
+
+/* Sum of (x[j] - c)^2 (sq) or of x[j] - c (!sq) over j < n, in double. */
+static double dlrt_ln_sum(const float *x, int64_t n, double c, int sq) {
+    double l[DLRT_LN_LANES] = {0};
+    int64_t j = 0;
+    if (sq)
+        for (; j + DLRT_LN_LANES <= n; j += DLRT_LN_LANES)
+            for (int k = 0; k < DLRT_LN_LANES; k++) {
+                double d = (double)x[j + k] - c;
+                l[k] += d * d;
+            }
+    else
+        for (; j + DLRT_LN_LANES <= n; j += DLRT_LN_LANES)
+            for (int k = 0; k < DLRT_LN_LANES; k++) l[k] += (double)x[j + k] - c;
+    double s = 0.0;
+    for (; j < n; j++) {
+        double d = (double)x[j] - c;
+        s += sq ? d * d : d;
+    }
+    for (int k = 0; k < DLRT_LN_LANES; k++) s += l[k];
+    return s;
+}
+
+void dlrt_layernorm(int64_t outer, int64_t n, const float *x, const float *scale, const float *bias,
+                    float eps, float *y, float *mean, float *inv_std) {
+    if (outer <= 0 || n <= 0) return;
+    const int par = 4.0 * (double)outer * (double)n >= DLRT_PAR_MIN;
+    (void)par;
+    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par && outer > 1))
+    for (int64_t r = 0; r < outer; r++) {
+        const float *xr = x + r * n;
+        float *yr = y + r * n;
+        const double mu = dlrt_ln_sum(xr, n, 0.0, 0) / (double)n;
+        const double var = dlrt_ln_sum(xr, n, mu, 1) / (double)n;
+        const double inv = 1.0 / sqrt(var + (double)eps);
+        if (mean) mean[r] = (float)mu;
+        if (inv_std) inv_std[r] = (float)inv;
+        const float muf = (float)mu, invf = (float)inv;
+        if (scale && bias)
+            for (int64_t j = 0; j < n; j++) yr[j] = (xr[j] - muf) * invf * scale[j] + bias[j];
+        else if (scale)
+            for (int64_t j = 0; j < n; j++) yr[j] = (xr[j] - muf) * invf * scale[j];
+        else if (bias)
+            for (int64_t j = 0; j < n; j++) yr[j] = (xr[j] - muf) * invf + bias[j];
+        else
+            for (int64_t j = 0; j < n; j++) yr[j] = (xr[j] - muf) * invf;
+    }
+}

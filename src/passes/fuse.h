@@ -1,0 +1,57 @@
+/* fuse.h — fusion groups: the unit of code generation. The fuse pass partitions the nodes of
+ * an optimized graph into groups; each group becomes one kernel (one generated function, a
+ * runtime-kernel call with a fused epilogue, a view, or a reference-kernel fallback). Every
+ * group materializes exactly the values listed in `out`, all produced by its last node, so the
+ * groups run in the order of their last nodes. */
+#ifndef DL_FUSE_H
+#define DL_FUSE_H
+
+#include "passes-impl.h"
+
+typedef enum dl_gkind {
+    DL_G_EW,        /* elementwise chain: loop IR */
+    DL_G_REDUCE,    /* ReduceX with constant axes, GlobalAverage/MaxPool: loop IR */
+    DL_G_TRANSPOSE, /* loop IR */
+    DL_G_CONV,      /* dlrt_conv_forward + epilogue */
+    DL_G_GEMM,      /* Gemm: dlrt_sgemm + epilogue */
+    DL_G_MATMUL,    /* MatMul (batched, broadcast): dlrt_sgemm per matrix + epilogue */
+    DL_G_POOL,      /* MaxPool / AveragePool / LpPool: dlrt_pool_forward */
+    DL_G_SOFTMAX,   /* Softmax / LogSoftmax: dlrt_softmax */
+    DL_G_LAYERNORM, /* LayerNormalization: dlrt_layernorm */
+    DL_G_VIEW,      /* Reshape, Flatten, Squeeze, Unsqueeze, Identity: same bytes, new shape */
+    DL_G_FALLBACK,  /* the op's reference kernel, called by the executor */
+    DL_G_KIND_COUNT
+} dl_gkind;
+
+const char *dl_gkind_name(dl_gkind k);
+
+/* Epilogue absorbed by a heavy group (CONV, GEMM, MATMUL), applied in this order. */
+typedef struct dl_gepi {
+    dl_value *bias;     /* per output channel (conv) or per column (gemm/matmul); NULL: none */
+    dl_value *residual; /* same shape as the output; NULL: none */
+    const dl_node *act; /* activation node; NULL: none */
+} dl_gepi;
+
+typedef struct dl_group {
+    dl_gkind kind;
+    int n_nodes;
+    dl_node **nodes; /* topological order; nodes[0] is the anchor of heavy kinds */
+    int n_out;
+    dl_value **out; /* materialized results (all outputs of a fallback node, else one value) */
+    dl_gepi epi;
+} dl_group;
+
+struct dl_fusion {
+    int n;
+    dl_group *groups; /* in execution order */
+    dl_arena arena;   /* owns groups and their arrays */
+};
+
+void dl_fusion_free(dl_fusion *f);
+/* The values a group reads that it does not compute itself (deduplicated, NULLs skipped). */
+int dl_group_inputs(const dl_group *gr, dl_value **buf, int cap);
+
+/* Which kernel a single node would become (the codegen decides what it can lower). */
+dl_gkind dl_node_kernel_kind(const dl_node *n);
+
+#endif

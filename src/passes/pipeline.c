@@ -1,0 +1,75 @@
+/* pipeline.c — the named pass lists and the driver that runs them: verifies the graph after each
+ * pass and prints it after the passes --dump-ir names. Also the small helpers every pass uses. */
+#include "passes-impl.h"
+#include "../ops/op-impl.h"
+
+/* Folding first exposes what simplification and CSE can see (shape chains become constants);
+ * BatchNorm folding needs constant weights; DCE then drops the dead shape chains and weights.
+ * A second round catches what the first round's rewrites made foldable. fuse stays last. */
+const dl_pass dl_inference_passes[] = {
+    {"infer_shapes", dl_pass_infer_shapes},
+    {"fold_constants", dl_pass_fold_constants},
+    {"simplify", dl_pass_simplify},
+    {"fold_batchnorm", dl_pass_fold_batchnorm},
+    {"cse", dl_pass_cse},
+    {"dce", dl_pass_dce},
+    {"fold_constants", dl_pass_fold_constants},
+    {"simplify", dl_pass_simplify},
+    {"dce", dl_pass_dce},
+    {"infer_shapes", dl_pass_infer_shapes},
+    {"fuse", dl_pass_fuse},
+    {NULL, NULL},
+};
+
+bool dl_node_is(const dl_node *n, const char *name) {
+    const char *d = n->op->domain;
+    return (!d || !d[0]) && strcmp(n->op->name, name) == 0;
+}
+
+bool dl_op_is_random(const dl_op_def *op) {
+    static const char *const random_ops[] = {"RandomNormal",     "RandomUniform", "RandomNormalLike",
+                                             "RandomUniformLike", "Bernoulli",     "Multinomial"};
+    for (size_t i = 0; i < DL_ARRAY_LEN(random_ops); i++)
+        if (strcmp(op->name, random_ops[i]) == 0) return true;
+    return false;
+}
+
+static bool list_has(const dl_pass *list, const dl_pass *upto, const char *name) {
+    for (const dl_pass *p = list; p->name && p != upto; p++)
+        if (strcmp(p->name, name) == 0) return true;
+    return false;
+}
+
+/* "all, infer_shapes, fold_constants, ..." with each name once. */
+static void list_names(const dl_pass *list, char *buf, size_t n) {
+    size_t used = (size_t)snprintf(buf, n, "all");
+    for (const dl_pass *p = list; p->name && used < n; p++)
+        if (!list_has(list, p, p->name)) used += (size_t)snprintf(buf + used, n - used, ", %s", p->name);
+}
+
+dl_status dl_run_passes(dl_pass_ctx *pc, const dl_pass *list) {
+    dl_graph *g = pc->g;
+    if (!pc->ctx) pc->ctx = g->ctx;
+    const char *dump = pc->dump_ir;
+    if (dump && strcmp(dump, "all") != 0 && !list_has(list, NULL, dump)) {
+        char names[512];
+        list_names(list, names, sizeof names);
+        return dl_fail(pc->ctx, DL_ERR_INVALID, "--dump-ir: unknown pass '%s' (valid: %s)", dump,
+                       names);
+    }
+    for (const dl_pass *p = list; p->name; p++) {
+        int before = pc->changes;
+        dl_status s = p->run(pc);
+        if (s == DL_OK) s = dl_graph_verify(g);
+        if (s != DL_OK) {
+            dl_ctx_prefix(pc->ctx, "pass %s", p->name);
+            return s;
+        }
+        if (dump && (strcmp(dump, "all") == 0 || strcmp(dump, p->name) == 0)) {
+            FILE *f = pc->dump_to ? pc->dump_to : stderr;
+            fprintf(f, "=== after %s (%d changes)\n", p->name, pc->changes - before);
+            DL_TRY(dl_graph_print(g, f, 1));
+        }
+    }
+    return DL_OK;
+}

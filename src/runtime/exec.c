@@ -1,0 +1,341 @@
+/* exec.c — the native executor: runs a compiled program's steps (fusion groups) in order.
+ * Generated kernels get a pointer per value and the symbol sizes; views share their input's
+ * bytes; fallback groups call the reference kernel of their node. With a static plan every
+ * intermediate lives at its planned arena offset and nothing is allocated but the outputs;
+ * with a dynamic plan (data-dependent shapes) tensors are allocated step by step and freed
+ * after their last use. */
+#include "program-impl.h"
+#include "../codegen/emit-params.h"
+#include "../ops/op-call.h"
+
+typedef struct exec {
+    dl_ctx *ctx;
+    dl_program *p;
+    dl_graph *g;
+    dl_plan *pl;
+    dl_tensor **val;   /* by value id */
+    dl_tensor *views;  /* by value id: headers over arena or shared bytes */
+    bool *owned;       /* val[i] allocated here */
+    int *uses_left;    /* dynamic plans: readers still to run */
+    dl_type *ctype;    /* dynamic plans: concrete types known so far */
+    void **ptr;        /* by value id, then the scratch slot */
+    int64_t *syms;
+    unsigned char *base;
+    void *ws; /* the plan's scratch, aligned */
+} exec;
+
+dl_status dl_order_inputs(dl_ctx *ctx, dl_graph *g, int n, const char *const *names,
+                          dl_tensor *const *inputs, dl_tensor **ordered) {
+    if (!names && n != g->inputs.len)
+        return dl_fail(ctx, DL_ERR_INVALID, "the model has %d inputs but %d were given",
+                       g->inputs.len, n);
+    for (int i = 0; i < g->inputs.len; i++) ordered[i] = NULL;
+    for (int i = 0; i < n; i++) {
+        int pos = i;
+        if (names) {
+            pos = -1;
+            for (int k = 0; k < g->inputs.len && pos < 0; k++)
+                if (!strcmp(((dl_value *)g->inputs.items[k])->name, names[i])) pos = k;
+            if (pos < 0) return dl_fail(ctx, DL_ERR_INVALID, "'%s' is not an input of the model", names[i]);
+        }
+        dl_value *v = g->inputs.items[pos];
+        if (!inputs[i]) return dl_fail(ctx, DL_ERR_INVALID, "input '%s' is NULL", v->name);
+        ordered[pos] = inputs[i];
+    }
+    for (int i = 0; i < g->inputs.len; i++) {
+        dl_value *v = g->inputs.items[i];
+        char t[256], a[256];
+        if (!ordered[i])
+            return dl_fail(ctx, DL_ERR_INVALID, "input '%s' (%s) was not given", v->name,
+                           dl_type_str(g, &v->type, t, sizeof t));
+        if (ordered[i]->dtype != v->type.dtype || (v->type.rank >= 0 && ordered[i]->rank != v->type.rank))
+            return dl_fail(ctx, DL_ERR_TYPE, "input '%s' is %s but the model expects %s", v->name,
+                           dl_tensor_desc(ordered[i], a, sizeof a), dl_type_str(g, &v->type, t, sizeof t));
+    }
+    return DL_OK;
+}
+
+static void set_view(dl_tensor *t, const dl_type *ty, void *data) {
+    memset(t, 0, sizeof *t);
+    t->dtype = ty->dtype;
+    t->rank = ty->rank;
+    memcpy(t->dims, ty->dims, sizeof(int64_t) * (size_t)ty->rank);
+    t->numel = 1;
+    for (int d = 0; d < ty->rank; d++) t->numel *= ty->dims[d];
+    t->nbytes = (size_t)t->numel * dl_dtype_size(ty->dtype);
+    t->data = data;
+    t->owns_data = false;
+}
+
+static dl_status setup_static(exec *ex) {
+    dl_graph *g = ex->g;
+    for (int i = 0; i < g->values.len; i++) {
+        dl_value *v = g->values.items[i];
+        if (v->constant || v->is_input) continue;
+        if (v->is_output && v->producer) {
+            const dl_type *t = &ex->pl->ctype[i];
+            DL_TRY(dl_tensor_new(ex->ctx, t->dtype, t->rank, t->dims, &ex->val[i]));
+            ex->owned[i] = true;
+        } else if (ex->pl->offset[i] >= 0) {
+            set_view(&ex->views[i], &ex->pl->ctype[i], ex->base + ex->pl->offset[i]);
+            ex->val[i] = &ex->views[i];
+        }
+    }
+    return DL_OK;
+}
+
+/* Dynamic plans: concrete output types of a generated group's nodes, from its inputs' actual
+ * shapes, then its outputs allocated and the symbols bound. */
+static dl_status prepare_dynamic(exec *ex, const dl_group *gr) {
+    const dl_type *tin[64];
+    const dl_tensor *vin[64];
+    dl_type tout[64];
+    for (int k = 0; k < gr->n_nodes; k++) {
+        const dl_node *n = gr->nodes[k];
+        if (n->n_in > 64 || n->n_out > 64)
+            return dl_fail(ex->ctx, DL_ERR_UNSUPPORTED, "node with more than 64 inputs");
+        for (int i = 0; i < n->n_in; i++) {
+            const dl_value *v = n->in[i];
+            tin[i] = v ? &ex->ctype[v->id] : NULL;
+            vin[i] = v ? (v->constant ? v->constant : ex->val[v->id]) : NULL;
+        }
+        DL_TRY(dl_node_infer(ex->ctx, NULL, n, tin, vin, tout));
+        for (int i = 0; i < n->n_out; i++)
+            if (n->out[i]) ex->ctype[n->out[i]->id] = tout[i];
+    }
+    dl_value *ins[256];
+    int n_in = dl_group_inputs(gr, ins, 256);
+    for (int i = 0; i < n_in && i < 256; i++)
+        DL_TRY(dl_bind_type(ex->ctx, ex->g, ins[i], &ex->ctype[ins[i]->id], ex->syms, false));
+    for (int o = 0; o < gr->n_out; o++) {
+        const dl_value *v = gr->out[o];
+        const dl_type *t = &ex->ctype[v->id];
+        if (!dl_type_known(t)) {
+            char d[300];
+            return dl_fail(ex->ctx, DL_ERR_INTERNAL, "%s: output shape unknown at run time",
+                           dl_node_desc(gr->nodes[gr->n_nodes - 1], d, sizeof d));
+        }
+        DL_TRY(dl_bind_type(ex->ctx, ex->g, v, t, ex->syms, false));
+        DL_TRY(dl_tensor_new(ex->ctx, t->dtype, t->rank, t->dims, &ex->val[v->id]));
+        ex->owned[v->id] = true;
+    }
+    return DL_OK;
+}
+
+static dl_status run_view(exec *ex, const dl_group *gr) {
+    const dl_value *in = gr->nodes[0]->in[0], *out = gr->out[0];
+    dl_tensor *src = ex->val[in->id];
+    if (ex->pl->dynamic || out->is_output) {
+        if (ex->pl->dynamic) {
+            char d[300];
+            dl_tensor *outs[1] = {NULL};
+            const dl_tensor *ins[8] = {0};
+            const dl_node *n = gr->nodes[0];
+            if (n->n_in > 8) return dl_fail(ex->ctx, DL_ERR_INTERNAL, "%s: too many inputs",
+                                            dl_node_desc(n, d, sizeof d));
+            for (int i = 0; i < n->n_in; i++)
+                ins[i] = n->in[i] ? (n->in[i]->constant ? n->in[i]->constant : ex->val[n->in[i]->id]) : NULL;
+            DL_TRY(dl_run_node_ref(ex->ctx, n, ins, outs));
+            ex->val[out->id] = outs[0];
+            ex->owned[out->id] = true;
+            ex->ctype[out->id].dtype = outs[0]->dtype;
+            ex->ctype[out->id].rank = outs[0]->rank;
+            memcpy(ex->ctype[out->id].dims, outs[0]->dims, sizeof(int64_t) * (size_t)outs[0]->rank);
+            return dl_bind_type(ex->ctx, ex->g, out, &ex->ctype[out->id], ex->syms, false);
+        }
+        dl_tensor *dst = ex->val[out->id];
+        if (dst->nbytes != src->nbytes)
+            return dl_fail(ex->ctx, DL_ERR_INTERNAL, "view '%s' changes the byte size", out->name);
+        if (dst->nbytes) memcpy(dst->data, src->data, dst->nbytes);
+        return DL_OK;
+    }
+    set_view(&ex->views[out->id], &ex->pl->ctype[out->id], src->data);
+    ex->val[out->id] = &ex->views[out->id];
+    return DL_OK;
+}
+
+static dl_status run_fallback(exec *ex, const dl_group *gr) {
+    const dl_node *n = gr->nodes[0];
+    const dl_tensor *ins_s[16];
+    dl_tensor *outs_s[16];
+    const dl_tensor **ins = ins_s;
+    dl_tensor **outs = outs_s;
+    if (n->n_in > 16 || n->n_out > 16) {
+        ins = dl_calloc((size_t)n->n_in + 1, sizeof *ins);
+        outs = dl_calloc((size_t)n->n_out + 1, sizeof *outs);
+        if (!ins || !outs) {
+            dl_free(ins);
+            dl_free(outs);
+            return dl_fail(ex->ctx, DL_ERR_NOMEM, "out of memory");
+        }
+    }
+    for (int i = 0; i < n->n_in; i++) {
+        const dl_value *v = n->in[i];
+        ins[i] = v ? (v->constant ? v->constant : ex->val[v->id]) : NULL;
+    }
+    for (int i = 0; i < n->n_out; i++)
+        outs[i] = n->out[i] && !ex->pl->dynamic ? ex->val[n->out[i]->id] : NULL;
+    dl_status s = dl_run_node_ref(ex->ctx, n, ins, outs);
+    for (int i = 0; i < n->n_out && s == DL_OK; i++) {
+        const dl_value *v = n->out[i];
+        if (!v) {
+            dl_tensor_free(outs[i]); /* an omitted optional output */
+            continue;
+        }
+        if (!ex->pl->dynamic) continue;
+        ex->val[v->id] = outs[i];
+        ex->owned[v->id] = true;
+        dl_type *t = &ex->ctype[v->id];
+        t->dtype = outs[i]->dtype;
+        t->rank = outs[i]->rank;
+        memcpy(t->dims, outs[i]->dims, sizeof(int64_t) * (size_t)t->rank);
+        s = dl_bind_type(ex->ctx, ex->g, v, t, ex->syms, false);
+    }
+    if (ins != ins_s) {
+        dl_free(ins);
+        dl_free(outs);
+    }
+    return s;
+}
+
+static dl_status run_kernel(exec *ex, int gi, const dl_group *gr) {
+    dl_value *ins[256];
+    int n_in = dl_group_inputs(gr, ins, 256);
+    if (n_in > 256) return dl_fail(ex->ctx, DL_ERR_UNSUPPORTED, "too many group inputs");
+    for (int i = 0; i < n_in; i++) {
+        dl_tensor *t = ins[i]->constant ? ins[i]->constant : ex->val[ins[i]->id];
+        if (!t) return dl_fail(ex->ctx, DL_ERR_INTERNAL, "value '%s' was not computed", ins[i]->name);
+        ex->ptr[ins[i]->id] = t->data;
+    }
+    for (int o = 0; o < gr->n_out; o++) {
+        dl_tensor *t = ex->val[gr->out[o]->id];
+        if (!t) return dl_fail(ex->ctx, DL_ERR_INTERNAL, "no storage for '%s'", gr->out[o]->name);
+        ex->ptr[gr->out[o]->id] = t->data;
+    }
+    void *ws = ex->ws;
+    size_t need = ex->pl->dynamic ? dl_group_workspace(gr, ex->syms) : 0;
+    if (need) DL_TRY(dl_alloc_checked(ex->ctx, need, &ws, "kernel scratch memory"));
+    ex->ptr[ex->g->values.len] = ws;
+    ex->p->kernels[gi](ex->ptr, ex->syms);
+    if (need) dl_free(ws);
+    return DL_OK;
+}
+
+static void release_dead(exec *ex, const dl_group *gr) {
+    dl_value *ins[256];
+    int n = dl_group_inputs(gr, ins, 256);
+    for (int i = 0; i < n && i < 256; i++) {
+        int id = ins[i]->id;
+        if (--ex->uses_left[id] > 0 || ins[i]->is_output || !ex->owned[id]) continue;
+        dl_tensor_free(ex->val[id]);
+        ex->val[id] = NULL;
+        ex->owned[id] = false;
+    }
+}
+
+dl_status dl_program_run_hooked(dl_ctx *ctx, dl_program *p, int n_inputs,
+                                const char *const *names, dl_tensor *const *inputs,
+                                dl_tensor **outputs, dl_step_hook hook, void *user) {
+    dl_graph *g = p->g;
+    if (!outputs || (n_inputs > 0 && !inputs))
+        return dl_fail(ctx, DL_ERR_INVALID, "dl_program_run: NULL inputs or outputs");
+    if (p->interp_only) return dl_interp_run(ctx, p->src, n_inputs, names, inputs, outputs);
+    int nv = g->values.len;
+    dl_tensor **ordered = dl_calloc((size_t)g->inputs.len + 1, sizeof *ordered);
+    exec ex = {.ctx = ctx, .p = p, .g = g, .pl = &p->plan};
+    ex.val = dl_calloc((size_t)nv + 1, sizeof *ex.val);
+    ex.views = dl_calloc((size_t)nv + 1, sizeof *ex.views);
+    ex.owned = dl_calloc((size_t)nv + 1, sizeof *ex.owned);
+    ex.uses_left = dl_calloc((size_t)nv + 1, sizeof *ex.uses_left);
+    ex.ctype = dl_calloc((size_t)nv + 1, sizeof *ex.ctype);
+    ex.ptr = dl_calloc((size_t)nv + 2, sizeof *ex.ptr);
+    ex.syms = dl_malloc(sizeof(int64_t) * (size_t)(g->syms.len + 1));
+    dl_status s = DL_OK;
+    if (!ordered || !ex.val || !ex.views || !ex.owned || !ex.uses_left || !ex.ctype || !ex.ptr ||
+        !ex.syms) {
+        s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory starting a program");
+        goto done;
+    }
+    if ((s = dl_order_inputs(ctx, g, n_inputs, names, inputs, ordered)) != DL_OK) goto done;
+    if ((s = dl_plan_bind(ctx, p, ordered)) != DL_OK) goto done;
+    memcpy(ex.syms, p->plan.syms, sizeof(int64_t) * (size_t)(g->syms.len + 1));
+    if (p->set_threads && p->threads > 0) p->set_threads(p->threads);
+    for (int i = 0; i < nv; i++) {
+        dl_value *v = g->values.items[i];
+        if (v->constant) {
+            ex.val[i] = v->constant;
+            ex.ctype[i].dtype = v->constant->dtype;
+            ex.ctype[i].rank = v->constant->rank;
+            memcpy(ex.ctype[i].dims, v->constant->dims, sizeof(int64_t) * (size_t)v->constant->rank);
+        }
+    }
+    for (int i = 0; i < g->inputs.len; i++) {
+        dl_value *v = g->inputs.items[i];
+        ex.val[v->id] = ordered[i];
+        ex.ctype[v->id].dtype = ordered[i]->dtype;
+        ex.ctype[v->id].rank = ordered[i]->rank;
+        memcpy(ex.ctype[v->id].dims, ordered[i]->dims, sizeof(int64_t) * (size_t)ordered[i]->rank);
+    }
+    if (p->plan.dynamic) {
+        dl_value *ins[256];
+        for (int gi = 0; gi < p->fusion->n; gi++) {
+            int n = dl_group_inputs(&p->fusion->groups[gi], ins, 256);
+            for (int i = 0; i < n && i < 256; i++) ex.uses_left[ins[i]->id]++;
+        }
+    } else {
+        ex.base = (unsigned char *)(((uintptr_t)p->plan.arena + 63) & ~(uintptr_t)63);
+        ex.ws = p->plan.ws ? (void *)(((uintptr_t)p->plan.ws + 63) & ~(uintptr_t)63) : NULL;
+        if ((s = setup_static(&ex)) != DL_OK) goto done;
+    }
+    for (int gi = 0; gi < p->fusion->n && s == DL_OK; gi++) {
+        const dl_group *gr = &p->fusion->groups[gi];
+        switch (gr->kind) {
+        case DL_G_VIEW: s = run_view(&ex, gr); break;
+        case DL_G_FALLBACK: s = run_fallback(&ex, gr); break;
+        default:
+            if (!p->kernels[gi]) {
+                s = dl_fail(ctx, DL_ERR_INTERNAL, "step %d has no kernel", gi);
+                break;
+            }
+            if (p->plan.dynamic && (s = prepare_dynamic(&ex, gr)) != DL_OK) break;
+            s = run_kernel(&ex, gi, gr);
+        }
+        if (s == DL_OK && hook) s = hook(user, p, gi, ex.val);
+        if (s == DL_OK && p->plan.dynamic) release_dead(&ex, gr);
+    }
+    for (int i = 0; i < g->outputs.len && s == DL_OK; i++) outputs[i] = NULL;
+    for (int i = 0; i < g->outputs.len && s == DL_OK; i++) {
+        dl_value *v = g->outputs.items[i];
+        if (ex.owned[v->id]) {
+            outputs[i] = ex.val[v->id];
+            ex.owned[v->id] = false;
+        } else if (ex.val[v->id]) {
+            s = dl_tensor_clone(ctx, ex.val[v->id], &outputs[i]);
+        } else {
+            s = dl_fail(ctx, DL_ERR_INTERNAL, "output '%s' was not computed", v->name);
+        }
+    }
+    if (s != DL_OK)
+        for (int i = 0; i < g->outputs.len; i++) {
+            dl_tensor_free(outputs[i]);
+            outputs[i] = NULL;
+        }
+done:
+    for (int i = 0; ex.owned && i < nv; i++)
+        if (ex.owned[i]) dl_tensor_free(ex.val[i]);
+    dl_free(ordered);
+    dl_free(ex.val);
+    dl_free(ex.views);
+    dl_free(ex.owned);
+    dl_free(ex.uses_left);
+    dl_free(ex.ctype);
+    dl_free(ex.ptr);
+    dl_free(ex.syms);
+    return s;
+}
+
+dl_status dl_program_run(dl_ctx *ctx, dl_program *p, int n_inputs, const char *const *names,
+                         dl_tensor *const *inputs, dl_tensor **outputs) {
+    if (!p) return dl_fail(ctx, DL_ERR_INVALID, "dl_program_run: NULL program");
+    return dl_program_run_hooked(ctx, p, n_inputs, names, inputs, outputs, NULL, NULL);
+}

@@ -1,0 +1,272 @@
+/* plan.c — the memory plan of a program for one binding of input shapes. Concrete shapes of
+ * every value come from re-running the rows' inference with the bound input shapes and the
+ * constants; graph symbols get their sizes from them. When some shape depends on tensor data
+ * (NonZero, a Reshape whose target is computed at run time...) the plan is marked dynamic and
+ * the executor allocates step by step instead. Otherwise every intermediate value gets an
+ * offset in one arena (memplan.c); inputs, outputs and weights are pinned outside it. */
+#include "program-impl.h"
+#include "../codegen/emit-params.h"
+#include "../codegen/memplan.h"
+#include "../ops/op-call.h"
+
+void dl_plan_free(dl_plan *pl) {
+    dl_free(pl->in_dims);
+    dl_free(pl->ctype);
+    dl_free(pl->syms);
+    dl_free(pl->first);
+    dl_free(pl->last);
+    dl_free(pl->offset);
+    dl_free(pl->alias);
+    dl_free(pl->arena);
+    dl_free(pl->ws);
+    memset(pl, 0, sizeof *pl);
+}
+
+static dl_status shape_key(dl_ctx *ctx, dl_graph *g, dl_tensor *const *in, int64_t **key, int *n) {
+    int len = 0;
+    for (int i = 0; i < g->inputs.len; i++) len += 2 + in[i]->rank;
+    int64_t *k = dl_malloc(sizeof(int64_t) * (size_t)(len + 1));
+    if (!k) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory planning");
+    int p = 0;
+    for (int i = 0; i < g->inputs.len; i++) {
+        k[p++] = in[i]->dtype;
+        k[p++] = in[i]->rank;
+        for (int d = 0; d < in[i]->rank; d++) k[p++] = in[i]->dims[d];
+    }
+    *key = k;
+    *n = len;
+    return DL_OK;
+}
+
+static void set_type_from_tensor(dl_type *t, const dl_tensor *x) {
+    t->dtype = x->dtype;
+    t->rank = x->rank;
+    memcpy(t->dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+}
+
+/* Binds the static dims of v to the concrete type ct: fixed dims must agree, symbols take one
+ * size each. */
+dl_status dl_bind_type(dl_ctx *ctx, dl_graph *g, const dl_value *v, const dl_type *ct,
+                      int64_t *syms, bool is_input) {
+    if (v->type.rank < 0) return DL_OK;
+    char want[256], got[256];
+    if (v->type.rank != ct->rank || v->type.dtype != ct->dtype)
+        goto mismatch;
+    for (int d = 0; d < ct->rank; d++) {
+        int64_t sd = v->type.dims[d];
+        if (sd >= 0) {
+            if (sd != ct->dims[d]) goto mismatch;
+            continue;
+        }
+        int64_t k = -sd - 1;
+        if (k >= g->syms.len) continue;
+        if (syms[k] < 0) syms[k] = ct->dims[d];
+        else if (syms[k] != ct->dims[d]) goto mismatch;
+    }
+    return DL_OK;
+mismatch:
+    dl_type_str(g, &v->type, want, sizeof want);
+    dl_type_str(g, ct, got, sizeof got);
+    if (is_input)
+        return dl_fail(ctx, DL_ERR_SHAPE,
+                       "input '%s' is %s but the model expects %s (a symbol bound to two sizes, "
+                       "or a fixed size differs)",
+                       v->name, got, want);
+    return dl_fail(ctx, DL_ERR_SHAPE, "value '%s' is %s at run time but %s was inferred", v->name,
+                   got, want);
+}
+
+/* Concrete types of every value from the bound inputs; false in *dynamic when a shape needs
+ * data that only exists at run time. */
+static dl_status concrete_types(dl_ctx *ctx, dl_program *p, dl_tensor *const *in, dl_plan *pl) {
+    dl_graph *g = p->g;
+    for (int i = 0; i < g->values.len; i++) {
+        dl_value *v = g->values.items[i];
+        pl->ctype[i].rank = DL_RANK_UNKNOWN;
+        if (v->constant) set_type_from_tensor(&pl->ctype[i], v->constant);
+    }
+    for (int i = 0; i < g->inputs.len; i++) {
+        dl_value *v = g->inputs.items[i];
+        set_type_from_tensor(&pl->ctype[v->id], in[i]);
+        DL_TRY(dl_bind_type(ctx, g, v, &pl->ctype[v->id], pl->syms, true));
+    }
+    const dl_type *tin[64];
+    const dl_tensor *vin[64];
+    dl_type tout[64];
+    for (int k = 0; k < g->nodes.len; k++) {
+        dl_node *n = g->nodes.items[k];
+        if (n->n_in > 64 || n->n_out > 64) {
+            pl->dynamic = true;
+            return DL_OK;
+        }
+        for (int i = 0; i < n->n_in; i++) {
+            tin[i] = n->in[i] ? &pl->ctype[n->in[i]->id] : NULL;
+            vin[i] = n->in[i] ? n->in[i]->constant : NULL;
+        }
+        DL_TRY(dl_node_infer(ctx, NULL, n, tin, vin, tout));
+        for (int i = 0; i < n->n_out; i++) {
+            if (!n->out[i]) continue;
+            if (!dl_type_known(&tout[i])) {
+                pl->dynamic = true;
+                return DL_OK;
+            }
+            pl->ctype[n->out[i]->id] = tout[i];
+        }
+    }
+    for (int i = 0; i < g->values.len; i++) {
+        dl_value *v = g->values.items[i];
+        if (pl->ctype[i].rank >= 0 && !v->is_input)
+            DL_TRY(dl_bind_type(ctx, g, v, &pl->ctype[i], pl->syms, false));
+    }
+    return DL_OK;
+}
+
+static bool pinned(const dl_value *v) { return v->is_input || v->is_output || v->constant; }
+
+/* Bytes of a concrete type; -1 past the allocation cap (or on overflow). */
+static int64_t type_bytes(const dl_type *t) {
+    int64_t n = (int64_t)dl_dtype_size(t->dtype), cap = (int64_t)dl_alloc_limit();
+    for (int d = 0; d < t->rank; d++) {
+        if (t->dims[d] != 0 && n > cap / t->dims[d]) return -1;
+        n *= t->dims[d];
+    }
+    return n;
+}
+
+static dl_status live_ranges(dl_ctx *ctx, dl_program *p, dl_plan *pl) {
+    dl_graph *g = p->g;
+    dl_fusion *f = p->fusion;
+    for (int i = 0; i < g->values.len; i++) {
+        pl->first[i] = pl->last[i] = -1;
+        pl->alias[i] = -1;
+    }
+    dl_value *ins[256];
+    for (int gi = 0; gi < f->n; gi++) {
+        const dl_group *gr = &f->groups[gi];
+        for (int o = 0; o < gr->n_out; o++) pl->first[gr->out[o]->id] = gi;
+        int n = dl_group_inputs(gr, ins, 256);
+        if (n > 256) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "a group reads more than 256 values");
+        for (int i = 0; i < n; i++) pl->last[ins[i]->id] = gi;
+        if (gr->kind == DL_G_VIEW && !gr->out[0]->is_output) pl->alias[gr->out[0]->id] = gr->nodes[0]->in[0]->id;
+    }
+    return DL_OK;
+}
+
+/* Offsets for every unpinned materialized value. */
+static dl_status place(dl_ctx *ctx, dl_program *p, dl_plan *pl) {
+    dl_graph *g = p->g;
+    int nv = g->values.len;
+    int *buf_of = dl_malloc(sizeof(int) * (size_t)(nv + 1));
+    int *val_of = dl_malloc(sizeof(int) * (size_t)(nv + 1));
+    dl_mp_buf *bufs = dl_calloc((size_t)nv + 1, sizeof *bufs);
+    int64_t *offs = dl_calloc((size_t)nv + 1, sizeof *offs);
+    dl_status s = DL_OK;
+    if (!buf_of || !val_of || !bufs || !offs) {
+        s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory planning");
+        goto done;
+    }
+    int nb = 0;
+    for (int i = 0; i < nv; i++) {
+        dl_value *v = g->values.items[i];
+        buf_of[i] = -1;
+        pl->offset[i] = -1;
+        if (pinned(v) || pl->first[i] < 0) continue;
+        /* a view of pinned memory (an input, a weight) needs no storage of its own */
+        if (pl->alias[i] >= 0 && buf_of[pl->alias[i]] < 0) continue;
+        dl_mp_buf *b = &bufs[nb];
+        b->size = type_bytes(&pl->ctype[i]);
+        if (b->size < 0) {
+            char t[256];
+            s = dl_fail(ctx, DL_ERR_LIMIT, "value '%s' (%s) is larger than the allocation cap",
+                        v->name, dl_type_str(g, &pl->ctype[i], t, sizeof t));
+            goto done;
+        }
+        b->first = pl->first[i];
+        b->last = pl->last[i] >= b->first ? pl->last[i] : b->first;
+        b->alias_of = pl->alias[i] >= 0 ? buf_of[pl->alias[i]] : -1;
+        b->inplace_of = -1;
+        buf_of[i] = nb;
+        val_of[nb] = i;
+        nb++;
+    }
+    /* In place: an elementwise result may take over an input of the same size and element
+     * width that dies in this step (each element is read before it is written, at one index). */
+    for (int k = 0; k < nb; k++) {
+        int vi = val_of[k];
+        const dl_group *gr = &p->fusion->groups[bufs[k].first];
+        if (gr->kind != DL_G_EW || bufs[k].alias_of >= 0) continue;
+        dl_value *ins[64];
+        int n = dl_group_inputs(gr, ins, 64);
+        for (int i = 0; i < n && i < 64; i++) {
+            int bi = buf_of[ins[i]->id];
+            if (bi < 0 || bufs[bi].alias_of >= 0 || pl->last[ins[i]->id] != bufs[k].first) continue;
+            const dl_type *a = &pl->ctype[ins[i]->id], *b = &pl->ctype[vi];
+            if (dl_dtype_size(a->dtype) != dl_dtype_size(b->dtype) || type_bytes(a) != type_bytes(b))
+                continue;
+            bufs[k].inplace_of = bi;
+            break;
+        }
+    }
+    dl_mp_stats st;
+    if ((s = dl_memplan(ctx, nb, bufs, 64, offs, &st)) != DL_OK) goto done;
+    for (int k = 0; k < nb; k++) pl->offset[val_of[k]] = offs[k];
+    pl->arena_bytes = st.arena;
+    pl->sum_bytes = st.sum;
+    pl->naive_peak = st.naive_peak;
+done:
+    dl_free(buf_of);
+    dl_free(val_of);
+    dl_free(bufs);
+    dl_free(offs);
+    return s;
+}
+
+dl_status dl_plan_bind(dl_ctx *ctx, dl_program *p, dl_tensor *const *in) {
+    dl_graph *g = p->g;
+    dl_plan *pl = &p->plan;
+    int64_t *key = NULL;
+    int nkey = 0;
+    DL_TRY(shape_key(ctx, g, in, &key, &nkey));
+    if (pl->valid && pl->n_in_dims == nkey && !memcmp(pl->in_dims, key, sizeof(int64_t) * (size_t)nkey)) {
+        dl_free(key);
+        return DL_OK;
+    }
+    dl_plan_free(pl);
+    pl->in_dims = key;
+    pl->n_in_dims = nkey;
+    int nv = g->values.len, ns = g->syms.len;
+    pl->ctype = dl_calloc((size_t)nv + 1, sizeof *pl->ctype);
+    pl->syms = dl_malloc(sizeof(int64_t) * (size_t)(ns + 1));
+    pl->first = dl_malloc(sizeof(int) * (size_t)(nv + 1));
+    pl->last = dl_malloc(sizeof(int) * (size_t)(nv + 1));
+    pl->offset = dl_malloc(sizeof(int64_t) * (size_t)(nv + 1));
+    pl->alias = dl_malloc(sizeof(int) * (size_t)(nv + 1));
+    dl_status s = DL_OK;
+    if (!pl->ctype || !pl->syms || !pl->first || !pl->last || !pl->offset || !pl->alias) {
+        s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory planning");
+        goto fail;
+    }
+    for (int i = 0; i <= ns; i++) pl->syms[i] = -1;
+    if ((s = concrete_types(ctx, p, in, pl)) != DL_OK) goto fail;
+    if ((s = live_ranges(ctx, p, pl)) != DL_OK) goto fail;
+    if (!pl->dynamic) {
+        if ((s = place(ctx, p, pl)) != DL_OK) goto fail;
+        for (int gi = 0; gi < p->fusion->n; gi++) {
+            size_t w = dl_group_workspace(&p->fusion->groups[gi], pl->syms);
+            if (w > pl->ws_bytes) pl->ws_bytes = w;
+        }
+        void *arena = NULL, *ws = NULL;
+        if ((s = dl_alloc_checked(ctx, (size_t)pl->arena_bytes + 64, &arena, "the memory arena")) != DL_OK)
+            goto fail;
+        pl->arena = arena;
+        if (pl->ws_bytes &&
+            (s = dl_alloc_checked(ctx, pl->ws_bytes + 64, &ws, "kernel scratch memory")) != DL_OK)
+            goto fail;
+        pl->ws = ws;
+    }
+    pl->valid = true;
+    return DL_OK;
+fail:
+    dl_plan_free(pl);
+    return s;
+}

@@ -1,0 +1,81 @@
+/* program-impl.h — a compiled program: the optimized graph, its fusion groups (the steps), the
+ * loaded kernels, and the memory plan for the last input shapes seen. */
+#ifndef DL_PROGRAM_IMPL_H
+#define DL_PROGRAM_IMPL_H
+
+#include "runtime-impl.h"
+#include "../passes/fuse.h"
+#include "../codegen/jit.h"
+#include "../core/strbuf.h"
+#include "../codegen/lower.h"
+
+typedef void (*dl_kernel_ptr)(void *const *b, const int64_t *s);
+
+typedef struct dl_compile_stats {
+    int nodes_before, nodes_after;
+    int groups, kernels_generated, views, fallbacks;
+    double passes_ms, emit_ms, build_ms, total_ms;
+    bool cache_hit;
+    char cache_key[33];
+    size_t source_bytes;
+} dl_compile_stats;
+
+/* The memory plan of one binding of input shapes. */
+typedef struct dl_plan {
+    bool valid;
+    bool dynamic;      /* some shape depends on data: tensors are allocated step by step */
+    int64_t *in_dims;  /* the input shapes this plan is for (rank+dims per input, flattened) */
+    int n_in_dims;
+    dl_type *ctype;    /* concrete type of every value (static plans) */
+    int64_t *syms;     /* size of every graph symbol */
+    int *first, *last; /* by value id: step that writes it / last step that reads it (-1) */
+    int64_t *offset;   /* by value id: arena offset, -1 when not in the arena */
+    int *alias;        /* by value id: value whose storage a view shares, -1 */
+    unsigned char *arena;
+    int64_t arena_bytes, sum_bytes, naive_peak;
+    size_t ws_bytes;
+    void *ws;
+} dl_plan;
+
+struct dl_program {
+    dl_graph *src;   /* the user's graph (not owned) */
+    dl_graph *g;     /* optimized clone (owned) */
+    dl_fusion *fusion;
+    dl_jit_lib *lib;
+    dl_kernel_ptr *kernels; /* per group, NULL for views and fallbacks */
+    void (*set_threads)(int);
+    int threads;
+    dl_compile_stats stats;
+    dl_sbuf notes;   /* groups that fell back, and why */
+    dl_sbuf source;  /* the generated C (kept for --emit and debugging) */
+    dl_plan plan;
+    bool interp_only; /* no C compiler: every step runs its reference kernel */
+};
+
+/* The target the host CPU offers (vector width from its features; threads <= 0: all cores). */
+dl_target dl_host_target(int threads);
+/* Inlines the runtime-kernel headers into a source text (see compile.c). */
+void dl_rt_expand(const char *text, dl_sbuf *out);
+
+/* Plans memory for the given bound input tensors (by graph input position); reuses the current
+ * plan when the shapes are unchanged. */
+dl_status dl_plan_bind(dl_ctx *ctx, dl_program *p, dl_tensor *const *in);
+void dl_plan_free(dl_plan *pl);
+/* Binds v's static dims to the concrete type ct: fixed dims must agree, each symbol takes one
+ * size (recorded in syms). is_input words the error for a user's input. */
+dl_status dl_bind_type(dl_ctx *ctx, dl_graph *g, const dl_value *v, const dl_type *ct,
+                       int64_t *syms, bool is_input);
+
+/* Called after each step when set (dlcc run --check): values[vid] are the tensors produced so
+ * far. Returning non-OK stops the run with that status. */
+typedef dl_status (*dl_step_hook)(void *user, const dl_program *p, int step,
+                                  dl_tensor *const *values);
+dl_status dl_program_run_hooked(dl_ctx *ctx, dl_program *p, int n_inputs,
+                                const char *const *names, dl_tensor *const *inputs,
+                                dl_tensor **outputs, dl_step_hook hook, void *user);
+
+/* Orders the given inputs by graph input position (names may be NULL: positional). */
+dl_status dl_order_inputs(dl_ctx *ctx, dl_graph *g, int n, const char *const *names,
+                          dl_tensor *const *inputs, dl_tensor **ordered);
+
+#endif

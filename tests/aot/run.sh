@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# AOT bundle test: `dlcc compile MODEL --emit c -o DIR` for the bundled small CNN (and a
+# symbolic-batch model bound to batch 3), builds each bundle with plain `cc -std=c11 -O2` (no
+# libdlcc, no OpenMP), runs its example main on the same input as `dlcc run`, and compares the
+# outputs (rtol 1e-5). Also checks the bundle has no malloc and states its arena size.
+# usage: tests/aot/run.sh BUILD_DIR      Ends with "N passed, N failed".
+set -u
+BUILD=$1
+DLCC=$BUILD/dlcc
+PY=${DLCC_PYTHON:-/usr/bin/python3}
+WORK=$(mktemp -d /tmp/dlcc-aot-XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+export DLCC_CACHE_DIR=${DLCC_CACHE_DIR:-$BUILD/cache}
+passed=0
+failed=0
+pass() { echo "PASS $*"; passed=$((passed + 1)); }
+fail() { echo "FAIL $*"; failed=$((failed + 1)); }
+
+# aot_case NAME MODEL INPUT_SHAPE: one input named by the model, float32 random of INPUT_SHAPE
+aot_case() {
+    local name=$1 model=$2 shape=$3 d="$WORK/$1"
+    mkdir -p "$d"
+    local in_name
+    in_name=$("$PY" -c "import onnx,sys; m=onnx.load(sys.argv[1]); print(m.graph.input[0].name)" "$model")
+    "$PY" - "$d" "$shape" <<'PYEOF'
+import sys, numpy as np
+d, shape = sys.argv[1], tuple(int(x) for x in sys.argv[2].split(','))
+x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+np.save(d + '/x.npy', x)
+x.tofile(d + '/x.bin')
+PYEOF
+    if ! "$DLCC" compile "$model" --input "$in_name=$d/x.npy" --emit c -o "$d/bundle" >"$d/compile.log" 2>&1; then
+        fail "$name: dlcc compile --emit c failed: $(tail -2 "$d/compile.log")"; return
+    fi
+    pass "$name: bundle written"
+    if grep -nE '\b(malloc|calloc|realloc|free)\s*\(' "$d"/bundle/*.c >/dev/null; then
+        fail "$name: the bundle calls the allocator: $(grep -nE '\b(malloc|calloc|realloc|free)\s*\(' "$d"/bundle/*.c | head -2)"
+    else
+        pass "$name: no allocation in the bundle"
+    fi
+    if grep -q 'define MODEL_ARENA_BYTES' "$d/bundle/model.h"; then pass "$name: arena size stated"; else fail "$name: no MODEL_ARENA_BYTES"; fi
+    if ! make -s -C "$d/bundle" CC=cc CFLAGS="-std=c11 -O2" >"$d/make.log" 2>&1; then
+        fail "$name: bundle does not build with cc -std=c11 -O2: $(head -5 "$d/make.log")"; return
+    fi
+    pass "$name: builds with cc -std=c11 -O2"
+    if ! "$d/bundle/model" "$d/x.bin" "$d/y.bin" >"$d/run.log" 2>&1; then
+        fail "$name: bundle run failed: $(tail -2 "$d/run.log")"; return
+    fi
+    if ! "$DLCC" run "$model" --input "$in_name=$d/x.npy" --output-dir "$d/ref" --quiet >"$d/dlcc.log" 2>&1; then
+        fail "$name: dlcc run failed: $(tail -2 "$d/dlcc.log")"; return
+    fi
+    if "$PY" - "$d" <<'PYEOF'
+import sys, glob, numpy as np
+d = sys.argv[1]
+want = np.load(sorted(glob.glob(d + '/ref/*.npy'))[0])
+got = np.fromfile(d + '/y.bin', dtype=np.float32)
+assert got.size == want.size, f"{got.size} values, dlcc run gave {want.size}"
+err = np.max(np.abs(got - want.ravel()))
+assert np.allclose(got, want.ravel(), rtol=1e-5, atol=1e-6), f"max abs err {err}"
+print(f"max abs err {err:.3g}")
+PYEOF
+    then pass "$name: bundle output matches dlcc run"; else fail "$name: bundle output differs from dlcc run"; fi
+}
+
+aot_case default_cnn models/default.onnx 1,3,32,32
+aot_case default_cnn_batch3 models/default.onnx 3,3,32,32
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

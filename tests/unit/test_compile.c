@@ -1,0 +1,254 @@
+/* test_compile.c — the native backend end to end: graphs built with the C API and the bundled
+ * ONNX model are compiled (passes, fusion, codegen, JIT through a private cache) and their
+ * outputs compared with the reference interpreter; the fusion of epilogues, the symbolic batch
+ * (one program, several batch sizes), the memory plan figures, the cache hit on a second
+ * compile, data-dependent shapes and dl_check are checked too. */
+#include "../../src/runtime/program-impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static int passed, failed;
+
+#define CHECK(name, cond)                                                                          \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            passed++;                                                                              \
+            printf("PASS %s\n", name);                                                             \
+        } else {                                                                                   \
+            failed++;                                                                              \
+            printf("FAIL %s (%s:%d)\n", name, __FILE__, __LINE__);                                 \
+        }                                                                                          \
+    } while (0)
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+static dl_tensor *rand_tensor(dl_ctx *ctx, int rank, const int64_t *dims) {
+    dl_tensor *t = NULL;
+    if (dl_tensor_new(ctx, DL_F32, rank, dims, &t) != DL_OK) return NULL;
+    float *p = dl_tensor_data(t);
+    for (int64_t i = 0; i < dl_tensor_numel(t); i++) p[i] = frand();
+    return t;
+}
+
+/* Max relative difference of two float tensors (inf when shapes differ). */
+static double max_rel(const dl_tensor *a, const dl_tensor *b) {
+    if (!a || !b || a->rank != b->rank || a->numel != b->numel || a->dtype != b->dtype) return INFINITY;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d]) return INFINITY;
+    double worst = 0;
+    for (int64_t i = 0; i < a->numel; i++) {
+        double x = dl_get_f64(a, i), y = dl_get_f64(b, i);
+        double e = fabs(x - y) / (0.1 + fabs(y)); /* i.e. allclose with atol = 0.1 * rtol */
+        if (!(e <= worst)) worst = e;
+    }
+    return worst;
+}
+
+/* Runs g on both backends with the given inputs; returns the worst relative error over outputs. */
+static double native_vs_ref(dl_ctx *ctx, dl_graph *g, dl_program *p, int n_in, dl_tensor **in) {
+    int n_out = dl_graph_num_outputs(g);
+    dl_tensor *want[8] = {0}, *got[8] = {0};
+    double worst = INFINITY;
+    if (n_out > 8) return worst;
+    if (dl_run(ctx, g, DL_BACKEND_REF, n_in, NULL, in, want) != DL_OK) {
+        printf("  ref: %s\n", dl_errmsg(ctx));
+        return worst;
+    }
+    if (dl_program_run(ctx, p, n_in, NULL, in, got) != DL_OK) {
+        printf("  native: %s\n", dl_errmsg(ctx));
+    } else {
+        worst = 0;
+        for (int i = 0; i < n_out; i++) {
+            double e = max_rel(got[i], want[i]);
+            if (!(e <= worst)) worst = e;
+        }
+    }
+    for (int i = 0; i < n_out; i++) {
+        dl_tensor_free(want[i]);
+        dl_tensor_free(got[i]);
+    }
+    return worst;
+}
+
+static int count_kind(const dl_program *p, dl_gkind k, int min_nodes) {
+    int n = 0;
+    for (int gi = 0; gi < p->fusion->n; gi++)
+        n += p->fusion->groups[gi].kind == k && p->fusion->groups[gi].n_nodes >= min_nodes;
+    return n;
+}
+
+static dl_compile_options opts;
+
+/* MatMul + bias + residual + Relu fuse into one GEMM kernel; a Sigmoid*x chain into one loop. */
+static void test_mlp_fusion(dl_ctx *ctx) {
+    dl_graph *g = dl_graph_new(ctx);
+    const int64_t xd[] = {-1, 16}, wd[] = {16, 16}, bd[] = {16};
+    const char *syms[] = {"batch", NULL};
+    dl_value *x = dl_input(g, "x", DL_F32, 2, xd, syms);
+    dl_value *w = dl_constant(g, "w", rand_tensor(ctx, 2, wd));
+    dl_value *b = dl_constant(g, "b", rand_tensor(ctx, 1, bd));
+    dl_value *h = dl_relu(g, dl_add(g, dl_add(g, dl_matmul(g, x, w), b), x));
+    dl_value *y = dl_mul(g, dl_sigmoid(g, h), h);
+    dl_output(g, y, "y");
+    CHECK("mlp graph builds", dl_graph_status(g) == DL_OK);
+    dl_program *p = NULL;
+    dl_status s = dl_compile(ctx, g, &opts, &p);
+    CHECK("mlp compiles", s == DL_OK);
+    if (s != DL_OK) {
+        printf("  %s\n", dl_errmsg(ctx));
+        dl_graph_free(g);
+        return;
+    }
+    CHECK("matmul+bias+residual+relu is one kernel", count_kind(p, DL_G_MATMUL, 4) == 1);
+    CHECK("sigmoid*x is one elementwise kernel", count_kind(p, DL_G_EW, 2) == 1);
+    CHECK("two steps in all", p->fusion->n == 2);
+    for (int batch = 1; batch <= 7; batch += 3) {
+        int64_t dims[] = {batch, 16};
+        dl_tensor *in[1] = {rand_tensor(ctx, 2, dims)};
+        char name[96];
+        double e = native_vs_ref(ctx, g, p, 1, in);
+        snprintf(name, sizeof name, "mlp batch %d matches ref (max rel err %.2g)", batch, e);
+        CHECK(name, e < 1e-4);
+        dl_tensor_free(in[0]);
+    }
+    dl_program_free(p);
+    dl_graph_free(g);
+}
+
+/* Attention-style batched MatMul with broadcasting, Softmax and LayerNormalization. */
+static void test_attention(dl_ctx *ctx) {
+    dl_graph *g = dl_graph_new(ctx);
+    const int64_t qd[] = {-1, 4, 5, 8}, kd[] = {1, 4, 8, 5}, sd[] = {8}, vd[] = {8, 8};
+    const char *syms[] = {"batch", NULL, NULL, NULL};
+    dl_value *q = dl_input(g, "q", DL_F32, 4, qd, syms);
+    dl_value *k = dl_constant(g, "k", rand_tensor(ctx, 4, kd));
+    dl_value *att = dl_softmax(g, dl_matmul(g, q, k), -1);
+    dl_value *v = dl_constant(g, "v", rand_tensor(ctx, 2, vd));
+    (void)v;
+    dl_value *sc = dl_constant(g, "scale", rand_tensor(ctx, 1, sd));
+    dl_value *ctxv = dl_matmul(g, att, dl_constant(g, "v2", rand_tensor(ctx, 2, (int64_t[]){5, 8})));
+    dl_value *ln_in[2] = {ctxv, sc}, *ln_out[1];
+    const char *attrs[] = {"axis=-1", "epsilon=0.001"};
+    dl_add_node(g, "LayerNormalization", 2, ln_in, 1, ln_out, 2, attrs);
+    dl_output(g, ln_out[0], "y");
+    CHECK("attention graph builds", dl_graph_status(g) == DL_OK);
+    if (dl_graph_status(g) != DL_OK) printf("  %s\n", dl_errmsg(ctx));
+    dl_program *p = NULL;
+    if (dl_graph_status(g) == DL_OK && dl_compile(ctx, g, &opts, &p) == DL_OK) {
+        CHECK("attention: two matmul kernels", count_kind(p, DL_G_MATMUL, 1) == 2);
+        CHECK("attention: softmax and layernorm kernels",
+              count_kind(p, DL_G_SOFTMAX, 1) == 1 && count_kind(p, DL_G_LAYERNORM, 1) == 1);
+        int64_t dims[] = {3, 4, 5, 8};
+        dl_tensor *in[1] = {rand_tensor(ctx, 4, dims)};
+        double e = native_vs_ref(ctx, g, p, 1, in);
+        char name[96];
+        snprintf(name, sizeof name, "attention matches ref (max rel err %.2g)", e);
+        CHECK(name, e < 1e-4);
+        dl_tensor_free(in[0]);
+    } else {
+        CHECK("attention compiles", false);
+        printf("  %s\n", dl_errmsg(ctx));
+    }
+    dl_program_free(p);
+    dl_graph_free(g);
+}
+
+/* The bundled CNN: one program serves several batch sizes; memory plan figures; cache hit. */
+static void test_default_model(dl_ctx *ctx) {
+    dl_graph *g = NULL;
+    if (dl_load_onnx(ctx, "models/default.onnx", &g) != DL_OK) {
+        CHECK("load models/default.onnx", false);
+        return;
+    }
+    dl_program *p = NULL;
+    if (dl_compile(ctx, g, &opts, &p) != DL_OK) {
+        CHECK("default model compiles", false);
+        printf("  %s\n", dl_errmsg(ctx));
+        dl_graph_free(g);
+        return;
+    }
+    CHECK("conv+bias+relu fused", count_kind(p, DL_G_CONV, 2) >= 2);
+    CHECK("conv+residual add+relu fused", count_kind(p, DL_G_CONV, 3) >= 1);
+    CHECK("no reference fallbacks in the default model", count_kind(p, DL_G_FALLBACK, 1) == 0);
+    for (int batch = 1; batch <= 5; batch += 2) {
+        int64_t dims[] = {batch, 3, 32, 32};
+        dl_tensor *in[1] = {rand_tensor(ctx, 4, dims)};
+        double e = native_vs_ref(ctx, g, p, 1, in);
+        char name[96];
+        snprintf(name, sizeof name, "default model batch %d, same program (max rel err %.2g)", batch, e);
+        CHECK(name, e < 1e-4);
+        CHECK("memory plan: arena <= naive peak <= sum",
+              !p->plan.dynamic && p->plan.arena_bytes <= p->plan.naive_peak &&
+                  p->plan.naive_peak <= p->plan.sum_bytes && p->plan.arena_bytes > 0);
+        dl_tensor_free(in[0]);
+    }
+    dl_program *p2 = NULL;
+    CHECK("second compile of the same model is a cache hit",
+          dl_compile(ctx, g, &opts, &p2) == DL_OK && p2->stats.cache_hit);
+    dl_program_free(p2);
+    int64_t dims[] = {2, 3, 32, 32};
+    dl_tensor *in[1] = {rand_tensor(ctx, 4, dims)};
+    FILE *devnull = fopen("/dev/null", "w");
+    CHECK("dl_check passes on the default model",
+          dl_check(ctx, g, &opts, 1, NULL, in, 1e-4, 1e-5, devnull) == DL_OK);
+    if (devnull) fclose(devnull);
+    dl_tensor_free(in[0]);
+    dl_program_free(p);
+    dl_graph_free(g);
+}
+
+/* NonZero makes a shape depend on data: the plan is dynamic and results still match. */
+static void test_dynamic_shapes(dl_ctx *ctx) {
+    dl_graph *g = dl_graph_new(ctx);
+    const int64_t xd[] = {6};
+    dl_value *x = dl_input(g, "x", DL_F32, 1, xd, NULL);
+    dl_value *nz = dl_op1(g, "NonZero", dl_relu(g, x), NULL);
+    dl_value *y = dl_op1(g, "Cast", nz, "to=1");
+    dl_output(g, dl_relu(g, dl_add(g, y, y)), "y");
+    dl_program *p = NULL;
+    if (dl_graph_status(g) != DL_OK || dl_compile(ctx, g, &opts, &p) != DL_OK) {
+        CHECK("dynamic graph compiles", false);
+        printf("  %s\n", dl_errmsg(ctx));
+        dl_graph_free(g);
+        return;
+    }
+    dl_tensor *in[1] = {rand_tensor(ctx, 1, xd)};
+    double e = native_vs_ref(ctx, g, p, 1, in);
+    CHECK("data-dependent shapes: native matches ref", e == 0);
+    CHECK("data-dependent shapes: plan is dynamic", p->plan.dynamic);
+    dl_tensor_free(in[0]);
+    dl_program_free(p);
+    dl_graph_free(g);
+}
+
+int main(void) {
+    char dir[] = "/tmp/dlcc-test-compile-XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    dl_compile_options_init(&opts);
+    opts.cache_dir = dir;
+    dl_ctx *ctx = dl_ctx_new();
+    test_mlp_fusion(ctx);
+    dl_ctx_clear(ctx);
+    test_attention(ctx);
+    dl_ctx_clear(ctx);
+    test_default_model(ctx);
+    dl_ctx_clear(ctx);
+    test_dynamic_shapes(ctx);
+    dl_ctx_free(ctx);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}

@@ -1,0 +1,638 @@
+/* test_rt.c — unit tests of the runtime kernels (src/kernels/rt): dlrt_sgemm, dlrt_conv_forward,
+ * dlrt_pool_forward, dlrt_softmax and dlrt_layernorm, each compared with the reference
+ * interpreter running the equivalent ONNX graph (Gemm + Add + activation, Conv + Add + Relu,
+ * MaxPool / AveragePool / LpPool, Softmax / LogSoftmax, LayerNormalization). The kernel sources
+ * are not part of libdlcc, so they are included here. Padding around strided buffers is filled
+ * with a canary and checked after each call.
+ *
+ * `test_rt --bench` prints single-thread GFLOP/s of dlrt_sgemm at n = 256, 512, 1024 instead. */
+#include "../../src/kernels/rt/gemm.c"
+#include "../../src/kernels/rt/conv.c"
+#include "../../src/kernels/rt/pool.c"
+#include "../../src/kernels/rt/softmax.c"
+#include "dlcc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static int passed, failed;
+#define CANARY 12345.0f
+
+static void check(int ok, const char *what) {
+    if (ok)
+        passed++;
+    else {
+        failed++;
+        printf("FAIL %s\n", what);
+    }
+}
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+static float *rand_buf(int64_t n) {
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++) p[i] = frand();
+    return p;
+}
+
+static int close_to(float got, float ref, double tol) {
+    if (isnan(ref) || isnan(got)) return isnan(ref) && isnan(got);
+    if (isinf(ref) || isinf(got)) return got == ref;
+    return fabs((double)got - (double)ref) <= tol * (1.0 + fabs((double)ref));
+}
+
+/* ---- reference graphs ---- */
+
+typedef struct ref_graph {
+    dl_ctx *ctx;
+    dl_graph *g;
+    int names;
+} ref_graph;
+
+static void rg_init(ref_graph *r) {
+    r->ctx = dl_ctx_new();
+    r->g = dl_graph_new(r->ctx);
+    r->names = 0;
+}
+
+static dl_value *rg_const(ref_graph *r, int rank, const int64_t *dims, const float *data) {
+    dl_tensor *t;
+    char name[32];
+    if (dl_tensor_new(r->ctx, DL_F32, rank, dims, &t) != DL_OK) return NULL;
+    if (dl_tensor_numel(t) > 0) memcpy(dl_tensor_data(t), data, (size_t)dl_tensor_numel(t) * 4);
+    snprintf(name, sizeof name, "k%d", r->names++);
+    return dl_constant(r->g, name, t);
+}
+
+static dl_value *rg_node(ref_graph *r, const char *op, int n_in, dl_value *const *in,
+                         const char *attrs) {
+    const char *a[12];
+    char buf[512];
+    int na = 0;
+    snprintf(buf, sizeof buf, "%s", attrs ? attrs : "");
+    for (char *s = buf; *s && na < 12;) {
+        a[na++] = s;
+        char *e = strchr(s, ';');
+        if (!e) break;
+        *e = 0;
+        s = e + 1;
+    }
+    dl_value *out = NULL;
+    if (dl_add_node(r->g, op, n_in, in, 1, &out, na, a) != DL_OK) return NULL;
+    return out;
+}
+
+/* Runs the graph with outputs outs[0..n) into res[]; 0 on failure (reported). */
+static int rg_run(ref_graph *r, int n, dl_value **outs, dl_tensor **res, const char *what) {
+    for (int i = 0; i < n; i++) dl_output(r->g, outs[i], NULL);
+    if (dl_graph_status(r->g) != DL_OK ||
+        dl_run(r->ctx, r->g, DL_BACKEND_REF, 0, NULL, NULL, res) != DL_OK) {
+        printf("FAIL %s: reference failed: %s\n", what, dl_errmsg(r->ctx));
+        failed++;
+        return 0;
+    }
+    return 1;
+}
+
+static void rg_free(ref_graph *r, int n, dl_tensor **res) {
+    for (int i = 0; i < n; i++) dl_tensor_free(res[i]);
+    dl_graph_free(r->g);
+    dl_ctx_free(r->ctx);
+}
+
+/* Appends the activation node for `act` (with its parameters) to y. */
+static dl_value *rg_act(ref_graph *r, dl_value *y, int act, float a, float b) {
+    char at[96];
+    switch (act) {
+    case DLRT_ACT_RELU:
+        return rg_node(r, "Relu", 1, &y, NULL);
+    case DLRT_ACT_CLIP: {
+        int64_t none[1] = {0};
+        dl_value *in[3] = {y, rg_const(r, 0, none, &a), rg_const(r, 0, none, &b)};
+        return rg_node(r, "Clip", 3, in, NULL);
+    }
+    case DLRT_ACT_LEAKY_RELU:
+        snprintf(at, sizeof at, "alpha=%.9g", a);
+        return rg_node(r, "LeakyRelu", 1, &y, at);
+    case DLRT_ACT_SIGMOID:
+        return rg_node(r, "Sigmoid", 1, &y, NULL);
+    case DLRT_ACT_TANH:
+        return rg_node(r, "Tanh", 1, &y, NULL);
+    case DLRT_ACT_GELU:
+        return rg_node(r, "Gelu", 1, &y, NULL);
+    case DLRT_ACT_HARD_SIGMOID:
+        snprintf(at, sizeof at, "alpha=%.9g;beta=%.9g", a, b);
+        return rg_node(r, "HardSigmoid", 1, &y, at);
+    case DLRT_ACT_HARD_SWISH:
+        return rg_node(r, "HardSwish", 1, &y, NULL);
+    default:
+        return y;
+    }
+}
+
+/* ---- GEMM ---- */
+
+enum { BIAS_NONE, BIAS_ROW, BIAS_COL, BIAS_SCALAR, BIAS_FULL, BIAS_FULL_T, BIAS_KINDS };
+enum { RES_NONE, RES_DENSE, RES_T, RES_INPLACE, RES_KINDS };
+
+typedef struct gemm_cfg {
+    float alpha, beta;
+    int bias, res, act;
+    float act_a, act_b;
+    int use_ep;
+} gemm_cfg;
+
+/* dlrt_sgemm on padded copies against Gemm [+ Add residual] [+ activation]. */
+static void gemm_case(int64_t M, int64_t N, int64_t K, int ta, int tb, const gemm_cfg *c) {
+    char what[200];
+    snprintf(what, sizeof what, "sgemm M=%lld N=%lld K=%lld ta=%d tb=%d bias=%d res=%d act=%d",
+             (long long)M, (long long)N, (long long)K, ta, tb, c->bias, c->res, c->act);
+    const int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    float *a = rand_buf(ar * ac), *b = rand_buf(br * bc), *bias = rand_buf(M * N + M + N);
+    float *res = rand_buf(M * N);
+    ref_graph r;
+    rg_init(&r);
+    int64_t adims[2] = {ar, ac}, bdims[2] = {br, bc}, cdims[2] = {M, N};
+    dl_value *in[3] = {rg_const(&r, 2, adims, a), rg_const(&r, 2, bdims, b), NULL};
+    int bias_on = c->use_ep && c->bias != BIAS_NONE;
+    if (bias_on) {
+        int64_t row[1] = {N}, col[2] = {M, 1}, one[1] = {1};
+        if (c->bias == BIAS_ROW)
+            in[2] = rg_const(&r, 1, row, bias);
+        else if (c->bias == BIAS_COL)
+            in[2] = rg_const(&r, 2, col, bias);
+        else if (c->bias == BIAS_SCALAR)
+            in[2] = rg_const(&r, 1, one, bias);
+        else
+            in[2] = rg_const(&r, 2, cdims, bias);
+    }
+    char at[128];
+    snprintf(at, sizeof at, "transA=%d;transB=%d;alpha=%.9g;beta=%.9g", ta, tb,
+             c->use_ep ? c->alpha : 1.0f, c->use_ep ? c->beta : 1.0f);
+    dl_value *y = rg_node(&r, "Gemm", bias_on ? 3 : 2, in, at);
+    if (c->use_ep && c->res != RES_NONE) {
+        dl_value *ad[2] = {y, rg_const(&r, 2, cdims, res)};
+        y = rg_node(&r, "Add", 2, ad, NULL);
+    }
+    if (c->use_ep) y = rg_act(&r, y, c->act, c->act_a, c->act_b);
+    dl_tensor *out = NULL;
+    if (!rg_run(&r, 1, &y, &out, what)) goto done;
+
+    /* padded operands */
+    const int64_t lda = ac + 3, ldb = bc + 5, ldc = N + 7, ldbias = N + 2, ldr = N + 1;
+    float *ap = malloc((size_t)(ar * lda + 1) * 4), *bp = malloc((size_t)(br * ldb + 1) * 4);
+    float *cp = malloc((size_t)(M * ldc + 1) * 4);
+    float *biasp = malloc((size_t)(M * ldbias + M + N + 1) * 4),
+          *resp = malloc((size_t)(M * ldr + 1) * 4);
+    for (int64_t i = 0; i < ar * lda; i++) ap[i] = (i % lda) < ac ? a[i / lda * ac + i % lda] : NAN;
+    for (int64_t i = 0; i < br * ldb; i++) bp[i] = (i % ldb) < bc ? b[i / ldb * bc + i % ldb] : NAN;
+    for (int64_t i = 0; i < M * ldc; i++) cp[i] = CANARY;
+    dlrt_epilogue ep = {
+        .alpha = c->alpha, .beta = c->beta, .act = c->act, .act_a = c->act_a, .act_b = c->act_b};
+    if (bias_on) {
+        ep.bias = biasp;
+        switch (c->bias) {
+        case BIAS_ROW:
+            memcpy(biasp, bias, (size_t)N * 4), ep.bias_cs = 1;
+            break;
+        case BIAS_COL:
+            memcpy(biasp, bias, (size_t)M * 4), ep.bias_rs = 1;
+            break;
+        case BIAS_SCALAR:
+            biasp[0] = bias[0];
+            break;
+        case BIAS_FULL: /* row stride ldbias */
+            for (int64_t i = 0; i < M * N; i++) biasp[i / N * ldbias + i % N] = bias[i];
+            ep.bias_rs = ldbias, ep.bias_cs = 1;
+            break;
+        default: /* stored transposed, N x M */
+            for (int64_t i = 0; i < M * N; i++) biasp[i % N * M + i / N] = bias[i];
+            ep.bias_rs = 1, ep.bias_cs = M;
+        }
+    }
+    if (c->res == RES_DENSE || c->res == RES_T || c->res == RES_INPLACE) {
+        int t = c->res == RES_T;
+        float *dst = c->res == RES_INPLACE ? cp : resp;
+        int64_t rs = c->res == RES_INPLACE ? ldc : t ? 1 : ldr, cs = t ? M : 1;
+        for (int64_t i = 0; i < M * N; i++) dst[i / N * rs + i % N * cs] = res[i];
+        ep.residual = dst, ep.res_rs = rs, ep.res_cs = cs;
+    }
+    dlrt_sgemm(M, N, K, ap, lda, ta, bp, ldb, tb, cp, ldc, c->use_ep ? &ep : NULL);
+    const float *ref = dl_tensor_data(out);
+    int ok = dl_tensor_numel(out) == M * N, bad_at = -1;
+    for (int64_t i = 0; ok && i < M * ldc; i++) {
+        int64_t row = i / ldc, col = i % ldc;
+        ok = col < N ? close_to(cp[i], ref[row * N + col], 1e-5) : cp[i] == CANARY;
+        if (!ok) bad_at = (int)i;
+    }
+    if (!ok && bad_at >= 0)
+        printf("  at C[%lld][%lld]: got %.8g want %.8g\n", (long long)(bad_at / ldc),
+               (long long)(bad_at % ldc), cp[bad_at],
+               bad_at % ldc < N ? ref[bad_at / ldc * N + bad_at % ldc] : CANARY);
+    check(ok, what);
+    free(ap), free(bp), free(cp), free(biasp), free(resp);
+done:
+    rg_free(&r, 1, &out);
+    free(a), free(b), free(bias), free(res);
+}
+
+static void test_gemm(void) {
+    static const int64_t sz[] = {0, 1, 3, 17, 64, 129};
+    gemm_cfg plain = {.alpha = 1, .beta = 1};
+    gemm_cfg full = {.alpha = 0.75f,
+                     .beta = -1.5f,
+                     .bias = BIAS_ROW,
+                     .res = RES_DENSE,
+                     .act = DLRT_ACT_RELU,
+                     .use_ep = 1};
+    int i = 0;
+    for (int m = 0; m < 6; m++)
+        for (int n = 0; n < 6; n++)
+            for (int k = 0; k < 6; k++)
+                for (int t = 0; t < 4; t++, i++)
+                    gemm_case(sz[m], sz[n], sz[k], t >> 1, t & 1, i % 3 ? &plain : &full);
+    /* every epilogue feature, at a shape inside one tile and one spanning several tiles and
+     * K blocks (partial sums, in-place residual across K blocks) */
+    static const float acts[][3] = {
+        {DLRT_ACT_NONE, 0, 0},        {DLRT_ACT_RELU, 0, 0},
+        {DLRT_ACT_CLIP, -0.5f, 0.7f}, {DLRT_ACT_LEAKY_RELU, 0.1f, 0},
+        {DLRT_ACT_SIGMOID, 0, 0},     {DLRT_ACT_TANH, 0, 0},
+        {DLRT_ACT_GELU, 0, 0},        {DLRT_ACT_HARD_SIGMOID, 0.3f, 0.4f},
+        {DLRT_ACT_HARD_SWISH, 0, 0}};
+    for (int a = 0; a < 9; a++)
+        for (int bk = 0; bk < BIAS_KINDS; bk++)
+            for (int rk = 0; rk < RES_KINDS; rk++) {
+                gemm_cfg c = {.alpha = a % 2 ? 1.0f : 0.5f,
+                              .beta = bk % 2 ? 2.0f : 1.0f,
+                              .bias = bk,
+                              .res = rk,
+                              .act = (int)acts[a][0],
+                              .act_a = acts[a][1],
+                              .act_b = acts[a][2],
+                              .use_ep = 1};
+                gemm_case(7, 37, 19, a & 1, (a >> 1) & 1, &c);
+                if (rk == RES_INPLACE || (bk == BIAS_FULL_T && rk == RES_T))
+                    gemm_case(a % 2 ? 101 : 1, 300, 411, rk & 1, a & 1, &c);
+            }
+    for (int t = 0; t < 4; t++) { /* K == 0: C = epilogue(0) */
+        gemm_cfg c = {.alpha = 2,
+                      .beta = 0.5f,
+                      .bias = BIAS_COL,
+                      .res = RES_T,
+                      .act = DLRT_ACT_SIGMOID,
+                      .use_ep = 1};
+        gemm_case(5, 70, 0, t >> 1, t & 1, &c);
+    }
+}
+
+/* ---- convolution ---- */
+
+typedef struct conv_case {
+    int nsp;
+    int64_t n, c_in, c_out, group;
+    int64_t in[3], k[3], stride[3], dil[3], pb[3], pe[3];
+} conv_case;
+
+static void list_attr(char *buf, size_t n, const char *name, int cnt, const int64_t *a,
+                      const int64_t *b) {
+    size_t l = strlen(buf);
+    l += (size_t)snprintf(buf + l, n - l, "%s%s=[", l ? ";" : "", name);
+    for (int i = 0; i < cnt; i++)
+        l += (size_t)snprintf(buf + l, n - l, "%s%lld", i ? "," : "", (long long)a[i]);
+    for (int i = 0; b && i < cnt; i++)
+        l += (size_t)snprintf(buf + l, n - l, ",%lld", (long long)b[i]);
+    snprintf(buf + l, n - l, "]");
+}
+
+/* epi: 0 none, 1 bias + residual + relu, 2 the same with the residual in y (in place) */
+static void conv_run(const conv_case *cc, int epi) {
+    char what[256], at[256] = "";
+    int ns = cc->nsp;
+    snprintf(what, sizeof what,
+             "conv %dd n=%lld c=%lld->%lld g=%lld in=%lldx%lldx%lld k=%lldx%lldx%lld s=%lld,%lld "
+             "d=%lld,%lld epi=%d",
+             ns, (long long)cc->n, (long long)cc->c_in, (long long)cc->c_out, (long long)cc->group,
+             (long long)cc->in[0], (long long)cc->in[1], (long long)cc->in[2], (long long)cc->k[0],
+             (long long)cc->k[1], (long long)cc->k[2], (long long)cc->stride[0],
+             (long long)cc->stride[1], (long long)cc->dil[0], (long long)cc->dil[1], epi);
+    int64_t xd[5] = {cc->n, cc->c_in}, wd[5] = {cc->c_out, cc->c_in / cc->group},
+            bd[1] = {cc->c_out};
+    int64_t xn = cc->n * cc->c_in, wn = cc->c_out * wd[1];
+    for (int d = 0; d < ns; d++) {
+        xd[2 + d] = cc->in[d], wd[2 + d] = cc->k[d];
+        xn *= cc->in[d], wn *= cc->k[d];
+    }
+    float *x = rand_buf(xn), *w = rand_buf(wn), *b = rand_buf(cc->c_out);
+    ref_graph r;
+    rg_init(&r);
+    dl_value *in[3] = {rg_const(&r, 2 + ns, xd, x), rg_const(&r, 2 + ns, wd, w),
+                       rg_const(&r, 1, bd, b)};
+    list_attr(at, sizeof at, "kernel_shape", ns, cc->k, NULL);
+    list_attr(at, sizeof at, "strides", ns, cc->stride, NULL);
+    list_attr(at, sizeof at, "dilations", ns, cc->dil, NULL);
+    list_attr(at, sizeof at, "pads", ns, cc->pb, cc->pe);
+    snprintf(at + strlen(at), sizeof at - strlen(at), ";group=%lld", (long long)cc->group);
+    dl_value *y = rg_node(&r, "Conv", epi ? 3 : 2, in, at);
+    dl_tensor *out = NULL;
+    dl_value *plain = y;
+    if (!rg_run(&r, 1, &plain, &out, what)) {
+        rg_free(&r, 0, NULL);
+        free(x), free(w), free(b);
+        return;
+    }
+    int64_t yn = dl_tensor_numel(out);
+    float *res = rand_buf(yn), *ref = malloc((size_t)(yn + 1) * 4);
+    memcpy(ref, dl_tensor_data(out), (size_t)yn * 4);
+    for (int64_t i = 0; epi && i < yn; i++) { /* + residual, relu: plain C on the Conv output */
+        float v = ref[i] + res[i];
+        ref[i] = v > 0 ? v : 0;
+    }
+    dlrt_conv p = {.nsp = ns, .n = cc->n, .c_in = cc->c_in, .c_out = cc->c_out, .group = cc->group};
+    for (int d = 0; d < ns; d++) {
+        p.in[d] = cc->in[d], p.out[d] = dl_tensor_dims(out)[2 + d], p.k[d] = cc->k[d];
+        p.stride[d] = cc->stride[d], p.dil[d] = cc->dil[d], p.pad_begin[d] = cc->pb[d];
+    }
+    size_t ws = dlrt_conv_workspace(&p);
+    void *work = ws ? malloc(ws) : NULL;
+    float *yp = malloc((size_t)(yn + 1) * 4);
+    for (int64_t i = 0; i <= yn; i++) yp[i] = epi == 2 && i < yn ? res[i] : CANARY;
+    dlrt_epilogue ep = {
+        .alpha = 1, .beta = 1, .bias = b, .residual = epi == 2 ? yp : res, .act = DLRT_ACT_RELU};
+    dlrt_conv_forward(&p, x, w, yp, work, epi ? &ep : NULL);
+    int ok = yp[yn] == CANARY;
+    for (int64_t i = 0; ok && i < yn; i++) {
+        ok = close_to(yp[i], ref[i], 1e-5);
+        if (!ok) printf("  at y[%lld]: got %.8g want %.8g\n", (long long)i, yp[i], ref[i]);
+    }
+    check(ok, what);
+    free(work), free(yp), free(res), free(ref);
+    rg_free(&r, 1, &out);
+    free(x), free(w), free(b);
+}
+
+static void test_conv(void) {
+    static const conv_case cases[] = {
+        /* 1-D: stride, dilation, asymmetric pads */
+        {1, 2, 3, 4, 1, {11}, {3}, {2}, {2}, {1}, {2}},
+        {1, 1, 4, 6, 2, {9}, {2}, {1}, {3}, {0}, {1}},
+        {1, 2, 5, 5, 5, {13}, {4}, {3}, {1}, {2}, {0}}, /* depthwise */
+        /* 2-D */
+        {2, 2, 4, 6, 1, {9, 10}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+        {2, 1, 3, 5, 1, {8, 11}, {3, 2}, {2, 1}, {1, 1}, {0, 2}, {1, 0}},
+        {2, 2, 3, 4, 1, {10, 9}, {2, 3}, {1, 2}, {2, 3}, {1, 0}, {2, 2}},
+        {2, 2, 4, 6, 2, {7, 8}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {0, 1}},     /* groups */
+        {2, 2, 6, 6, 6, {9, 9}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}},     /* depthwise */
+        {2, 1, 5, 5, 5, {12, 7}, {5, 3}, {1, 1}, {2, 1}, {4, 0}, {3, 2}},    /* depthwise */
+        {2, 2, 3, 6, 3, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},     /* multiplier */
+        {2, 2, 8, 12, 1, {5, 6}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}},    /* 1x1 */
+        {2, 2, 6, 4, 2, {5, 6}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}},     /* 1x1 groups */
+        {2, 1, 8, 4, 1, {7, 6}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}},     /* 1x1 s2 */
+        {2, 1, 4, 4, 1, {5, 6}, {1, 1}, {1, 1}, {1, 1}, {1, 0}, {0, 1}},     /* 1x1 padded */
+        {2, 1, 16, 40, 1, {20, 21}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, /* many tiles */
+        {2, 1, 2, 3, 1, {3, 3}, {3, 3}, {1, 1}, {1, 1}, {2, 2}, {2, 2}},     /* pad > in */
+        /* 3-D */
+        {3, 2, 2, 3, 1, {5, 6, 7}, {2, 3, 2}, {1, 2, 1}, {2, 1, 1}, {0, 1, 1}, {1, 0, 1}},
+        {3, 1, 4, 4, 2, {4, 5, 5}, {3, 1, 3}, {2, 1, 1}, {1, 1, 2}, {1, 0, 2}, {1, 0, 0}},
+        {3, 2, 3, 3, 3, {5, 4, 6}, {3, 3, 3}, {1, 1, 2}, {1, 2, 1}, {1, 1, 1}, {1, 1, 1}},
+        {3, 1, 3, 2, 1, {3, 4, 5}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int epi = 0; epi < 3; epi++) conv_run(&cases[i], epi);
+}
+
+/* ---- pooling ---- */
+
+static void pool_run(int kind, int nsp, const int64_t *in, const int64_t *k, const int64_t *s,
+                     const int64_t *dil, const int64_t *pb, const int64_t *pe, int ceil_mode,
+                     int include_pad, int lp) {
+    static const char *ops[] = {"MaxPool", "AveragePool", "LpPool"};
+    char what[256], at[256] = "";
+    snprintf(what, sizeof what,
+             "%s %dd in0=%lld k0=%lld s0=%lld d0=%lld pads0=%lld,%lld ceil=%d "
+             "incl=%d p=%d",
+             ops[kind], nsp, (long long)in[0], (long long)k[0], (long long)s[0], (long long)dil[0],
+             (long long)pb[0], (long long)pe[0], ceil_mode, include_pad, lp);
+    int64_t xd[5] = {2, 3}, xn = 6;
+    for (int d = 0; d < nsp; d++) xd[2 + d] = in[d], xn *= in[d];
+    float *x = rand_buf(xn);
+    ref_graph r;
+    rg_init(&r);
+    dl_value *xv = rg_const(&r, 2 + nsp, xd, x);
+    list_attr(at, sizeof at, "kernel_shape", nsp, k, NULL);
+    list_attr(at, sizeof at, "strides", nsp, s, NULL);
+    list_attr(at, sizeof at, "dilations", nsp, dil, NULL);
+    list_attr(at, sizeof at, "pads", nsp, pb, pe);
+    size_t l = strlen(at);
+    if (kind != 2) snprintf(at + l, sizeof at - l, ";ceil_mode=%d", ceil_mode);
+    l = strlen(at);
+    if (kind == 1) snprintf(at + l, sizeof at - l, ";count_include_pad=%d", include_pad);
+    if (kind == 2) snprintf(at + l, sizeof at - l, ";p=%d", lp);
+    dl_value *y = rg_node(&r, ops[kind], 1, &xv, at);
+    dl_tensor *out = NULL;
+    if (rg_run(&r, 1, &y, &out, what)) {
+        dlrt_pool p = {.nsp = nsp,
+                       .kind = kind,
+                       .count_include_pad = include_pad,
+                       .n = 2,
+                       .c = 3,
+                       .p = (float)lp};
+        for (int d = 0; d < nsp; d++) {
+            p.in[d] = in[d], p.out[d] = dl_tensor_dims(out)[2 + d], p.k[d] = k[d];
+            p.stride[d] = s[d], p.dil[d] = dil[d], p.pad_begin[d] = pb[d], p.pad_end[d] = pe[d];
+        }
+        int64_t yn = dl_tensor_numel(out);
+        float *yp = malloc((size_t)(yn + 1) * 4);
+        yp[yn] = CANARY;
+        dlrt_pool_forward(&p, x, yp);
+        const float *ref = dl_tensor_data(out);
+        int ok = yp[yn] == CANARY;
+        for (int64_t i = 0; ok && i < yn; i++) {
+            ok = close_to(yp[i], ref[i], 1e-5);
+            if (!ok) printf("  at y[%lld]: got %.8g want %.8g\n", (long long)i, yp[i], ref[i]);
+        }
+        check(ok, what);
+        free(yp);
+        rg_free(&r, 1, &out);
+    } else {
+        rg_free(&r, 0, NULL);
+    }
+    free(x);
+}
+
+static void test_pool(void) {
+    static const int64_t one[3] = {1, 1, 1}, zero[3] = {0, 0, 0};
+    for (int kind = 0; kind < 3; kind++)
+        for (int variant = 0; variant < 2; variant++) {
+            int incl = kind == 1 && variant, lp = kind == 2 ? 1 + variant : 0;
+            int64_t in2[2] = {9, 8}, k2[2] = {3, 2}, s2[2] = {2, 2};
+            int64_t pb2[2] = {1, 0}, pe2[2] = {1, 1}, d2[2] = {2, 1};
+            pool_run(kind, 2, in2, k2, s2, one, pb2, pe2, 0, incl, lp);
+            pool_run(kind, 2, in2, k2, s2, one, pb2, pe2, 1, incl, lp);      /* ceil mode */
+            pool_run(kind, 2, in2, k2, s2, d2, pb2, pe2, variant, incl, lp); /* dilation */
+            int64_t in1[1] = {10}, k1[1] = {3}, s1[1] = {3}, pb1[1] = {2}, pe1[1] = {0};
+            pool_run(kind, 1, in1, k1, s1, one, pb1, pe1, 1, incl, lp); /* ceil past end pad */
+            int64_t kb[1] = {2}, pbig[1] = {3}, sb[1] = {1}; /* windows wholly in the padding */
+            pool_run(kind, 1, in1, kb, sb, one, pbig, pbig, 0, incl, lp);
+            int64_t in3[3] = {5, 6, 7}, k3[3] = {2, 3, 2}, s3[3] = {1, 2, 2};
+            int64_t pb3[3] = {1, 1, 0}, pe3[3] = {0, 1, 1}, d3[3] = {2, 1, 1};
+            pool_run(kind, 3, in3, k3, s3, d3, pb3, pe3, variant, incl, lp);
+            int64_t full[2] = {7, 6}; /* global-like: the window is the whole input */
+            pool_run(kind, 2, full, full, one, one, zero, zero, 0, incl, lp);
+        }
+    int64_t in2[2] = {6, 6}, k2[2] = {3, 3}, s2[2] = {1, 1}, pb2[2] = {1, 1};
+    pool_run(2, 2, in2, k2, s2, one, pb2, pb2, 0, 0, 3); /* Lp p = 3 */
+}
+
+/* ---- softmax and layer normalization ---- */
+
+static void softmax_run(int rank, const int64_t *dims, int axis, int log, int specials,
+                        int in_place) {
+    char what[160];
+    snprintf(what, sizeof what, "%s rank=%d axis=%d dims0=%lld specials=%d in_place=%d",
+             log ? "logsoftmax" : "softmax", rank, axis, (long long)dims[0], specials, in_place);
+    int64_t outer = 1, n = dims[axis], inner = 1, numel = 1;
+    for (int d = 0; d < rank; d++) {
+        numel *= dims[d];
+        if (d < axis) outer *= dims[d];
+        if (d > axis) inner *= dims[d];
+    }
+    float *x = rand_buf(numel);
+    for (int64_t i = 0; i < numel; i++) x[i] *= 8.0f;
+    /* slices 0..3 (slice s starts at (s / inner) * n * inner + s % inner): two +inf; a NaN;
+     * all -inf; a NaN next to a +inf */
+    for (int64_t sl = 0; specials && sl < 4 && sl < outer * inner && n >= 2; sl++) {
+        float *b = x + sl / inner * n * inner + sl % inner;
+        if (sl == 0) b[0] = b[(n - 1) * inner] = INFINITY;
+        if (sl == 1 || sl == 3) b[n / 2 * inner] = NAN;
+        if (sl == 2)
+            for (int64_t j = 0; j < n; j++) b[j * inner] = -INFINITY;
+        if (sl == 3) b[0] = INFINITY;
+    }
+    ref_graph r;
+    rg_init(&r);
+    dl_value *xv = rg_const(&r, rank, dims, x);
+    char at[32];
+    snprintf(at, sizeof at, "axis=%d", axis);
+    dl_value *y = rg_node(&r, log ? "LogSoftmax" : "Softmax", 1, &xv, at);
+    dl_tensor *out = NULL;
+    if (rg_run(&r, 1, &y, &out, what)) {
+        float *yp = in_place ? x : malloc((size_t)numel * 4);
+        dlrt_softmax(outer, n, inner, x, yp, log);
+        const float *ref = dl_tensor_data(out);
+        int ok = 1;
+        for (int64_t i = 0; ok && i < numel; i++) {
+            ok = close_to(yp[i], ref[i], 1e-5);
+            if (!ok) printf("  at y[%lld]: got %.8g want %.8g\n", (long long)i, yp[i], ref[i]);
+        }
+        check(ok, what);
+        if (!in_place) free(yp);
+        rg_free(&r, 1, &out);
+    } else {
+        rg_free(&r, 0, NULL);
+    }
+    free(x);
+}
+
+static void layernorm_run(int rank, const int64_t *dims, int axis, int with_bias, float eps,
+                          int in_place) {
+    char what[160];
+    snprintf(what, sizeof what, "layernorm rank=%d axis=%d bias=%d eps=%g in_place=%d", rank, axis,
+             with_bias, eps, in_place);
+    int64_t outer = 1, n = 1;
+    for (int d = 0; d < rank; d++) *(d < axis ? &outer : &n) *= dims[d];
+    float *x = rand_buf(outer * n), *scale = rand_buf(n), *bias = rand_buf(n);
+    for (int64_t i = 0; i < outer * n; i++) x[i] = 3.0f * x[i] + 1.5f;
+    ref_graph r;
+    rg_init(&r);
+    dl_value *in[3] = {rg_const(&r, rank, dims, x), rg_const(&r, rank - axis, dims + axis, scale),
+                       rg_const(&r, rank - axis, dims + axis, bias)};
+    char at[64];
+    snprintf(at, sizeof at, "axis=%d;epsilon=%.9g", axis, eps);
+    const char *a[2] = {at, NULL};
+    char *semi = strchr(at, ';');
+    *semi = 0, a[1] = semi + 1;
+    dl_value *outs[3];
+    dl_tensor *res[3] = {NULL, NULL, NULL};
+    if (dl_add_node(r.g, "LayerNormalization", with_bias ? 3 : 2, in, 3, outs, 2, a) != DL_OK ||
+        !rg_run(&r, 3, outs, res, what)) {
+        rg_free(&r, 0, NULL);
+        free(x), free(scale), free(bias);
+        return;
+    }
+    float *yp = in_place ? x : malloc((size_t)(outer * n) * 4);
+    float *mean = malloc((size_t)outer * 4), *inv = malloc((size_t)outer * 4);
+    dlrt_layernorm(outer, n, x, scale, with_bias ? bias : NULL, eps, yp, mean, inv);
+    const float *ry = dl_tensor_data(res[0]), *rm = dl_tensor_data(res[1]);
+    const float *ri = dl_tensor_data(res[2]);
+    int ok = 1;
+    for (int64_t i = 0; ok && i < outer * n; i++) ok = close_to(yp[i], ry[i], 1e-5);
+    for (int64_t i = 0; ok && i < outer; i++)
+        ok = close_to(mean[i], rm[i], 1e-6) && close_to(inv[i], ri[i], 1e-6);
+    check(ok, what);
+    dlrt_layernorm(outer, n, x, scale, NULL, eps, yp, NULL, NULL); /* optional outputs absent */
+    check(1, "layernorm without statistics outputs runs");
+    if (!in_place) free(yp);
+    free(mean), free(inv);
+    rg_free(&r, 3, res);
+    free(x), free(scale), free(bias);
+}
+
+static void test_softmax_layernorm(void) {
+    int64_t d4[4] = {2, 3, 4, 5}, rows[2] = {3, 1000}, wide[3] = {2, 70, 130};
+    for (int log = 0; log < 2; log++) {
+        for (int axis = 0; axis < 4; axis++) softmax_run(4, d4, axis, log, 0, 0);
+        softmax_run(2, rows, 1, log, 1, 0);
+        softmax_run(2, rows, 1, log, 1, 1);
+        softmax_run(3, wide, 1, log, 1, 0);
+        softmax_run(3, wide, 1, log, 0, 1);
+        softmax_run(3, wide, 0, log, 1, 0);
+    }
+    int64_t l3[3] = {4, 7, 33}, l2[2] = {3, 1000};
+    layernorm_run(3, l3, 2, 1, 1e-5f, 0);
+    layernorm_run(3, l3, 1, 0, 1e-3f, 0);
+    layernorm_run(3, l3, 0, 1, 1e-5f, 1);
+    layernorm_run(2, l2, 1, 1, 1e-5f, 0);
+}
+
+/* ---- benchmark ---- */
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void bench(void) {
+    for (int64_t n = 256; n <= 1024; n *= 2) {
+        float *a = rand_buf(n * n), *b = rand_buf(n * n), *c = malloc((size_t)(n * n) * 4);
+        double best = 1e30;
+        for (int rep = 0; rep < (n < 1024 ? 10 : 3); rep++) {
+            double t = now_s();
+            dlrt_sgemm(n, n, n, a, n, 0, b, n, 0, c, n, NULL);
+            t = now_s() - t;
+            best = t < best ? t : best;
+        }
+        printf("sgemm n=%lld: %.1f GFLOP/s\n", (long long)n,
+               2.0 * (double)(n * n * n) / best / 1e9);
+        free(a), free(b), free(c);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--bench")) {
+        bench();
+        return 0;
+    }
+    double t = now_s();
+    test_gemm();
+    printf("gemm: %d passed, %d failed (%.1f s)\n", passed, failed, now_s() - t);
+    test_conv();
+    test_pool();
+    test_softmax_layernorm();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
