@@ -206,7 +206,7 @@ static const char example_main[] =
     "        fprintf(stderr, \"usage: %s %d input files then %d output files\\n\", argv[0],\n"
     "                MODEL_NUM_INPUTS, MODEL_NUM_OUTPUTS);\n"
     "        return 2;\n    }\n"
-    "    static _Alignas(64) unsigned char io[%lld];\n"
+    "    static _Alignas(64) unsigned char io[MODEL_IO_BYTES];\n"
     "    const void *in[MODEL_NUM_INPUTS + 1];\n    void *out[MODEL_NUM_OUTPUTS + 1];\n"
     "    size_t off = 0;\n"
     "    for (int i = 0; i < MODEL_NUM_INPUTS; i++) {\n"

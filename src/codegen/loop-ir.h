@@ -99,11 +99,11 @@ struct dl_lstmt {
     dl_lexpr *extent;
     dl_lstmt *body;
     bool parallel, vectorize;
-    int unroll;            /* > 1: #pragma GCC unroll */
-    dl_lexpr *par_if;      /* parallel only when this holds (NULL: always) */
-    int collapse;          /* > 1: the parallel loop shares out this many nested loops */
-    bool unit_stride;      /* lowering's hint: consecutive iterations touch consecutive elements */
-    dl_red_op red_op;      /* != NONE: iterations accumulate into local red_var (loop-carried) */
+    int unroll;       /* > 1: #pragma GCC unroll */
+    dl_lexpr *par_if; /* parallel only when this holds (NULL: always) */
+    int collapse;     /* > 1: the parallel loop shares out this many nested loops */
+    bool unit_stride; /* lowering's hint: consecutive iterations touch consecutive elements */
+    dl_red_op red_op; /* != NONE: iterations accumulate into local red_var (loop-carried) */
     int red_var;
     /* STORE: buffer `buf` at index = value;  DECL/ASSIGN use var and value; IF uses cond */
     int buf;
@@ -231,10 +231,8 @@ const char *dl_ctype(dl_dtype t);
 const char *dl_ctype_mem(dl_dtype t);
 
 /* ---- lowerings: the algorithm only, no schedule (lower-ew.c, lower-reduce.c) ---- */
-dl_status dl_lower_elementwise(dl_ctx *ctx, const dl_ew_group *g, const char *name,
-                               dl_lfunc **out);
-dl_status dl_lower_reduce(dl_ctx *ctx, const dl_reduce_desc *d, const char *name,
-                          dl_lfunc **out);
+dl_status dl_lower_elementwise(dl_ctx *ctx, const dl_ew_group *g, const char *name, dl_lfunc **out);
+dl_status dl_lower_reduce(dl_ctx *ctx, const dl_reduce_desc *d, const char *name, dl_lfunc **out);
 dl_status dl_lower_transpose(dl_ctx *ctx, const dl_transpose_desc *d, const char *name,
                              dl_lfunc **out);
 /* The transpose schedule: tiles a 2-D-like transpose, then the default schedule. */

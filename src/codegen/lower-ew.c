@@ -33,7 +33,7 @@ static dl_lexpr *dims_product(dl_lfunc *f, const dl_kbuf *b, int from) {
 
 /* A non-constant loop-invariant expression becomes a let at the top of the function. */
 static dl_lexpr *hoist(dl_lfunc *f, dl_lexpr *e, const char *name) {
-    if (!e || dl_le_is_const(e, NULL) || e->kind == DL_LX_SYM) return e;
+    if (!e || dl_le_is_const(e, NULL) || e->kind == DL_LX_SYM || e->kind == DL_LX_VAR) return e;
     int v = dl_lf_var(f, name, DL_I64, DL_LV_LET);
     dl_ls_append(f, f->body, dl_ls_decl(f, v, e));
     return dl_le_var(f, v);

@@ -34,7 +34,7 @@ static dl_lexpr *stride_of(dl_lfunc *f, const dl_kbuf *b, int d) {
 }
 
 static dl_lexpr *hoist(dl_lfunc *f, dl_lexpr *e, const char *fmt, int i) {
-    if (!e || dl_le_is_const(e, NULL) || e->kind == DL_LX_SYM) return e;
+    if (!e || dl_le_is_const(e, NULL) || e->kind == DL_LX_SYM || e->kind == DL_LX_VAR) return e;
     char nm[32];
     snprintf(nm, sizeof nm, fmt, i);
     int v = dl_lf_var(f, nm, DL_I64, DL_LV_LET);
@@ -95,8 +95,10 @@ static int reduce_groups(dl_lfunc *f, const dl_reduce_desc *d, lgroup *g, dl_lex
             g[n - 1].extent = dl_le_imul(f, g[n - 1].extent, e);
             g[n - 1].in_stride = stride_of(f, &d->in, k);
         } else {
-            g[n++] = (lgroup){.extent = e, .in_stride = stride_of(f, &d->in, k),
-                              .reduced = d->axes[k], .var = -1};
+            g[n++] = (lgroup){.extent = e,
+                              .in_stride = stride_of(f, &d->in, k),
+                              .reduced = d->axes[k],
+                              .var = -1};
         }
     }
     return n;
@@ -190,7 +192,7 @@ static dl_lexpr *combine(dl_lfunc *f, dl_reduce_kind k, dl_dtype t, dl_dtype at,
     }
     dl_lexpr *w = dl_le_cast(f, at, v);
     if (k == DL_RED_L1)
-        w = is_f(t) ? dl_le_call1(f, DL_F64, "fabs", w)
+        w = is_f(t)      ? dl_le_call1(f, DL_F64, "fabs", w)
             : is_uint(t) ? w
                          : dl_le_select(f, dl_le_bin(f, DL_LOP_LT, v, dl_le_int(f, t, 0)),
                                         dl_le_bin(f, DL_LOP_SUB, dl_le_int(f, DL_U64, 0), w), w);
@@ -198,8 +200,7 @@ static dl_lexpr *combine(dl_lfunc *f, dl_reduce_kind k, dl_dtype t, dl_dtype at,
     return dl_le_bin(f, k == DL_RED_PROD ? DL_LOP_MUL : DL_LOP_ADD, acc, w);
 }
 
-static dl_lexpr *finish(dl_lfunc *f, dl_reduce_kind k, dl_dtype t, dl_lexpr *acc,
-                        dl_lexpr *count) {
+static dl_lexpr *finish(dl_lfunc *f, dl_reduce_kind k, dl_dtype t, dl_lexpr *acc, dl_lexpr *count) {
     if (is_f(t)) {
         if (k == DL_RED_MEAN) acc = dl_le_bin(f, DL_LOP_DIV, acc, dl_le_cast(f, DL_F64, count));
         if (k == DL_RED_L2) acc = dl_le_call1(f, DL_F64, "sqrt", acc);
@@ -219,8 +220,7 @@ static dl_lexpr *finish(dl_lfunc *f, dl_reduce_kind k, dl_dtype t, dl_lexpr *acc
     return dl_le_cast(f, t, acc);
 }
 
-dl_status dl_lower_reduce(dl_ctx *ctx, const dl_reduce_desc *d, const char *name,
-                          dl_lfunc **out) {
+dl_status dl_lower_reduce(dl_ctx *ctx, const dl_reduce_desc *d, const char *name, dl_lfunc **out) {
     *out = NULL;
     DL_TRY(check_reduce(ctx, d));
     dl_lfunc *f;
@@ -260,7 +260,8 @@ dl_status dl_lower_reduce(dl_ctx *ctx, const dl_reduce_desc *d, const char *name
     dl_lstmt *step = dl_ls_block(f);
     int x = dl_lf_var(f, "x", t, DL_LV_LET);
     dl_ls_append(f, step, dl_ls_decl(f, x, dl_le_load(f, in_buf, in_index(f, g, n))));
-    dl_ls_append(f, step, dl_ls_assign(f, acc, combine(f, d->kind, t, ra.type, accv, dl_le_var(f, x))));
+    dl_ls_append(f, step,
+                 dl_ls_assign(f, acc, combine(f, d->kind, t, ra.type, accv, dl_le_var(f, x))));
     dl_ls_append(f, body, reduce_nest(f, g, n, step, acc, ra.op));
     dl_lexpr *result;
     if (d->kind == DL_RED_LOG_SUM_EXP) {
@@ -273,7 +274,8 @@ dl_status dl_lower_reduce(dl_ctx *ctx, const dl_reduce_desc *d, const char *name
         dl_lstmt *add = dl_ls_assign(f, sum, dl_le_bin(f, DL_LOP_ADD, dl_le_var(f, sum), e));
         dl_lexpr *fin = dl_le_call1(f, DL_BOOL, "isfinite", accv);
         dl_ls_append(f, body, dl_ls_if(f, fin, reduce_nest(f, g, n, add, sum, DL_REDOP_ADD), NULL));
-        dl_lexpr *lse = dl_le_bin(f, DL_LOP_ADD, mx, dl_le_call1(f, DL_F64, "log", dl_le_var(f, sum)));
+        dl_lexpr *lse =
+            dl_le_bin(f, DL_LOP_ADD, mx, dl_le_call1(f, DL_F64, "log", dl_le_var(f, sum)));
         result = dl_le_select(f, fin, dl_le_cast(f, t, lse), accv);
     } else {
         result = finish(f, d->kind, t, accv, count);
@@ -290,8 +292,7 @@ dl_status dl_lower_reduce(dl_ctx *ctx, const dl_reduce_desc *d, const char *name
         s = dl_ls_for(f, g[j].var, g[j].extent, s);
         int64_t st;
         /* innermost kept loop with no reduction inside: contiguous on both sides */
-        if (s && inner && !any_red)
-            s->unit_stride = dl_le_is_const(g[j].in_stride, &st) && st == 1;
+        if (s && inner && !any_red) s->unit_stride = dl_le_is_const(g[j].in_stride, &st) && st == 1;
     }
     dl_ls_append(f, f->body, s);
     dl_status st = dl_lfunc_status(ctx, f);
@@ -303,8 +304,8 @@ dl_status dl_lower_reduce(dl_ctx *ctx, const dl_reduce_desc *d, const char *name
     return DL_OK;
 }
 
-dl_status dl_emit_reduce(dl_ctx *ctx, const dl_reduce_desc *d, const dl_target *t,
-                         const char *name, dl_sbuf *sb) {
+dl_status dl_emit_reduce(dl_ctx *ctx, const dl_reduce_desc *d, const dl_target *t, const char *name,
+                         dl_sbuf *sb) {
     dl_lfunc *f;
     DL_TRY(dl_lower_reduce(ctx, d, name, &f));
     dl_status s = dl_sched_default(ctx, f, t);
@@ -404,8 +405,8 @@ static bool unit_term(const dl_lexpr *e, int var) {
 dl_status dl_sched_transpose(dl_ctx *ctx, dl_lfunc *f, const dl_target *t) {
     int loops[DL_MAX_RANK];
     int n = dl_lf_loops(f, loops, DL_MAX_RANK);
-    dl_lstmt *inner = n >= 2 && n <= DL_MAX_RANK ? dl_lf_find_loop(f, loops[n - 1], NULL, NULL)
-                                                 : NULL;
+    dl_lstmt *inner =
+        n >= 2 && n <= DL_MAX_RANK ? dl_lf_find_loop(f, loops[n - 1], NULL, NULL) : NULL;
     if (inner && !inner->unit_stride && inner->body->kind == DL_LS_STORE) {
         /* tile the loop that reads the input contiguously against the innermost one */
         const dl_lexpr *load = inner->body->value;

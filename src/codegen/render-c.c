@@ -10,6 +10,7 @@
 
 /* Helpers follow the reference kernels' scalar rules exactly (NaN propagation, integer division
  * by zero giving 0, saturating float → int conversion, activations computed in double). */
+/* clang-format off */
 static const char prelude[] =
     "#include <math.h>\n"
     "#include <stdbool.h>\n"
@@ -93,6 +94,7 @@ static const char prelude[] =
     "    return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x)));\n"
     "}\n"
     "\n";
+/* clang-format on */
 
 void dl_render_prelude(dl_sbuf *sb) {
     dl_sb_put(sb, prelude);
@@ -141,8 +143,21 @@ typedef struct rctx {
     char (*bufname)[32];
 } rctx;
 
-enum { P_SELECT = 3, P_OR = 4, P_AND = 5, P_BOR = 6, P_BXOR = 7, P_BAND = 8, P_EQ = 9, P_REL = 10,
-       P_SHIFT = 11, P_ADD = 12, P_MUL = 13, P_UNARY = 15, P_PRIMARY = 16 };
+enum {
+    P_SELECT = 3,
+    P_OR = 4,
+    P_AND = 5,
+    P_BOR = 6,
+    P_BXOR = 7,
+    P_BAND = 8,
+    P_EQ = 9,
+    P_REL = 10,
+    P_SHIFT = 11,
+    P_ADD = 12,
+    P_MUL = 13,
+    P_UNARY = 15,
+    P_PRIMARY = 16
+};
 
 static const struct {
     const char *c;
@@ -215,7 +230,8 @@ static void put_float(dl_sbuf *sb, dl_dtype t, double v) {
         if (t == DL_F32 ? strtof(buf, NULL) == (float)v : strtod(buf, NULL) == v) break;
     }
     if (!strpbrk(buf, ".en")) strcat(buf, ".0");
-    dl_sb_printf(sb, v < 0 || (v == 0 && signbit(v)) ? "(%s%s)" : "%s%s", buf, t == DL_F32 ? "f" : "");
+    dl_sb_printf(sb, v < 0 || (v == 0 && signbit(v)) ? "(%s%s)" : "%s%s", buf,
+                 t == DL_F32 ? "f" : "");
 }
 
 static void put_int(dl_sbuf *sb, dl_dtype t, int64_t v) {

@@ -16,7 +16,7 @@ typedef struct sop_args {
     const dl_node *n;
     dl_lexpr *const *a; /* a[i]: node input i (NULL when omitted) */
     int n_args;
-    dl_dtype t;         /* the output dtype */
+    dl_dtype t;              /* the output dtype */
     const char *fn32, *fn64; /* the row's libm names (plain unary float ops) */
 } sop_args;
 
@@ -178,8 +178,9 @@ static dl_lexpr *b_mul(const sop_args *s) {
 /* An int64 / uint64 helper call on both operands, converted back to the output dtype. */
 static dl_lexpr *int_helper(const sop_args *s, const char *sfn, const char *ufn) {
     dl_dtype w = is_uint(s->t) ? DL_U64 : DL_I64;
-    return cast(s, s->t, call(s, w, is_uint(s->t) ? ufn : sfn, 2, cast(s, w, s->a[0]),
-                              cast(s, w, s->a[1]), NULL));
+    return cast(
+        s, s->t,
+        call(s, w, is_uint(s->t) ? ufn : sfn, 2, cast(s, w, s->a[0]), cast(s, w, s->a[1]), NULL));
 }
 
 static dl_lexpr *b_div(const sop_args *s) {
@@ -191,7 +192,8 @@ static dl_lexpr *b_mod(const sop_args *s) {
     bool fm = dl_attr_int(s->n, "fmod", 0) != 0;
     if (is_f(s->t)) {
         if (fm) return call(s, s->t, s->t == DL_F32 ? "fmodf" : "fmod", 2, s->a[0], s->a[1], NULL);
-        return cast(s, s->t, call(s, DL_F64, "dlg_pmod", 2, f64(s, s->a[0]), f64(s, s->a[1]), NULL));
+        return cast(s, s->t,
+                    call(s, DL_F64, "dlg_pmod", 2, f64(s, s->a[0]), f64(s, s->a[1]), NULL));
     }
     return int_helper(s, fm ? "dlg_fmods" : "dlg_pmods", "dlg_modu");
 }
@@ -201,8 +203,9 @@ static dl_lexpr *b_pow(const sop_args *s) {
     if (is_f(s->t)) return cast(s, s->t, call(s, DL_F64, "pow", 2, f64(s, a), f64(s, b), NULL));
     if (is_f(b->type)) {
         dl_lexpr *p = call(s, DL_F64, "pow", 2, f64(s, a), f64(s, b), NULL);
-        return cast(s, s->t, is_uint(s->t) ? call(s, DL_U64, "dlg_f2u", 1, p, NULL, NULL)
-                                           : call(s, DL_I64, "dlg_f2i", 1, p, NULL, NULL));
+        return cast(s, s->t,
+                    is_uint(s->t) ? call(s, DL_U64, "dlg_f2u", 1, p, NULL, NULL)
+                                  : call(s, DL_I64, "dlg_f2i", 1, p, NULL, NULL));
     }
     dl_lexpr *args[4] = {cast(s, DL_U64, a), cast(s, DL_I64, b),
                          dl_le_int(s->f, DL_I32, is_uint(b->type)),
@@ -433,10 +436,11 @@ static dl_lexpr *b_cast(const sop_args *s) {
     if (from == to) return x;
     if (to == DL_BOOL) return bin(s, DL_LOP_NE, x, cnum(s, from, 0)); /* NaN → true */
     if (is_f(to)) return cast(s, to, f64(s, x)); /* int → double → float, as the reference */
-    if (!is_f(from)) return cast(s, to, x);     /* int/bool → int wraps */
+    if (!is_f(from)) return cast(s, to, x);      /* int/bool → int wraps */
     dl_lexpr *v = f64(s, x);
-    return cast(s, to, is_uint(to) ? call(s, DL_U64, "dlg_f2u", 1, v, NULL, NULL)
-                                   : call(s, DL_I64, "dlg_f2i", 1, v, NULL, NULL));
+    return cast(s, to,
+                is_uint(to) ? call(s, DL_U64, "dlg_f2u", 1, v, NULL, NULL)
+                            : call(s, DL_I64, "dlg_f2i", 1, v, NULL, NULL));
 }
 
 /* ---------------------------------------------------------------- plain unary float ops */
@@ -552,7 +556,12 @@ dl_status dl_scalar_op(dl_ctx *ctx, dl_lfunc *f, const dl_node *n, int n_args,
                            n->in[i] ? dl_dtype_name(n->in[i]->type.dtype) : "omitted");
     }
     const sop *op = find_sop(n);
-    sop_args s = {.f = f, .n = n, .a = a, .n_args = n->n_in, .t = out_t(n), .fn32 = op->fn32,
+    sop_args s = {.f = f,
+                  .n = n,
+                  .a = a,
+                  .n_args = n->n_in,
+                  .t = out_t(n),
+                  .fn32 = op->fn32,
                   .fn64 = op->fn64};
     dl_lexpr *e = op->build(&s);
     DL_TRY(dl_lfunc_status(ctx, f));

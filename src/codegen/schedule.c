@@ -94,8 +94,9 @@ dl_status dl_sched_split(dl_ctx *ctx, dl_lfunc *f, int var, int64_t factor, dl_t
     int64_t ec = 0;
     bool is_const = dl_le_is_const(E, &ec);
     bool exact = is_const && ec % factor == 0;
-    dl_lexpr *outer_ext = is_const ? dl_le_i64(f, ec / factor + (ec % factor != 0))
-                                   : dl_le_bin(f, DL_LOP_DIV, dl_le_iadd(f, E, dl_le_i64(f, factor - 1)), F);
+    dl_lexpr *outer_ext =
+        is_const ? dl_le_i64(f, ec / factor + (ec % factor != 0))
+                 : dl_le_bin(f, DL_LOP_DIV, dl_le_iadd(f, E, dl_le_i64(f, factor - 1)), F);
     dl_lexpr *base = dl_le_imul(f, dl_le_var(f, vo), F);
     dl_lexpr *inner_ext = F;
     if (!exact && tail == DL_TAIL_MIN)
@@ -139,7 +140,8 @@ static dl_lstmt *nested_loop(const dl_lfunc *f, dl_lstmt *l, dl_lstmt **lets, in
         dl_lstmt *s = b->items[i];
         if (s->kind != DL_LS_DECL || f->vars[s->var].kind != DL_LV_LET) return NULL;
     }
-    for (int i = 0; i < b->n - 1 && *n_lets < DL_LOOP_MAX_DEPTH; i++) lets[(*n_lets)++] = b->items[i];
+    for (int i = 0; i < b->n - 1 && *n_lets < DL_LOOP_MAX_DEPTH; i++)
+        lets[(*n_lets)++] = b->items[i];
     return b->items[b->n - 1];
 }
 
@@ -187,8 +189,9 @@ dl_status dl_sched_reorder(dl_ctx *ctx, dl_lfunc *f, int n, const int *vars) {
                                f->name, vname(f, vars[p]), vname(f, vars[q]));
         for (int i = 0; i < n_lets; i++)
             if (dl_le_uses_var(l->extent, lets[i]->var))
-                return dl_fail(ctx, DL_ERR_INVALID, "%s: reorder: the extent of '%s' depends on '%s'",
-                               f->name, vname(f, vars[p]), vname(f, lets[i]->var));
+                return dl_fail(ctx, DL_ERR_INVALID,
+                               "%s: reorder: the extent of '%s' depends on '%s'", f->name,
+                               vname(f, vars[p]), vname(f, lets[i]->var));
         if (l->vectorize && p != n - 1)
             return dl_fail(ctx, DL_ERR_INVALID,
                            "%s: reorder: vectorized loop '%s' must stay innermost", f->name,
@@ -229,8 +232,8 @@ dl_status dl_sched_vectorize(dl_ctx *ctx, dl_lfunc *f, int var) {
     DL_TRY(get_loop(ctx, f, var, "vectorize", &slot));
     dl_lstmt *l = *slot;
     if (has_loop(l->body))
-        return dl_fail(ctx, DL_ERR_INVALID, "%s: vectorize: '%s' is not an innermost loop",
-                       f->name, vname(f, var));
+        return dl_fail(ctx, DL_ERR_INVALID, "%s: vectorize: '%s' is not an innermost loop", f->name,
+                       vname(f, var));
     if (l->red_op == DL_REDOP_OTHER)
         return dl_fail(ctx, DL_ERR_INVALID,
                        "%s: vectorize: '%s' carries a max/min-like accumulation that "
@@ -256,13 +259,12 @@ dl_status dl_sched_parallel(dl_ctx *ctx, dl_lfunc *f, int var, dl_lexpr *cond) {
             return dl_fail(ctx, DL_ERR_INVALID, "%s: parallel: '%s' is inside parallel loop '%s'",
                            f->name, vname(f, var), vname(f, path[i]->var));
         if (path[i]->red_op != DL_REDOP_NONE)
-            return dl_fail(ctx, DL_ERR_INVALID,
-                           "%s: parallel: '%s' is inside reduction loop '%s'", f->name,
-                           vname(f, var), vname(f, path[i]->var));
+            return dl_fail(ctx, DL_ERR_INVALID, "%s: parallel: '%s' is inside reduction loop '%s'",
+                           f->name, vname(f, var), vname(f, path[i]->var));
     }
     if (has_parallel(l->body))
-        return dl_fail(ctx, DL_ERR_INVALID, "%s: parallel: '%s' contains a parallel loop",
-                       f->name, vname(f, var));
+        return dl_fail(ctx, DL_ERR_INVALID, "%s: parallel: '%s' contains a parallel loop", f->name,
+                       vname(f, var));
     if (l->unroll > 1) return unroll_conflict(ctx, f, var);
     if (cond && cond->type != DL_BOOL)
         return dl_fail(ctx, DL_ERR_INVALID, "%s: parallel: condition is not a bool", f->name);

@@ -42,10 +42,10 @@ static double uniform(double lo, double hi) {
 /* Random values with a sprinkle of special ones (NaN, infinities, signed zeros, halves, huge
  * values, integer extremes) when specials is set. */
 static void fill(dl_tensor *t, bool specials) {
-    static const double fspec[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 0.5, -0.5, 2.5, -1.5,
-                                   300.7, 3e9, -3e9, 1e20, 1.0, -1.0};
-    static const int64_t ispec[] = {0, -1, 1, INT64_MIN, INT64_MAX, INT32_MIN, INT32_MAX, 255,
-                                    -128, 64, 63, 2};
+    static const double fspec[] = {NAN,  INFINITY, -INFINITY, 0.0,  -0.0, 0.5, -0.5, 2.5,
+                                   -1.5, 300.7,    3e9,       -3e9, 1e20, 1.0, -1.0};
+    static const int64_t ispec[] = {0,         -1,  1,    INT64_MIN, INT64_MAX, INT32_MIN,
+                                    INT32_MAX, 255, -128, 64,        63,        2};
     for (int64_t i = 0; i < t->numel; i++) {
         bool sp = specials && next_rand() % 8 == 0;
         if (dl_dtype_is_float(t->dtype)) {
@@ -53,8 +53,8 @@ static void fill(dl_tensor *t, bool specials) {
         } else if (t->dtype == DL_BOOL) {
             dl_set_i64(t, i, (int64_t)(next_rand() & 1));
         } else {
-            int64_t v = sp ? ispec[next_rand() % DL_ARRAY_LEN(ispec)]
-                           : (int64_t)(next_rand() % 101) - 50;
+            int64_t v =
+                sp ? ispec[next_rand() % DL_ARRAY_LEN(ispec)] : (int64_t)(next_rand() % 101) - 50;
             if (!dl_dtype_is_signed(t->dtype) && !sp) v += 50;
             dl_set_i64(t, i, v); /* wraps into narrow dtypes */
         }
@@ -80,9 +80,10 @@ static void *build_so(const char *src) {
         fclose(fp);
         /* DLCC_TEST_CC / DLCC_TEST_CFLAGS try other compilers and flags (clang, -march=native) */
         const char *cc = getenv("DLCC_TEST_CC"), *extra = getenv("DLCC_TEST_CFLAGS");
-        snprintf(cmd, sizeof cmd,
-                 "%s -O2 -std=c11 -fPIC -shared -fopenmp -Wall -Wextra -Werror %s -o %s %s -lm 2>%s",
-                 cc ? cc : "cc", extra ? extra : "", so_path, c_path, err_path);
+        snprintf(
+            cmd, sizeof cmd,
+            "%s -O2 -std=c11 -fPIC -shared -fopenmp -Wall -Wextra -Werror %s -o %s %s -lm 2>%s",
+            cc ? cc : "cc", extra ? extra : "", so_path, c_path, err_path);
         int rc = system(cmd);
         cc_log[0] = 0;
         FILE *e = fopen(err_path, "r");
@@ -116,8 +117,8 @@ static void batch_init(batch *b) {
 
 static const char *batch_add(batch *b, const char *name) {
     snprintf(b->names[b->n], sizeof b->names[0], "%s", name);
-    dl_sb_printf(&b->src, "void %s_entry(void *const *b, const int64_t *s) { %s(b, s); }\n",
-                 name, name);
+    dl_sb_printf(&b->src, "void %s_entry(void *const *b, const int64_t *s) { %s(b, s); }\n", name,
+                 name);
     return b->names[b->n++];
 }
 
@@ -155,7 +156,8 @@ static void kbuf_of(const dl_value *v, int slot, dl_kbuf *kb) {
     kb->rank = v->type.rank;
     for (int d = 0; d < v->type.rank; d++) {
         int64_t x = v->type.dims[d];
-        kb->dims[d] = x >= 0 ? (dl_kdim){.c = x, .sym = -1} : (dl_kdim){.c = 0, .sym = (int)(-x - 1)};
+        kb->dims[d] =
+            x >= 0 ? (dl_kdim){.c = x, .sym = -1} : (dl_kdim){.c = 0, .sym = (int)(-x - 1)};
     }
 }
 
@@ -174,7 +176,8 @@ static void sym_values(const dl_value *v, const dl_tensor *t, int64_t *s) {
         if (v->type.dims[d] < 0 && -v->type.dims[d] - 1 < 32) s[-v->type.dims[d] - 1] = t->dims[d];
 }
 
-/* Fills inputs (with the given runtime shapes where an input is symbolic) and runs the reference. */
+/* Fills inputs (with the given runtime shapes where an input is symbolic) and runs the reference.
+ */
 static bool gcase_run(gcase *c, const char *label, int64_t (*rt_dims)[DL_MAX_RANK], bool specials) {
     dl_graph *g = c->g;
     if (dl_graph_status(g) != DL_OK) {
@@ -245,8 +248,13 @@ static void ew_of_graph(const gcase *c, ewdesc *e) {
     }
     for (int k = 0; k < c->n_out; k++)
         e->out_op[k] = node_index(g, dl_graph_output(g, k)->producer);
-    e->grp = (dl_ew_group){.n_in = c->n_in, .in = c->kin, .n_out = c->n_out, .out = c->kout,
-                           .out_op = e->out_op, .n_ops = g->nodes.len, .ops = e->ops};
+    e->grp = (dl_ew_group){.n_in = c->n_in,
+                           .in = c->kin,
+                           .n_out = c->n_out,
+                           .out = c->kout,
+                           .out_op = e->out_op,
+                           .n_ops = g->nodes.len,
+                           .ops = e->ops};
 }
 
 /* Runs a kernel on the case's inputs and compares each output with the reference. */
@@ -356,12 +364,26 @@ static const struct {
     const char *name;
     sched_fn fn;
 } scheds[] = {
-    {"none", s_none},           {"default", s_default},     {"split7vec", s_split7_vec},
-    {"split7guard", s_split7_guard}, {"reorder", s_reorder}, {"parunroll", s_par_unroll},
-    {"splitreorder", s_split_reorder}, {"tile", s_tile},
+    {"none", s_none},
+    {"default", s_default},
+    {"split7vec", s_split7_vec},
+    {"split7guard", s_split7_guard},
+    {"reorder", s_reorder},
+    {"parunroll", s_par_unroll},
+    {"splitreorder", s_split_reorder},
+    {"tile", s_tile},
 };
-enum { S_NONE = 1, S_DEFAULT = 2, S_SPLIT7 = 4, S_GUARD = 8, S_REORDER = 16, S_PARUNROLL = 32,
-       S_SPLITREORDER = 64, S_TILE = 128, S_ALL = 255 };
+enum {
+    S_NONE = 1,
+    S_DEFAULT = 2,
+    S_SPLIT7 = 4,
+    S_GUARD = 8,
+    S_REORDER = 16,
+    S_PARUNROLL = 32,
+    S_SPLITREORDER = 64,
+    S_TILE = 128,
+    S_ALL = 255
+};
 
 typedef dl_status (*lower_fn)(dl_ctx *ctx, const void *desc, const char *name, dl_lfunc **out);
 static dl_status lower_ew(dl_ctx *ctx, const void *d, const char *name, dl_lfunc **out) {
@@ -456,7 +478,8 @@ static void test_symbolic(void) {
     dl_value *y = dl_input(c.g, "y", DL_F32, 2, dy, ny);
     dl_output(c.g, dl_mul(c.g, x, y), "z");
     int64_t rt2[2][DL_MAX_RANK] = {{5, 8}, {1, 8}};
-    ew_case(&c, "symbolic broadcast [N,8]*[M,8] with M=1", rt2, S_NONE | S_DEFAULT | S_SPLIT7, false);
+    ew_case(&c, "symbolic broadcast [N,8]*[M,8] with M=1", rt2, S_NONE | S_DEFAULT | S_SPLIT7,
+            false);
 }
 
 static void test_where(void) {
@@ -497,6 +520,21 @@ static void test_cast(void) {
             S_NONE | S_DEFAULT | S_SPLIT7 | S_GUARD | S_PARUNROLL, true);
 }
 
+static void test_scalar_and_empty(void) {
+    gcase c = new_case();
+    dl_value *a = dl_input(c.g, "a", DL_F32, 0, NULL, NULL);
+    dl_value *b = dl_input(c.g, "b", DL_F32, 0, NULL, NULL);
+    dl_output(c.g, dl_op2(c.g, "Pow", a, b, NULL), "p");
+    ew_case(&c, "rank-0 Pow", NULL, S_NONE | S_DEFAULT, true);
+
+    c = new_case();
+    int64_t da[] = {0, 5}, db[] = {5};
+    a = dl_input(c.g, "a", DL_F32, 2, da, NULL);
+    b = dl_input(c.g, "b", DL_F32, 1, db, NULL);
+    dl_output(c.g, dl_add(c.g, a, b), "s");
+    ew_case(&c, "empty [0,5]+[5]", NULL, S_ALL, false);
+}
+
 static void test_silu(void) {
     gcase c = new_case();
     int64_t d[] = {3, 100};
@@ -511,24 +549,35 @@ static void test_silu(void) {
 /* ---------------------------------------------------------------- reductions, transposes */
 
 static const char *red_names[DL_RED_COUNT] = {
-    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
-    "ReduceL1",  "ReduceL2",   "ReduceLogSum", "ReduceLogSumExp"};
+    "ReduceSum",       "ReduceMean", "ReduceMax", "ReduceMin",    "ReduceProd",
+    "ReduceSumSquare", "ReduceL1",   "ReduceL2",  "ReduceLogSum", "ReduceLogSumExp"};
 
-static void reduce_case(const char *label, dl_reduce_kind kind, dl_dtype dt, int rank,
-                        const int64_t *dims, const char *axes, bool specials, unsigned mask) {
+static const char *const sym_names[DL_MAX_RANK] = {"S0", "S1", "S2", "S3", "S4", "S5", "S6", "S7"};
+
+/* rt: the run-time dims when dims has symbols (-1), else NULL. */
+static void reduce_case_rt(const char *label, dl_reduce_kind kind, dl_dtype dt, int rank,
+                           const int64_t *dims, const int64_t *rt, const char *axes, bool specials,
+                           unsigned mask) {
     gcase c = new_case();
     c.g->opset = 12; /* axes as an attribute for every Reduce* */
-    dl_value *x = dl_input(c.g, "x", dt, rank, dims, NULL);
+    dl_value *x = dl_input(c.g, "x", dt, rank, dims, sym_names);
     char attrs[64];
     snprintf(attrs, sizeof attrs, "axes=%s;keepdims=1", axes);
     dl_output(c.g, dl_op1(c.g, red_names[kind], x, attrs), "y");
-    if (gcase_run(&c, label, NULL, specials)) {
+    int64_t rtd[1][DL_MAX_RANK];
+    for (int k = 0; rt && k < rank; k++) rtd[0][k] = rt[k];
+    if (gcase_run(&c, label, rt ? rtd : NULL, specials)) {
         dl_reduce_desc d = {.in = c.kin[0], .out = c.kout[0], .kind = kind};
         for (const char *p = axes; *p; p++)
             if (*p >= '0' && *p <= '9') d.axes[*p - '0'] = true;
         run_schedules(&c, label, lower_red, &d, mask, 1e-6);
     }
     gcase_free(&c);
+}
+
+static void reduce_case(const char *label, dl_reduce_kind kind, dl_dtype dt, int rank,
+                        const int64_t *dims, const char *axes, bool specials, unsigned mask) {
+    reduce_case_rt(label, kind, dt, rank, dims, NULL, axes, specials, mask);
 }
 
 static void test_reductions(void) {
@@ -546,8 +595,22 @@ static void test_reductions(void) {
         snprintf(label, sizeof label, "%s f64 axis 1", red_names[k]);
         reduce_case(label, (dl_reduce_kind)k, DL_F64, 3, d3, "[1]", true, S_DEFAULT);
     }
-    const dl_reduce_kind ik[] = {DL_RED_SUM, DL_RED_MEAN, DL_RED_MAX, DL_RED_MIN, DL_RED_PROD,
-                                 DL_RED_L1, DL_RED_SUM_SQUARE};
+    int64_t ds[] = {-1, 7, -1}, rs[] = {4, 7, 10};
+    reduce_case_rt("ReduceSum symbolic [N,7,M] axis 2", DL_RED_SUM, DL_F32, 3, ds, rs, "[2]", false,
+                   S_NONE | S_DEFAULT | S_SPLIT7 | S_PARUNROLL);
+    reduce_case_rt("ReduceLogSumExp symbolic [N,7,M] axes {0,1}", DL_RED_LOG_SUM_EXP, DL_F32, 3, ds,
+                   rs, "[0,1]", true, S_NONE | S_DEFAULT | S_GUARD);
+    int64_t d0[] = {3, 0};
+    reduce_case("ReduceMax over an empty axis", DL_RED_MAX, DL_F32, 2, d0, "[1]", false,
+                S_NONE | S_DEFAULT);
+    reduce_case("ReduceMean over an empty axis", DL_RED_MEAN, DL_F32, 2, d0, "[1]", false,
+                S_NONE | S_DEFAULT);
+    reduce_case("ReduceSum int32 over an empty axis", DL_RED_SUM, DL_I32, 2, d0, "[1]", false,
+                S_DEFAULT);
+    reduce_case("ReduceMax int32 over an empty axis", DL_RED_MAX, DL_I32, 2, d0, "[1]", false,
+                S_DEFAULT);
+    const dl_reduce_kind ik[] = {DL_RED_SUM,  DL_RED_MEAN, DL_RED_MAX,       DL_RED_MIN,
+                                 DL_RED_PROD, DL_RED_L1,   DL_RED_SUM_SQUARE};
     const dl_dtype idt[] = {DL_I32, DL_I64, DL_U8};
     for (size_t k = 0; k < DL_ARRAY_LEN(ik); k++)
         for (size_t t = 0; t < DL_ARRAY_LEN(idt); t++) {
@@ -557,14 +620,16 @@ static void test_reductions(void) {
         }
 }
 
-static void transpose_case(const char *label, dl_dtype dt, int rank, const int64_t *dims,
-                           const char *perm, const int *p, unsigned mask) {
+static void transpose_case_rt(const char *label, dl_dtype dt, int rank, const int64_t *dims,
+                              const int64_t *rt, const char *perm, const int *p, unsigned mask) {
     gcase c = new_case();
-    dl_value *x = dl_input(c.g, "x", dt, rank, dims, NULL);
+    dl_value *x = dl_input(c.g, "x", dt, rank, dims, sym_names);
     char attrs[64];
     snprintf(attrs, sizeof attrs, "perm=%s", perm);
     dl_output(c.g, dl_op1(c.g, "Transpose", x, attrs), "y");
-    if (gcase_run(&c, label, NULL, true)) {
+    int64_t rtd[1][DL_MAX_RANK];
+    for (int k = 0; rt && k < rank; k++) rtd[0][k] = rt[k];
+    if (gcase_run(&c, label, rt ? rtd : NULL, true)) {
         dl_transpose_desc d = {.in = c.kin[0], .out = c.kout[0]};
         for (int k = 0; k < rank; k++) d.perm[k] = p[k];
         run_schedules(&c, label, lower_tr, &d, mask, 0);
@@ -581,16 +646,25 @@ static void transpose_case(const char *label, dl_dtype dt, int rank, const int64
     gcase_free(&c);
 }
 
+static void transpose_case(const char *label, dl_dtype dt, int rank, const int64_t *dims,
+                           const char *perm, const int *p, unsigned mask) {
+    transpose_case_rt(label, dt, rank, dims, NULL, perm, p, mask);
+}
+
 static void test_transposes(void) {
     int64_t d3[] = {3, 4, 5}, d2[] = {2, 40, 33}, d4[] = {2, 3, 1, 5};
     const int p120[] = {1, 2, 0}, p021[] = {0, 2, 1}, p201[] = {2, 0, 1}, p3102[] = {3, 1, 0, 2};
     transpose_case("Transpose [3,4,5] perm 1,2,0", DL_F32, 3, d3, "[1,2,0]", p120, S_ALL);
     transpose_case("Transpose [2,40,33] perm 0,2,1 (tiled)", DL_F32, 3, d2, "[0,2,1]", p021,
                    S_NONE | S_DEFAULT | S_SPLIT7 | S_REORDER | S_TILE);
-    transpose_case("Transpose int64 perm 2,0,1", DL_I64, 3, d3, "[2,0,1]", p201, S_DEFAULT | S_TILE);
+    transpose_case("Transpose int64 perm 2,0,1", DL_I64, 3, d3, "[2,0,1]", p201,
+                   S_DEFAULT | S_TILE);
     transpose_case("Transpose bool with a size-1 dim", DL_BOOL, 4, d4, "[3,1,0,2]", p3102,
                    S_DEFAULT | S_NONE);
     transpose_case("Transpose float16 perm 0,2,1", DL_F16, 3, d2, "[0,2,1]", p021, S_DEFAULT);
+    int64_t ds[] = {-1, 4, -1}, rs[] = {3, 4, 37};
+    transpose_case_rt("Transpose symbolic [N,4,M] perm 2,0,1", DL_F32, 3, ds, rs, "[2,0,1]", p201,
+                      S_NONE | S_DEFAULT | S_SPLIT7 | S_TILE);
 }
 
 /* ---------------------------------------------------------------- op sweep */
@@ -603,35 +677,55 @@ typedef struct sweep_op {
 
 static void sweep(void) {
     static const char *f_unary[] = {
-        "Neg", "Abs", "Sign", "Reciprocal", "Sqrt", "Exp", "Log", "Ceil", "Floor", "Round",
-        "Erf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh",
-        "Atanh", "Tanh", "Relu", "Sigmoid", "HardSwish", "Softplus", "Softsign", "Selu", "Mish",
-        "Gelu", "Identity", "IsNaN", "IsInf"};
+        "Neg",   "Abs",   "Sign",  "Reciprocal", "Sqrt",      "Exp",      "Log",
+        "Ceil",  "Floor", "Round", "Erf",        "Sin",       "Cos",      "Tan",
+        "Asin",  "Acos",  "Atan",  "Sinh",       "Cosh",      "Asinh",    "Acosh",
+        "Atanh", "Tanh",  "Relu",  "Sigmoid",    "HardSwish", "Softplus", "Softsign",
+        "Selu",  "Mish",  "Gelu",  "Identity",   "IsNaN",     "IsInf"};
     static const struct {
         const char *op, *attrs;
-    } f_attr[] = {{"LeakyRelu", "alpha=0.3"}, {"HardSigmoid", "alpha=0.3;beta=0.4"},
-                  {"Elu", "alpha=0.7"},       {"Celu", "alpha=1.3"},
-                  {"ThresholdedRelu", "alpha=0.5"}, {"Gelu", "approximate=tanh"},
-                  {"Shrink", "lambd=0.6;bias=0.2"}, {"IsInf", "detect_negative=0"},
-                  {"IsInf", "detect_positive=0"}, {"Selu", "alpha=1.5;gamma=0.9"}};
-    static const char *f_binary[] = {"Add", "Sub", "Mul", "Div", "Pow", "Min", "Max", "Sum",
-                                     "Mean", "PRelu", "Equal", "Less", "LessOrEqual", "Greater",
-                                     "GreaterOrEqual"};
-    static const char *i_binary[] = {"Add", "Sub", "Mul", "Div", "Min", "Max", "Sum",
-                                     "Equal", "Less", "Greater", "GreaterOrEqual", "BitwiseAnd",
-                                     "BitwiseOr", "BitwiseXor", "PRelu"};
+    } f_attr[] = {{"LeakyRelu", "alpha=0.3"},
+                  {"HardSigmoid", "alpha=0.3;beta=0.4"},
+                  {"Elu", "alpha=0.7"},
+                  {"Celu", "alpha=1.3"},
+                  {"ThresholdedRelu", "alpha=0.5"},
+                  {"Gelu", "approximate=tanh"},
+                  {"Shrink", "lambd=0.6;bias=0.2"},
+                  {"IsInf", "detect_negative=0"},
+                  {"IsInf", "detect_positive=0"},
+                  {"Selu", "alpha=1.5;gamma=0.9"}};
+    static const char *f_binary[] = {"Add",   "Sub",  "Mul",         "Div",     "Pow",
+                                     "Min",   "Max",  "Sum",         "Mean",    "PRelu",
+                                     "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"};
+    static const char *i_binary[] = {"Add",
+                                     "Sub",
+                                     "Mul",
+                                     "Div",
+                                     "Min",
+                                     "Max",
+                                     "Sum",
+                                     "Equal",
+                                     "Less",
+                                     "Greater",
+                                     "GreaterOrEqual",
+                                     "BitwiseAnd",
+                                     "BitwiseOr",
+                                     "BitwiseXor",
+                                     "PRelu"};
     static const dl_dtype ftypes[] = {DL_F32, DL_F64};
     static const dl_dtype itypes[] = {DL_I8, DL_U8, DL_I16, DL_U16, DL_I32, DL_U32, DL_I64, DL_U64};
-    static const dl_dtype ctypes[] = {DL_F32, DL_F64, DL_I8, DL_U8, DL_I32, DL_U32, DL_I64, DL_U64,
-                                      DL_BOOL};
+    static const dl_dtype ctypes[] = {DL_F32, DL_F64, DL_I8,  DL_U8,  DL_I32,
+                                      DL_U32, DL_I64, DL_U64, DL_BOOL};
     static sweep_op ops[600];
     int n = 0;
     for (size_t t = 0; t < 2; t++) {
         dl_dtype d = ftypes[t];
-        for (size_t i = 0; i < DL_ARRAY_LEN(f_unary); i++) ops[n++] = (sweep_op){f_unary[i], NULL, 1, {d}};
+        for (size_t i = 0; i < DL_ARRAY_LEN(f_unary); i++)
+            ops[n++] = (sweep_op){f_unary[i], NULL, 1, {d}};
         for (size_t i = 0; i < DL_ARRAY_LEN(f_attr); i++)
             ops[n++] = (sweep_op){f_attr[i].op, f_attr[i].attrs, 1, {d}};
-        for (size_t i = 0; i < DL_ARRAY_LEN(f_binary); i++) ops[n++] = (sweep_op){f_binary[i], NULL, 2, {d, d}};
+        for (size_t i = 0; i < DL_ARRAY_LEN(f_binary); i++)
+            ops[n++] = (sweep_op){f_binary[i], NULL, 2, {d, d}};
         ops[n++] = (sweep_op){"Mod", "fmod=1", 2, {d, d}};
         ops[n++] = (sweep_op){"Mod", "fmod=0", 2, {d, d}};
         ops[n++] = (sweep_op){"Sum", NULL, 3, {d, d, d}};
@@ -645,7 +739,8 @@ static void sweep(void) {
     for (size_t t = 0; t < DL_ARRAY_LEN(itypes); t++) {
         dl_dtype d = itypes[t];
         bool sg = dl_dtype_is_signed(d);
-        for (size_t i = 0; i < DL_ARRAY_LEN(i_binary); i++) ops[n++] = (sweep_op){i_binary[i], NULL, 2, {d, d}};
+        for (size_t i = 0; i < DL_ARRAY_LEN(i_binary); i++)
+            ops[n++] = (sweep_op){i_binary[i], NULL, 2, {d, d}};
         ops[n++] = (sweep_op){"Mod", "fmod=0", 2, {d, d}};
         ops[n++] = (sweep_op){"Mod", "fmod=1", 2, {d, d}};
         ops[n++] = (sweep_op){"Abs", NULL, 1, {d}};
@@ -682,8 +777,9 @@ static void sweep(void) {
     int ok_cases = 0;
     for (int k = 0; k < n; k++) {
         char label[96];
-        snprintf(label, sizeof label, "sweep %s(%s) %s %s", ops[k].op, ops[k].attrs ? ops[k].attrs : "",
-                 dl_dtype_name(ops[k].in[0]), ops[k].n_in > 1 ? dl_dtype_name(ops[k].in[1]) : "");
+        snprintf(label, sizeof label, "sweep %s(%s) %s %s", ops[k].op,
+                 ops[k].attrs ? ops[k].attrs : "", dl_dtype_name(ops[k].in[0]),
+                 ops[k].n_in > 1 ? dl_dtype_name(ops[k].in[1]) : "");
         gcase *c = &cs[k];
         *c = new_case();
         int64_t d1[] = {2, 61}, d2[] = {61};
@@ -692,7 +788,8 @@ static void sweep(void) {
             char nm[8];
             snprintf(nm, sizeof nm, "x%d", i);
             bool scalar_bound = strcmp(ops[k].op, "Clip") == 0 && i > 0;
-            in[i] = dl_input(c->g, nm, ops[k].in[i], scalar_bound ? 0 : (i ? 1 : 2), i ? d2 : d1, NULL);
+            in[i] =
+                dl_input(c->g, nm, ops[k].in[i], scalar_bound ? 0 : (i ? 1 : 2), i ? d2 : d1, NULL);
         }
         dl_value *y;
         const char *attrs[4];
@@ -755,7 +852,8 @@ static void test_illegal_and_text(void) {
         gcase_free(&c);
         return;
     }
-    dl_reduce_desc rd = {.in = c.kin[0], .out = c.kout[0], .kind = DL_RED_SUM, .axes = {false, true}};
+    dl_reduce_desc rd = {
+        .in = c.kin[0], .out = c.kout[0], .kind = DL_RED_SUM, .axes = {false, true}};
     dl_lfunc *f;
     dl_status st = dl_lower_reduce(c.ctx, &rd, "k_legal", &f);
     CHECK("lower ReduceSum axis 1", st == DL_OK);
@@ -785,6 +883,9 @@ static void test_illegal_and_text(void) {
     CHECK("parallel i0", dl_sched_parallel(ctx, f, i0, NULL) == DL_OK);
     ILLEGAL("parallel inside a parallel loop", dl_sched_parallel(ctx, f, i1, NULL));
     ILLEGAL("split an annotated loop", dl_sched_split(ctx, f, i0, 4, DL_TAIL_MIN, NULL, NULL));
+    ILLEGAL("collapse a serial loop", dl_sched_collapse(ctx, f, i1, 2));
+    ILLEGAL("collapse across the accumulator", dl_sched_collapse(ctx, f, i0, 3));
+    ILLEGAL("unroll a parallel loop", dl_sched_unroll(ctx, f, i0, 4));
     int o, in;
     dl_ctx_clear(ctx);
     CHECK("split r0 by 5 (tail)", dl_sched_split(ctx, f, r0, 5, DL_TAIL_MIN, &o, &in) == DL_OK);
@@ -804,13 +905,14 @@ static void test_illegal_and_text(void) {
     CHECK("text: tail min", has(t, "r0_i < (5 < 32 - r0_o * 5 ? 5 : 32 - r0_o * 5)"));
     CHECK("text: let of the split variable", has(t, "const int64_t r0 = r0_o * 5 + r0_i;"));
     CHECK("text: no restrict", !has(t, "restrict"));
-    CHECK("text: typed buffers", has(t, "const float *b0 = (const float *)b[0];") &&
-                                     has(t, "float *b1 = (float *)b[1];"));
+    CHECK("text: typed buffers",
+          has(t, "const float *b0 = (const float *)b[0];") && has(t, "float *b1 = (float *)b[1];"));
     batch b;
     batch_init(&b);
     dl_sb_put(&b.src, t);
     const char *nm = batch_add(&b, "k_legal");
-    if (batch_build(&b, "legality kernel")) run_compare(&c, batch_fn(&b, nm), "after illegal requests", 1e-6);
+    if (batch_build(&b, "legality kernel"))
+        run_compare(&c, batch_fn(&b, nm), "after illegal requests", 1e-6);
     batch_free(&b);
     dl_sb_free(&text);
     dl_lfunc_free(f);
@@ -820,7 +922,8 @@ static void test_illegal_and_text(void) {
     st = dl_lower_reduce(ctx, &rd, "k_max", &f);
     CHECK("lower ReduceMax", st == DL_OK);
     if (st == DL_OK) {
-        ILLEGAL("vectorize a max accumulation", dl_sched_vectorize(ctx, f, dl_lf_find_var(f, "r0")));
+        ILLEGAL("vectorize a max accumulation",
+                dl_sched_vectorize(ctx, f, dl_lf_find_var(f, "r0")));
         dl_lfunc_free(f);
     }
 
@@ -840,7 +943,8 @@ static void test_illegal_and_text(void) {
         t = dl_sb_str(&sb);
         CHECK("emit symbolic Relu", st == DL_OK);
         if (getenv("DLCC_TEST_VERBOSE")) printf("%s", t);
-        CHECK("text: symbolic parallel if()", has(t, "#pragma omp parallel for simd if(n0 > 32768)"));
+        CHECK("text: symbolic parallel if()",
+              has(t, "#pragma omp parallel for simd if(n0 > 32768)"));
         CHECK("text: merged extent let", has(t, "const int64_t n0 = s[0] * 51200;"));
         dl_sb_free(&sb);
         ed.grp.out = ed.grp.in; /* a mismatched request: output dims of another rank */
@@ -849,7 +953,8 @@ static void test_illegal_and_text(void) {
         ed.grp.out = &bad_out;
         dl_ctx_clear(e.ctx);
         CHECK("mismatched output shape is refused",
-              dl_emit_elementwise(e.ctx, &ed.grp, &tg, "k_bad", &sb) != DL_OK && dl_errmsg(e.ctx)[0]);
+              dl_emit_elementwise(e.ctx, &ed.grp, &tg, "k_bad", &sb) != DL_OK &&
+                  dl_errmsg(e.ctx)[0]);
         dl_sb_free(&sb);
     }
     gcase_free(&e);
@@ -868,9 +973,11 @@ static void test_illegal_and_text(void) {
         dl_target tg = {.vector_bytes = 32, .threads = 8};
         st = dl_emit_elementwise(e.ctx, &ed.grp, &tg, "k_collapse", &bb.src);
         CHECK("emit collapse case", st == DL_OK);
-        CHECK("text: collapse(2)", has(dl_sb_str(&bb.src), "#pragma omp parallel for collapse(2)\n"));
+        CHECK("text: collapse(2)",
+              has(dl_sb_str(&bb.src), "#pragma omp parallel for collapse(2)\n"));
         const char *kn = batch_add(&bb, "k_collapse");
-        if (st == DL_OK && batch_build(&bb, "collapse")) run_compare(&e, batch_fn(&bb, kn), "collapse", 0);
+        if (st == DL_OK && batch_build(&bb, "collapse"))
+            run_compare(&e, batch_fn(&bb, kn), "collapse", 0);
         batch_free(&bb);
     }
     gcase_free(&e);
@@ -900,8 +1007,10 @@ static void test_supported(void) {
         CHECK("Softmax is not elementwise", !dl_ew_supported(g->nodes.items[4]));
     }
     char buf[16];
-    CHECK("dl_kdim_c constant", strcmp(dl_kdim_c((dl_kdim){.c = 12, .sym = -1}, buf, sizeof buf), "12") == 0);
-    CHECK("dl_kdim_c symbol", strcmp(dl_kdim_c((dl_kdim){.c = 0, .sym = 3}, buf, sizeof buf), "s[3]") == 0);
+    CHECK("dl_kdim_c constant",
+          strcmp(dl_kdim_c((dl_kdim){.c = 12, .sym = -1}, buf, sizeof buf), "12") == 0);
+    CHECK("dl_kdim_c symbol",
+          strcmp(dl_kdim_c((dl_kdim){.c = 0, .sym = 3}, buf, sizeof buf), "s[3]") == 0);
     dl_graph_free(g);
     dl_ctx_free(ctx);
 }
@@ -948,6 +1057,7 @@ int main(void) {
     test_int_div_mod();
     test_cast();
     test_silu();
+    test_scalar_and_empty();
     test_reductions();
     test_transposes();
     test_illegal_and_text();
