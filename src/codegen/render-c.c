@@ -505,6 +505,12 @@ static void render_stmt(rctx *r, const dl_lstmt *s, int depth, const bool *dead)
 
 dl_status dl_render_c(dl_ctx *ctx, const dl_lfunc *f, dl_sbuf *sb) {
     DL_TRY(dl_lfunc_status(ctx, f));
+    bool ident = f->name[0] && !(f->name[0] >= '0' && f->name[0] <= '9');
+    for (const char *p = f->name; *p; p++)
+        ident = ident && (*p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                          (*p >= '0' && *p <= '9'));
+    if (!ident)
+        return dl_fail(ctx, DL_ERR_INVALID, "kernel name '%s' is not a C identifier", f->name);
     int *var_uses = dl_calloc((size_t)f->n_vars + 1, sizeof(int));
     int *buf_uses = dl_calloc((size_t)f->n_bufs + 1, sizeof(int));
     bool *dead = dl_calloc((size_t)f->n_vars + 1, sizeof(bool));
