@@ -52,7 +52,7 @@ static const struct {
     {"ReduceProd", DL_RED_PROD},         {"ReduceSumSquare", DL_RED_SUM_SQUARE},
     {"ReduceL1", DL_RED_L1},             {"ReduceL2", DL_RED_L2},
     {"ReduceLogSum", DL_RED_LOG_SUM},    {"ReduceLogSumExp", DL_RED_LOG_SUM_EXP},
-    {"GlobalAveragePool", DL_RED_MEAN},  {"GlobalMaxPool", DL_RED_MAX},
+    {"GlobalAveragePool", DL_RED_MEAN},
 };
 
 bool dl_reduce_info(const dl_node *n, dl_reduce_kind *kind, bool mask[DL_MAX_RANK]) {
@@ -63,9 +63,14 @@ bool dl_reduce_info(const dl_node *n, dl_reduce_kind *kind, bool mask[DL_MAX_RAN
     *kind = reduce_ops[which].kind;
     int rank = n->in[0]->type.rank;
     memset(mask, 0, sizeof(bool) * DL_MAX_RANK);
-    if (is(n, "GlobalAveragePool") || is(n, "GlobalMaxPool")) {
+    /* GlobalMaxPool stays on its reference kernel: it skips NaNs where ReduceMax propagates
+     * them. GlobalAveragePool matches ReduceMean except over an empty window (0, not NaN). */
+    if (is(n, "GlobalAveragePool")) {
         if (rank < 3) return false;
-        for (int d = 2; d < rank; d++) mask[d] = true;
+        for (int d = 2; d < rank; d++) {
+            if (n->in[0]->type.dims[d] <= 0) return false;
+            mask[d] = true;
+        }
         return true;
     }
     bool from_input = is(n, "ReduceSum") ? n->opset >= 13 : n->opset >= 18;

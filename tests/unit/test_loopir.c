@@ -535,6 +535,31 @@ static void test_scalar_and_empty(void) {
     ew_case(&c, "empty [0,5]+[5]", NULL, S_ALL, false);
 }
 
+/* Clip with omitted bounds (inputs left out) and in its opset-10 attribute form. */
+static void test_clip_forms(void) {
+    int64_t d[] = {4, 33};
+    for (int form = 0; form < 4; form++) {
+        gcase c = new_case();
+        if (form == 3) c.g->opset = 10;
+        dl_value *x = dl_input(c.g, "x", form == 2 ? DL_I32 : DL_F32, 2, d, NULL);
+        dl_value *lo =
+            form == 1 || form == 3 ? NULL : dl_input(c.g, "lo", x->type.dtype, 0, NULL, NULL);
+        dl_value *hi =
+            form == 0 || form == 3 ? NULL : dl_input(c.g, "hi", x->type.dtype, 0, NULL, NULL);
+        dl_value *in[3] = {x, lo, hi}, *y;
+        const char *attrs[2] = {"min=-0.5", "max=0.75"};
+        dl_add_node(c.g, "Clip",
+                    form == 0   ? 2
+                    : form == 3 ? 1
+                                : 3,
+                    in, 1, &y, form == 3 ? 2 : 0, attrs);
+        dl_output(c.g, y, "y");
+        static const char *labels[] = {"Clip(x, min)", "Clip(x, -, max)",
+                                       "Clip int32 (x, min, max)", "Clip opset 10 attributes"};
+        ew_case(&c, labels[form], NULL, S_NONE | S_DEFAULT, true);
+    }
+}
+
 static void test_silu(void) {
     gcase c = new_case();
     int64_t d[] = {3, 100};
@@ -1058,6 +1083,7 @@ int main(void) {
     test_cast();
     test_silu();
     test_scalar_and_empty();
+    test_clip_forms();
     test_reductions();
     test_transposes();
     test_illegal_and_text();
