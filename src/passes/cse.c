@@ -144,43 +144,69 @@ static bool can_merge(const dl_rewriter *rw, const dl_node *keep, const dl_node 
     return true;
 }
 
-static dl_status merge(dl_pass_ctx *pc, dl_rewriter *rw, dl_node *keep, dl_node *dup) {
+/* ---- the two kinds of duplicates, and the one loop that finds them ---- */
+
+typedef struct dup_kind {
+    bool (*eligible)(const dl_rewriter *rw, const void *item);
+    uint64_t (*hash)(const void *item);
+    bool (*eq)(const void *a, const void *b);
+    /* makes dup's users use keep; *done when it did */
+    dl_status (*merge)(dl_rewriter *rw, void *keep, void *dup, bool *done);
+} dup_kind;
+
+static bool const_eligible(const dl_rewriter *rw, const void *item) {
+    const dl_value *v = item;
+    return v->constant && (v->is_output || dl_rw_uses(rw, v));
+}
+
+static uint64_t const_hash(const void *item) {
+    return tensor_hash(((const dl_value *)item)->constant, 0);
+}
+
+static dl_status const_merge(dl_rewriter *rw, void *keep, void *dup, bool *done) {
+    return dl_rw_replace(rw, dup, keep, done);
+}
+
+static bool node_eligible(const dl_rewriter *rw, const void *item) {
+    DL_UNUSED(rw);
+    const dl_node *n = item;
+    return !n->dead && !dl_op_is_random(n->op);
+}
+
+static uint64_t node_hash_of(const void *item) {
+    return node_hash(item);
+}
+
+static dl_status node_merge(dl_rewriter *rw, void *keep_p, void *dup_p, bool *done) {
+    dl_node *keep = keep_p, *dup = dup_p;
+    *done = false;
+    if (!can_merge(rw, keep, dup)) return DL_OK;
     for (int i = 0; i < dup->n_out; i++) {
         dl_value *o = dup->out[i];
-        bool done;
+        bool replaced;
         if (o && keep->out[i] && (o->is_output || dl_rw_uses(rw, o)))
-            DL_TRY(dl_rw_replace(rw, o, keep->out[i], &done));
+            DL_TRY(dl_rw_replace(rw, o, keep->out[i], &replaced));
     }
     dl_rw_kill(rw, dup);
-    pc->changes++;
+    *done = true;
     return DL_OK;
 }
 
-static dl_status merge_constants(dl_pass_ctx *pc, dl_rewriter *rw) {
-    dl_graph *g = pc->g;
-    table t;
-    dl_status s = table_init(g, &t, g->values.len);
-    for (int i = 0; i < g->values.len && s == DL_OK; i++) {
-        dl_value *v = g->values.items[i];
-        if (!v->constant || (!v->is_output && !dl_rw_uses(rw, v))) continue;
-        dl_value *first = table_find_or_add(&t, v, tensor_hash(v->constant, 0), value_const_eq);
-        bool done = false;
-        if (first) s = dl_rw_replace(rw, v, first, &done);
-        pc->changes += done;
-    }
-    table_free(&t);
-    return s;
-}
+static const dup_kind const_dups = {const_eligible, const_hash, value_const_eq, const_merge};
+static const dup_kind node_dups = {node_eligible, node_hash_of, node_eq, node_merge};
 
-static dl_status merge_nodes(dl_pass_ctx *pc, dl_rewriter *rw) {
-    dl_graph *g = pc->g;
+/* Items in order; each one equal to an earlier one is merged into it. */
+static dl_status merge_dups(dl_pass_ctx *pc, dl_rewriter *rw, const dl_ptrvec *items,
+                            const dup_kind *k) {
     table t;
-    dl_status s = table_init(g, &t, g->nodes.len);
-    for (int k = 0; k < g->nodes.len && s == DL_OK; k++) {
-        dl_node *n = g->nodes.items[k];
-        if (n->dead || dl_op_is_random(n->op)) continue;
-        dl_node *keep = table_find_or_add(&t, n, node_hash(n), node_eq);
-        if (keep && can_merge(rw, keep, n)) s = merge(pc, rw, keep, n);
+    dl_status s = table_init(pc->g, &t, items->len);
+    for (int i = 0; i < items->len && s == DL_OK; i++) {
+        void *item = items->items[i];
+        if (!k->eligible(rw, item)) continue;
+        void *first = table_find_or_add(&t, item, k->hash(item), k->eq);
+        bool done = false;
+        if (first) s = k->merge(rw, first, item, &done);
+        pc->changes += done;
     }
     table_free(&t);
     return s;
@@ -189,7 +215,7 @@ static dl_status merge_nodes(dl_pass_ctx *pc, dl_rewriter *rw) {
 dl_status dl_pass_cse(dl_pass_ctx *pc) {
     dl_rewriter rw;
     DL_TRY(dl_rw_begin(&rw, pc->g));
-    dl_status s = merge_constants(pc, &rw);
-    if (s == DL_OK) s = merge_nodes(pc, &rw);
+    dl_status s = merge_dups(pc, &rw, &pc->g->values, &const_dups);
+    if (s == DL_OK) s = merge_dups(pc, &rw, &pc->g->nodes, &node_dups);
     return dl_rw_end(&rw, s);
 }

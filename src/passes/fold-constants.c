@@ -11,11 +11,15 @@
  *    graph symbol (a dim of some value's type), or opaque. A fully known vector becomes a
  *    constant. A Reshape whose target is fully described gets a constant target: a symbol equal
  *    to the data's dim at the same position becomes 0 (copy; needs allowzero = 0), one other
- *    unknown becomes -1. Expand gets 1 where the target repeats the input's own symbolic dim.
- *    The shape chains die (dce removes them) and the symbols flow on through inference.
+ *    unknown becomes -1 (and the output dim there is named by the tracked symbol, which
+ *    inference behind a -1 cannot know). Expand gets 1 where the target repeats the input's own
+ *    symbolic dim. The shape chains die (dce removes them) and the symbols flow on through
+ *    inference, so a model's batch symbol reaches its outputs.
  *
- * Known limit: a target rewritten with -1 cannot be inferred when another target dim is 0 at run
- * time (an empty batch), where the original explicit target could. */
+ * Known limits, both about empty tensors: a target rewritten with -1 cannot be inferred when
+ * another target dim is 0 at run time, where the original explicit target could; and a symbol
+ * that is 0 at run time means "copy" to a Reshape with allowzero = 0, so the symbol named on its
+ * output can then be wrong (no kernel reads past an empty tensor, but the static type lies). */
 #include "passes-impl.h"
 #include "../ir/rewrite.h"
 #include "../runtime/runtime-impl.h"
@@ -395,7 +399,14 @@ static dl_status rewrite_shape_input(folder *f, dl_node *n) {
     DL_TRY(dl_rw_add_constant(&f->rw, "shape", c, &cv));
     DL_TRY(dl_rw_set_input(&f->rw, n, 1, cv));
     f->pc->changes++;
-    return dl_node_reinfer(f->g, n, f->fresh_from, NULL);
+    DL_TRY(dl_node_reinfer(f->g, n, f->fresh_from, NULL));
+    /* A Reshape's output dims are its target's entries: where inference could only say "some
+     * size" (an anonymous symbol, e.g. behind a -1), the tracked symbol is the better name. */
+    dl_type *y = n->out[0] ? &n->out[0]->type : NULL;
+    for (int i = 0; y && dl_node_is(n, "Reshape") && y->rank == d.n && i < d.n; i++)
+        if (d.e[i].k == DX_SYM && y->dims[i] < 0 && dl_graph_sym_name(f->g, y->dims[i])[0] == '?')
+            y->dims[i] = d.e[i].v;
+    return DL_OK;
 }
 
 static dl_status visit(folder *f, dl_node *n) {
