@@ -35,12 +35,6 @@ static void c_ident(const char *name, char *buf, size_t n) {
     buf[j] = 0;
 }
 
-static int64_t nbytes_of(const dl_type *t) {
-    int64_t n = (int64_t)dl_dtype_size(t->dtype);
-    for (int d = 0; d < t->rank; d++) n *= t->dims[d];
-    return n;
-}
-
 static dl_status check_supported(dl_ctx *ctx, const dl_program *p) {
     if (p->interp_only)
         return dl_fail(ctx, DL_ERR_UNSUPPORTED, "AOT needs a C compiler (none was found)");
@@ -70,7 +64,7 @@ static void emit_io_table(dl_sbuf *h, const dl_graph *g, const dl_plan *pl, cons
         const dl_type *t = &pl->ctype[v->id];
         dl_sb_printf(h, " *   %s %d '%s': %s [", what, i, v->name, dl_dtype_name(t->dtype));
         for (int d = 0; d < t->rank; d++) dl_sb_printf(h, "%s%lld", d ? ", " : "", (long long)t->dims[d]);
-        dl_sb_printf(h, "], %lld bytes\n", (long long)nbytes_of(t));
+        dl_sb_printf(h, "], %lld bytes\n", (long long)dl_type_nbytes(t));
     }
     DL_UNUSED(g);
 }
@@ -113,7 +107,7 @@ static void emit_names(dl_sbuf *m, const dl_plan *pl, const dl_ptrvec *vals, con
     }
     dl_sb_printf(m, "0};\nconst size_t model_%s_bytes[] = {", prefix);
     for (int i = 0; i < vals->len; i++)
-        dl_sb_printf(m, "%lld, ", (long long)nbytes_of(&pl->ctype[((dl_value *)vals->items[i])->id]));
+        dl_sb_printf(m, "%lld, ", (long long)dl_type_nbytes(&pl->ctype[((dl_value *)vals->items[i])->id]));
     dl_sb_put(m, "0};\n\n");
 }
 
@@ -174,7 +168,7 @@ static dl_status emit_model(dl_ctx *ctx, const dl_program *p, const bool *used, 
             int in = gr->nodes[0]->in[0]->id, out = gr->out[0]->id;
             if (gr->out[0]->is_output)
                 dl_sb_printf(&m, "    memcpy(b[%d], b[%d], %lld); /* %s */\n", out, in,
-                             (long long)nbytes_of(&pl->ctype[out]), gr->nodes[0]->op->name);
+                             (long long)dl_type_nbytes(&pl->ctype[out]), gr->nodes[0]->op->name);
             else
                 dl_sb_printf(&m, "    b[%d] = b[%d]; /* %s */\n", out, in, gr->nodes[0]->op->name);
         } else {
@@ -259,11 +253,8 @@ dl_status dl_emit_bundle(dl_ctx *ctx, dl_program *p, int n_inputs, dl_tensor *co
     const dl_graph *g = p->g;
     bool *used = dl_calloc((size_t)g->values.len + 1, sizeof *used);
     if (!used) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
-    dl_value *ins[256];
-    for (int gi = 0; gi < p->fusion->n; gi++) {
-        int n = dl_group_inputs(&p->fusion->groups[gi], ins, 256);
-        for (int i = 0; i < n && i < 256; i++) used[ins[i]->id] = true;
-    }
+    for (int gi = 0; gi < p->fusion->n; gi++)
+        for (int i = 0; i < p->fusion->groups[gi].n_in; i++) used[p->fusion->groups[gi].in[i]->id] = true;
     int64_t ws_off = (p->plan.arena_bytes + 63) / 64 * 64;
     int64_t arena = ws_off + (int64_t)p->plan.ws_bytes;
     dl_status s = emit_header(ctx, p, arena, dir);
@@ -279,9 +270,9 @@ dl_status dl_emit_bundle(dl_ctx *ctx, dl_program *p, int n_inputs, dl_tensor *co
         s = write_file(ctx, dir, dl_rt_files[i].name, dl_rt_files[i].text, strlen(dl_rt_files[i].text));
     int64_t io = 64;
     for (int i = 0; i < g->inputs.len; i++)
-        io += (nbytes_of(&p->plan.ctype[((dl_value *)g->inputs.items[i])->id]) + 63) / 64 * 64;
+        io += (dl_type_nbytes(&p->plan.ctype[((dl_value *)g->inputs.items[i])->id]) + 63) / 64 * 64;
     for (int i = 0; i < g->outputs.len; i++)
-        io += (nbytes_of(&p->plan.ctype[((dl_value *)g->outputs.items[i])->id]) + 63) / 64 * 64;
+        io += (dl_type_nbytes(&p->plan.ctype[((dl_value *)g->outputs.items[i])->id]) + 63) / 64 * 64;
     dl_sbuf mn = {0};
     dl_sb_printf(&mn, "#define MODEL_IO_BYTES %lld\n", (long long)io);
     dl_sb_put(&mn, example_main);

@@ -4,8 +4,6 @@
 
 #include <math.h>
 
-static bool is(const dl_node *n, const char *op) { return !strcmp(n->op->name, op); }
-
 static float const_scalar(const dl_value *v, float def) {
     if (!v || !v->constant || v->constant->numel != 1 || v->constant->dtype != DL_F32) return def;
     return ((const float *)v->constant->data)[0];
@@ -33,19 +31,19 @@ static void epi_defaults(dl_epi_params *e) {
 static void epi_activation(const dl_group *gr, dl_epi_params *e) {
     const dl_node *a = gr->epi.act;
     if (!a) return;
-    if (is(a, "Relu")) e->act = DLRT_ACT_RELU;
-    else if (is(a, "Sigmoid")) e->act = DLRT_ACT_SIGMOID;
-    else if (is(a, "Tanh")) e->act = DLRT_ACT_TANH;
-    else if (is(a, "LeakyRelu")) {
+    if (dl_node_is(a, "Relu")) e->act = DLRT_ACT_RELU;
+    else if (dl_node_is(a, "Sigmoid")) e->act = DLRT_ACT_SIGMOID;
+    else if (dl_node_is(a, "Tanh")) e->act = DLRT_ACT_TANH;
+    else if (dl_node_is(a, "LeakyRelu")) {
         e->act = DLRT_ACT_LEAKY_RELU;
         e->act_a = dl_attr_float(a, "alpha", 0.01f);
-    } else if (is(a, "HardSigmoid")) {
+    } else if (dl_node_is(a, "HardSigmoid")) {
         e->act = DLRT_ACT_HARD_SIGMOID;
         e->act_a = dl_attr_float(a, "alpha", 0.2f);
         e->act_b = dl_attr_float(a, "beta", 0.5f);
-    } else if (is(a, "HardSwish")) {
+    } else if (dl_node_is(a, "HardSwish")) {
         e->act = DLRT_ACT_HARD_SWISH;
-    } else if (is(a, "Clip")) {
+    } else if (dl_node_is(a, "Clip")) {
         e->act = DLRT_ACT_CLIP;
         if (a->opset < 11) {
             e->act_a = dl_attr_float(a, "min", -INFINITY);
@@ -182,7 +180,7 @@ dl_status dl_pool_params_of(dl_ctx *ctx, const dl_group *gr, dl_pool_params *pp)
     if (e) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "pool geometry: %s", e);
     dlrt_pool *p = &pp->p;
     p->nsp = ns;
-    p->kind = is(n, "MaxPool") ? 0 : is(n, "AveragePool") ? 1 : 2;
+    p->kind = dl_node_is(n, "MaxPool") ? 0 : dl_node_is(n, "AveragePool") ? 1 : 2;
     p->count_include_pad = (int)dl_attr_int(n, "count_include_pad", 0);
     p->p = (float)dl_attr_int(n, "p", 2);
     pp->n_sym = x->type.dims[0] < 0 ? (int)(-x->type.dims[0] - 1) : -1;

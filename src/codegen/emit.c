@@ -16,9 +16,8 @@ static const char *fmt_float(double v, char *buf, size_t n) {
 
 static const char *dim_c(const dl_value *v, int d, char *buf, size_t n) {
     int64_t x = v->type.dims[d];
-    if (x >= 0) snprintf(buf, n, "%lld", (long long)x);
-    else snprintf(buf, n, "s[%lld]", (long long)(-x - 1));
-    return buf;
+    dl_kdim k = {.c = x >= 0 ? x : 0, .sym = x >= 0 ? -1 : (int)(-x - 1)};
+    return dl_kdim_c(k, buf, n);
 }
 
 /* "(a*b*c)" over dims [from, to) of v; "1" when empty. */
@@ -57,33 +56,38 @@ static void emit_residual(dl_sbuf *sb, const dl_epi_params *e, const char *offse
                  e->res_slot, offset, (long long)e->res_rs, (long long)e->res_cs);
 }
 
-static void emit_i64_array(dl_sbuf *sb, const int64_t *v, int n) {
-    dl_sb_put(sb, "{");
-    for (int i = 0; i < n; i++) dl_sb_printf(sb, "%s%lld", i ? ", " : "", (long long)v[i]);
-    dl_sb_put(sb, "}");
+/* The kernel signature every group gets (lower.h). */
+static void emit_open(dl_sbuf *sb, const char *name) {
+    dl_sb_printf(sb, "static void %s(void *const *b, const int64_t *s) {\n    (void)s;\n", name);
+}
+
+/* ", .NAME = {a, b, c}" for each 3-entry window field of a dlrt_conv / dlrt_pool. */
+static void emit_window_field(dl_sbuf *sb, const char *name, const int64_t *v) {
+    dl_sb_printf(sb, ", .%s = {%lld, %lld, %lld}", name, (long long)v[0], (long long)v[1],
+                 (long long)v[2]);
+}
+
+/* ".n = s[sym]" or the constant batch. */
+static void emit_batch(dl_sbuf *sb, int n_sym, int64_t n) {
+    if (n_sym >= 0) dl_sb_printf(sb, ".n = s[%d]", n_sym);
+    else dl_sb_printf(sb, ".n = %lld", (long long)n);
 }
 
 static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
     dl_conv_params cp;
     DL_TRY(dl_conv_params_of(ctx, gr, &cp));
     const dlrt_conv *p = &cp.p;
-    dl_sb_printf(sb, "static void %s(void *const *b, const int64_t *s) {\n", name);
-    dl_sb_printf(sb, "    (void)s;\n    dlrt_conv p = {.nsp = %d, .n = ", p->nsp);
-    if (cp.n_sym >= 0) dl_sb_printf(sb, "s[%d]", cp.n_sym);
-    else dl_sb_printf(sb, "%lld", (long long)p->n);
-    dl_sb_printf(sb, ", .c_in = %lld, .c_out = %lld, .group = %lld, .in = ", (long long)p->c_in,
+    emit_open(sb, name);
+    dl_sb_printf(sb, "    dlrt_conv p = {.nsp = %d, ", p->nsp);
+    emit_batch(sb, cp.n_sym, p->n);
+    dl_sb_printf(sb, ", .c_in = %lld, .c_out = %lld, .group = %lld", (long long)p->c_in,
                  (long long)p->c_out, (long long)p->group);
-    emit_i64_array(sb, p->in, 3);
-    dl_sb_put(sb, ", .out = ");
-    emit_i64_array(sb, p->out, 3);
-    dl_sb_put(sb, ", .k = ");
-    emit_i64_array(sb, p->k, 3);
-    dl_sb_put(sb, ", .stride = ");
-    emit_i64_array(sb, p->stride, 3);
-    dl_sb_put(sb, ", .dil = ");
-    emit_i64_array(sb, p->dil, 3);
-    dl_sb_put(sb, ", .pad_begin = ");
-    emit_i64_array(sb, p->pad_begin, 3);
+    emit_window_field(sb, "in", p->in);
+    emit_window_field(sb, "out", p->out);
+    emit_window_field(sb, "k", p->k);
+    emit_window_field(sb, "stride", p->stride);
+    emit_window_field(sb, "dil", p->dil);
+    emit_window_field(sb, "pad_begin", p->pad_begin);
     dl_sb_put(sb, "};\n");
     emit_epilogue(sb, &cp.epi);
     emit_residual(sb, &cp.epi, "");
@@ -99,7 +103,7 @@ static dl_status emit_gemm(dl_ctx *ctx, const dl_group *gr, const char *name, dl
     const dl_node *n = gr->nodes[0];
     const dl_value *y = n->out[0];
     char m[32];
-    dl_sb_printf(sb, "static void %s(void *const *b, const int64_t *s) {\n    (void)s;\n", name);
+    emit_open(sb, name);
     emit_epilogue(sb, &gp.epi);
     emit_residual(sb, &gp.epi, "");
     dl_sb_printf(sb,
@@ -118,7 +122,7 @@ static dl_status emit_matmul(dl_ctx *ctx, const dl_group *gr, const char *name, 
     DL_TRY(dl_matmul_params_of(ctx, gr, &mp));
     const dl_value *a = mp.a, *bv = mp.b, *y = mp.y;
     int ar = a->type.rank, br = bv->type.rank, yr = y->type.rank;
-    dl_sb_printf(sb, "static void %s(void *const *b, const int64_t *s) {\n    (void)s;\n", name);
+    emit_open(sb, name);
     emit_epilogue(sb, &mp.epi);
     /* M: rows of A's matrix (1 for a vector); with a 2-D B, A's batch dims fold into M. */
     dl_sb_put(sb, "    const int64_t M = ");
@@ -183,25 +187,18 @@ static dl_status emit_pool(dl_ctx *ctx, const dl_group *gr, const char *name, dl
     DL_TRY(dl_pool_params_of(ctx, gr, &pp));
     const dlrt_pool *p = &pp.p;
     char f[48];
-    dl_sb_printf(sb, "static void %s(void *const *b, const int64_t *s) {\n    (void)s;\n", name);
-    dl_sb_printf(sb, "    dlrt_pool p = {.nsp = %d, .kind = %d, .count_include_pad = %d, .n = ",
+    emit_open(sb, name);
+    dl_sb_printf(sb, "    dlrt_pool p = {.nsp = %d, .kind = %d, .count_include_pad = %d, ",
                  p->nsp, p->kind, p->count_include_pad);
-    if (pp.n_sym >= 0) dl_sb_printf(sb, "s[%d]", pp.n_sym);
-    else dl_sb_printf(sb, "%lld", (long long)p->n);
-    dl_sb_printf(sb, ", .c = %lld, .in = ", (long long)p->c);
-    emit_i64_array(sb, p->in, 3);
-    dl_sb_put(sb, ", .out = ");
-    emit_i64_array(sb, p->out, 3);
-    dl_sb_put(sb, ", .k = ");
-    emit_i64_array(sb, p->k, 3);
-    dl_sb_put(sb, ", .stride = ");
-    emit_i64_array(sb, p->stride, 3);
-    dl_sb_put(sb, ", .dil = ");
-    emit_i64_array(sb, p->dil, 3);
-    dl_sb_put(sb, ", .pad_begin = ");
-    emit_i64_array(sb, p->pad_begin, 3);
-    dl_sb_put(sb, ", .pad_end = ");
-    emit_i64_array(sb, p->pad_end, 3);
+    emit_batch(sb, pp.n_sym, p->n);
+    dl_sb_printf(sb, ", .c = %lld", (long long)p->c);
+    emit_window_field(sb, "in", p->in);
+    emit_window_field(sb, "out", p->out);
+    emit_window_field(sb, "k", p->k);
+    emit_window_field(sb, "stride", p->stride);
+    emit_window_field(sb, "dil", p->dil);
+    emit_window_field(sb, "pad_begin", p->pad_begin);
+    emit_window_field(sb, "pad_end", p->pad_end);
     dl_sb_printf(sb, ", .p = %s};\n", fmt_float(p->p, f, sizeof f));
     dl_sb_printf(sb, "    dlrt_pool_forward(&p, (const float *)b[%d], (float *)b[%d]);\n}\n",
                  pp.x_slot, pp.y_slot);
@@ -217,7 +214,7 @@ static dl_status emit_softmax(dl_ctx *ctx, const dl_group *gr, const char *name,
     else if (axis < 0) axis += r;
     if (r > 0 && (axis < 0 || axis >= r))
         return dl_fail(ctx, DL_ERR_UNSUPPORTED, "softmax axis out of range");
-    dl_sb_printf(sb, "static void %s(void *const *b, const int64_t *s) {\n    (void)s;\n", name);
+    emit_open(sb, name);
     dl_sb_put(sb, "    dlrt_softmax(");
     prod_c(sb, x, 0, (int)axis);
     dl_sb_put(sb, ", ");
@@ -242,7 +239,7 @@ static dl_status emit_layernorm(dl_ctx *ctx, const dl_group *gr, const char *nam
     int64_t axis = dl_attr_int(n, "axis", -1);
     if (axis < 0) axis += r;
     char f[48];
-    dl_sb_printf(sb, "static void %s(void *const *b, const int64_t *s) {\n    (void)s;\n", name);
+    emit_open(sb, name);
     dl_sb_put(sb, "    dlrt_layernorm(");
     prod_c(sb, x, 0, (int)axis);
     dl_sb_put(sb, ", ");
@@ -297,8 +294,8 @@ static dl_status emit_transpose(dl_ctx *ctx, const dl_group *gr, const dl_target
 
 static dl_status emit_ew(dl_ctx *ctx, const dl_group *gr, const dl_target *t, const char *name,
                          dl_sbuf *sb) {
-    dl_value *ins[64];
-    int n_in = dl_group_inputs(gr, ins, 64);
+    dl_value *const *ins = gr->in;
+    int n_in = gr->n_in;
     if (n_in > 64) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "too many group inputs");
     dl_kbuf kin[64], kout;
     dl_ew_op ops[64];

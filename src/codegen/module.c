@@ -2,31 +2,6 @@
 #include "module.h"
 #include "loop-ir.h"
 
-dl_status dl_fusion_split(dl_ctx *ctx, dl_fusion *f, int gi) {
-    dl_group old = f->groups[gi];
-    int n = f->n + old.n_nodes - 1;
-    dl_group *ng = dl_arena_alloc(&f->arena, sizeof(dl_group) * (size_t)n);
-    if (!ng) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory splitting a group");
-    memcpy(ng, f->groups, sizeof(dl_group) * (size_t)gi);
-    for (int k = 0; k < old.n_nodes; k++) {
-        dl_group *gr = &ng[gi + k];
-        dl_node *nd = old.nodes[k];
-        memset(gr, 0, sizeof *gr);
-        gr->kind = DL_G_FALLBACK;
-        gr->n_nodes = 1;
-        gr->nodes = dl_arena_alloc(&f->arena, sizeof(dl_node *));
-        gr->out = dl_arena_alloc(&f->arena, sizeof(dl_value *) * (size_t)(nd->n_out + 1));
-        if (!gr->nodes || !gr->out) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory splitting a group");
-        gr->nodes[0] = nd;
-        for (int i = 0; i < nd->n_out; i++)
-            if (nd->out[i]) gr->out[gr->n_out++] = nd->out[i];
-    }
-    memcpy(ng + gi + old.n_nodes, f->groups + gi + 1, sizeof(dl_group) * (size_t)(f->n - gi - 1));
-    f->groups = ng;
-    f->n = n;
-    return DL_OK;
-}
-
 static bool generated(const dl_group *gr) {
     return gr->kind != DL_G_VIEW && gr->kind != DL_G_FALLBACK;
 }

@@ -15,7 +15,4 @@
 dl_status dl_module_emit(dl_ctx *ctx, dl_graph *g, dl_fusion *f, const dl_target *t, dl_sbuf *sb,
                          int *n_generated, dl_sbuf *notes);
 
-/* Splits group gi into single-node FALLBACK groups, in place. */
-dl_status dl_fusion_split(dl_ctx *ctx, dl_fusion *f, int gi);
-
 #endif

@@ -3,8 +3,6 @@
  * kernel (DL_G_FALLBACK), so the native backend runs every graph the reference backend runs. */
 #include "codegen-impl.h"
 
-static bool is(const dl_node *n, const char *op) { return !strcmp(n->op->name, op); }
-
 static bool default_domain(const dl_node *n) {
     return !n->op->domain || !*n->op->domain || !strcmp(n->op->domain, "ai.onnx");
 }
@@ -58,14 +56,14 @@ static const struct {
 bool dl_reduce_info(const dl_node *n, dl_reduce_kind *kind, bool mask[DL_MAX_RANK]) {
     int which = -1;
     for (int i = 0; i < (int)DL_ARRAY_LEN(reduce_ops); i++)
-        if (is(n, reduce_ops[i].op)) which = i;
+        if (dl_node_is(n, reduce_ops[i].op)) which = i;
     if (which < 0 || !default_domain(n) || !f32(n->in[0]) || !only_first_output(n)) return false;
     *kind = reduce_ops[which].kind;
     int rank = n->in[0]->type.rank;
     memset(mask, 0, sizeof(bool) * DL_MAX_RANK);
     /* GlobalMaxPool stays on its reference kernel: it skips NaNs where ReduceMax propagates
      * them. GlobalAveragePool matches ReduceMean except over an empty window (0, not NaN). */
-    if (is(n, "GlobalAveragePool")) {
+    if (dl_node_is(n, "GlobalAveragePool")) {
         if (rank < 3) return false;
         for (int d = 2; d < rank; d++) {
             if (n->in[0]->type.dims[d] <= 0) return false;
@@ -73,7 +71,7 @@ bool dl_reduce_info(const dl_node *n, dl_reduce_kind *kind, bool mask[DL_MAX_RAN
         }
         return true;
     }
-    bool from_input = is(n, "ReduceSum") ? n->opset >= 13 : n->opset >= 18;
+    bool from_input = dl_node_is(n, "ReduceSum") ? n->opset >= 13 : n->opset >= 18;
     int64_t axes[DL_MAX_RANK];
     int nax = 0;
     if (from_input) {
@@ -171,17 +169,17 @@ static bool transpose_ok(const dl_node *n) {
 dl_gkind dl_node_kernel_kind(const dl_node *n) {
     if (!default_domain(n) || !all_outputs_ranked(n)) return DL_G_FALLBACK;
     if (n->n_in < 1 || !n->in[0]) return DL_G_FALLBACK;
-    if (is(n, "Conv")) return conv_ok(n) ? DL_G_CONV : DL_G_FALLBACK;
-    if (is(n, "Gemm")) return gemm_ok(n) ? DL_G_GEMM : DL_G_FALLBACK;
-    if (is(n, "MatMul")) return matmul_ok(n) ? DL_G_MATMUL : DL_G_FALLBACK;
-    if (is(n, "MaxPool") || is(n, "AveragePool") || is(n, "LpPool"))
+    if (dl_node_is(n, "Conv")) return conv_ok(n) ? DL_G_CONV : DL_G_FALLBACK;
+    if (dl_node_is(n, "Gemm")) return gemm_ok(n) ? DL_G_GEMM : DL_G_FALLBACK;
+    if (dl_node_is(n, "MatMul")) return matmul_ok(n) ? DL_G_MATMUL : DL_G_FALLBACK;
+    if (dl_node_is(n, "MaxPool") || dl_node_is(n, "AveragePool") || dl_node_is(n, "LpPool"))
         return pool_ok(n) ? DL_G_POOL : DL_G_FALLBACK;
-    if (is(n, "Softmax") || is(n, "LogSoftmax"))
+    if (dl_node_is(n, "Softmax") || dl_node_is(n, "LogSoftmax"))
         return f32(n->in[0]) && only_first_output(n) ? DL_G_SOFTMAX : DL_G_FALLBACK;
-    if (is(n, "LayerNormalization")) return layernorm_ok(n) ? DL_G_LAYERNORM : DL_G_FALLBACK;
-    if (is(n, "Transpose")) return transpose_ok(n) ? DL_G_TRANSPOSE : DL_G_FALLBACK;
-    if (is(n, "Reshape") || is(n, "Flatten") || is(n, "Squeeze") || is(n, "Unsqueeze") ||
-        is(n, "Identity"))
+    if (dl_node_is(n, "LayerNormalization")) return layernorm_ok(n) ? DL_G_LAYERNORM : DL_G_FALLBACK;
+    if (dl_node_is(n, "Transpose")) return transpose_ok(n) ? DL_G_TRANSPOSE : DL_G_FALLBACK;
+    if (dl_node_is(n, "Reshape") || dl_node_is(n, "Flatten") || dl_node_is(n, "Squeeze") || dl_node_is(n, "Unsqueeze") ||
+        dl_node_is(n, "Identity"))
         return view_ok(n) ? DL_G_VIEW : DL_G_FALLBACK;
     dl_reduce_kind rk;
     bool mask[DL_MAX_RANK];

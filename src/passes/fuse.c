@@ -23,12 +23,9 @@ typedef struct fuser {
 static const char *const activations[] = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh",
                                           "HardSigmoid", "HardSwish", NULL};
 
-static bool is(const dl_node *n, const char *op) { return !strcmp(n->op->name, op); }
-
 static bool is_activation(const dl_node *n) {
-    if (n->op->domain && *n->op->domain) return false;
     for (int i = 0; activations[i]; i++)
-        if (is(n, activations[i])) {
+        if (dl_node_is(n, activations[i])) {
             if (!n->out[0] || n->out[0]->type.dtype != DL_F32) return false;
             /* Clip bounds must be known when the kernel is generated. */
             for (int k = 1; k < n->n_in; k++)
@@ -128,13 +125,13 @@ static dl_status absorb_epilogue(fuser *fu, int gi) {
     dl_group *gr = &fu->f->groups[gi];
     bool conv = gr->kind == DL_G_CONV;
     const dl_node *anchor = gr->nodes[0];
-    bool has_bias = conv ? anchor->n_in > 2 && anchor->in[2]
-                         : gr->kind == DL_G_GEMM && anchor->n_in > 2 && anchor->in[2];
+    /* Conv and Gemm may carry their own bias input (MatMul has none) */
+    bool has_bias = gr->kind != DL_G_MATMUL && anchor->n_in > 2 && anchor->in[2];
     dl_value *cur = anchor->out[0];
     for (;;) {
         dl_node *c = sole_consumer(fu, cur);
         if (!c || fu->group_of[c->id] >= 0) break;
-        if (is(c, "Add") && !(c->op->domain && *c->op->domain) && !gr->epi.act) {
+        if (dl_node_is(c, "Add") && !gr->epi.act) {
             dl_value *o = other_input(c, cur);
             if (!o || !same_type(&c->out[0]->type, &cur->type)) break;
             if (!has_bias && !gr->epi.residual && is_bias(o, cur, conv)) {
@@ -173,20 +170,11 @@ static int joinable_group(fuser *fu, const dl_node *n) {
     return -1;
 }
 
-static int cmp_last(const void *a, const void *b, void *ctx) {
-    const int *last = ctx;
-    int x = last[*(const int *)a], y = last[*(const int *)b];
-    return (x > y) - (x < y);
-}
-
+/* Insertion sort of group indices by their last node: groups come out nearly sorted. */
 static void sort_by_last(int *idx, int n, const int *last) {
-    /* insertion sort keeps it dependency-free; groups are already nearly sorted */
     for (int i = 1; i < n; i++) {
         int v = idx[i], j = i;
-        while (j > 0 && cmp_last(&idx[j - 1], &v, (void *)last) > 0) {
-            idx[j] = idx[j - 1];
-            j--;
-        }
+        for (; j > 0 && last[idx[j - 1]] > last[v]; j--) idx[j] = idx[j - 1];
         idx[j] = v;
     }
 }
@@ -197,24 +185,52 @@ void dl_fusion_free(dl_fusion *f) {
     dl_free(f);
 }
 
-int dl_group_inputs(const dl_group *gr, dl_value **buf, int cap) {
-    int n = 0;
+/* Fills gr->in: the values the group's nodes read that no earlier node of the group computes. */
+static dl_status set_inputs(dl_arena *arena, dl_group *gr) {
+    int cap = 0;
+    for (int k = 0; k < gr->n_nodes; k++) cap += gr->nodes[k]->n_in;
+    gr->n_in = 0;
+    gr->in = dl_arena_alloc(arena, sizeof(dl_value *) * (size_t)(cap + 1));
+    if (!gr->in) return DL_ERR_NOMEM;
     for (int k = 0; k < gr->n_nodes; k++) {
         const dl_node *nd = gr->nodes[k];
         for (int i = 0; i < nd->n_in; i++) {
             dl_value *v = nd->in[i];
-            if (!v) continue;
-            bool inside = false, dup = false;
-            for (int j = 0; j < k && !inside; j++)
-                for (int o = 0; o < gr->nodes[j]->n_out; o++)
-                    if (gr->nodes[j]->out[o] == v) inside = true;
-            for (int j = 0; j < n && j < cap && !dup; j++) dup = buf[j] == v;
-            if (inside || dup) continue;
-            if (n < cap) buf[n] = v;
-            n++;
+            bool skip = !v;
+            for (int j = 0; j < k && !skip; j++)
+                for (int o = 0; o < gr->nodes[j]->n_out && !skip; o++) skip = gr->nodes[j]->out[o] == v;
+            for (int j = 0; j < gr->n_in && !skip; j++) skip = gr->in[j] == v;
+            if (!skip) gr->in[gr->n_in++] = v;
         }
     }
-    return n;
+    return DL_OK;
+}
+
+dl_status dl_fusion_split(dl_ctx *ctx, dl_fusion *f, int gi) {
+    dl_group old = f->groups[gi];
+    int n = f->n + old.n_nodes - 1;
+    dl_group *ng = dl_arena_alloc(&f->arena, sizeof(dl_group) * (size_t)n);
+    if (!ng) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory splitting a group");
+    memcpy(ng, f->groups, sizeof(dl_group) * (size_t)gi);
+    for (int k = 0; k < old.n_nodes; k++) {
+        dl_group *gr = &ng[gi + k];
+        dl_node *nd = old.nodes[k];
+        memset(gr, 0, sizeof *gr);
+        gr->kind = DL_G_FALLBACK;
+        gr->n_nodes = 1;
+        gr->nodes = dl_arena_alloc(&f->arena, sizeof(dl_node *));
+        gr->out = dl_arena_alloc(&f->arena, sizeof(dl_value *) * (size_t)(nd->n_out + 1));
+        if (!gr->nodes || !gr->out) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory splitting a group");
+        gr->nodes[0] = nd;
+        for (int i = 0; i < nd->n_out; i++)
+            if (nd->out[i]) gr->out[gr->n_out++] = nd->out[i];
+        if (set_inputs(&f->arena, gr) != DL_OK)
+            return dl_fail(ctx, DL_ERR_NOMEM, "out of memory splitting a group");
+    }
+    memcpy(ng + gi + old.n_nodes, f->groups + gi + 1, sizeof(dl_group) * (size_t)(f->n - gi - 1));
+    f->groups = ng;
+    f->n = n;
+    return DL_OK;
 }
 
 dl_status dl_pass_fuse(dl_pass_ctx *pc) {
@@ -274,7 +290,13 @@ dl_status dl_pass_fuse(dl_pass_ctx *pc) {
     }
     for (int i = 0; i < ng; i++) order[i] = i;
     sort_by_last(order, ng, fu.last_pos);
-    for (int i = 0; i < ng; i++) sorted[i] = fu.f->groups[order[i]];
+    for (int i = 0; i < ng; i++) {
+        sorted[i] = fu.f->groups[order[i]];
+        if (set_inputs(&fu.f->arena, &sorted[i]) != DL_OK) {
+            s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory in fusion");
+            goto done;
+        }
+    }
     fu.f->groups = sorted;
     pc->fusion = fu.f;
     fu.f = NULL;

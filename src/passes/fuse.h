@@ -38,6 +38,8 @@ typedef struct dl_group {
     dl_node **nodes; /* topological order; nodes[0] is the anchor of heavy kinds */
     int n_out;
     dl_value **out; /* materialized results (all outputs of a fallback node, else one value) */
+    int n_in;
+    dl_value **in; /* the values it reads and does not compute itself (no duplicates, no NULLs) */
     dl_gepi epi;
 } dl_group;
 
@@ -48,8 +50,8 @@ struct dl_fusion {
 };
 
 void dl_fusion_free(dl_fusion *f);
-/* The values a group reads that it does not compute itself (deduplicated, NULLs skipped). */
-int dl_group_inputs(const dl_group *gr, dl_value **buf, int cap);
+/* Splits group gi into single-node FALLBACK groups, in place (when its code cannot be made). */
+dl_status dl_fusion_split(dl_ctx *ctx, dl_fusion *f, int gi);
 
 /* Which kernel a single node would become (the codegen decides what it can lower). */
 dl_gkind dl_node_kernel_kind(const dl_node *n);

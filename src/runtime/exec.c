@@ -24,35 +24,9 @@ typedef struct exec {
     void *ws; /* the plan's scratch, aligned */
 } exec;
 
-dl_status dl_order_inputs(dl_ctx *ctx, dl_graph *g, int n, const char *const *names,
-                          dl_tensor *const *inputs, dl_tensor **ordered) {
-    if (!names && n != g->inputs.len)
-        return dl_fail(ctx, DL_ERR_INVALID, "the model has %d inputs but %d were given",
-                       g->inputs.len, n);
-    for (int i = 0; i < g->inputs.len; i++) ordered[i] = NULL;
-    for (int i = 0; i < n; i++) {
-        int pos = i;
-        if (names) {
-            pos = -1;
-            for (int k = 0; k < g->inputs.len && pos < 0; k++)
-                if (!strcmp(((dl_value *)g->inputs.items[k])->name, names[i])) pos = k;
-            if (pos < 0) return dl_fail(ctx, DL_ERR_INVALID, "'%s' is not an input of the model", names[i]);
-        }
-        dl_value *v = g->inputs.items[pos];
-        if (!inputs[i]) return dl_fail(ctx, DL_ERR_INVALID, "input '%s' is NULL", v->name);
-        ordered[pos] = inputs[i];
-    }
-    for (int i = 0; i < g->inputs.len; i++) {
-        dl_value *v = g->inputs.items[i];
-        char t[256], a[256];
-        if (!ordered[i])
-            return dl_fail(ctx, DL_ERR_INVALID, "input '%s' (%s) was not given", v->name,
-                           dl_type_str(g, &v->type, t, sizeof t));
-        if (ordered[i]->dtype != v->type.dtype || (v->type.rank >= 0 && ordered[i]->rank != v->type.rank))
-            return dl_fail(ctx, DL_ERR_TYPE, "input '%s' is %s but the model expects %s", v->name,
-                           dl_tensor_desc(ordered[i], a, sizeof a), dl_type_str(g, &v->type, t, sizeof t));
-    }
-    return DL_OK;
+/* The tensor holding v now: its constant, or what the steps so far bound or produced. */
+static dl_tensor *value_tensor(const exec *ex, const dl_value *v) {
+    return v ? (v->constant ? v->constant : ex->val[v->id]) : NULL;
 }
 
 static void set_view(dl_tensor *t, const dl_type *ty, void *data) {
@@ -97,16 +71,14 @@ static dl_status prepare_dynamic(exec *ex, const dl_group *gr) {
         for (int i = 0; i < n->n_in; i++) {
             const dl_value *v = n->in[i];
             tin[i] = v ? &ex->ctype[v->id] : NULL;
-            vin[i] = v ? (v->constant ? v->constant : ex->val[v->id]) : NULL;
+            vin[i] = value_tensor(ex, v);
         }
         DL_TRY(dl_node_infer(ex->ctx, NULL, n, tin, vin, tout));
         for (int i = 0; i < n->n_out; i++)
             if (n->out[i]) ex->ctype[n->out[i]->id] = tout[i];
     }
-    dl_value *ins[256];
-    int n_in = dl_group_inputs(gr, ins, 256);
-    for (int i = 0; i < n_in && i < 256; i++)
-        DL_TRY(dl_bind_type(ex->ctx, ex->g, ins[i], &ex->ctype[ins[i]->id], ex->syms, false));
+    for (int i = 0; i < gr->n_in; i++)
+        DL_TRY(dl_bind_type(ex->ctx, ex->g, gr->in[i], &ex->ctype[gr->in[i]->id], ex->syms, false));
     for (int o = 0; o < gr->n_out; o++) {
         const dl_value *v = gr->out[o];
         const dl_type *t = &ex->ctype[v->id];
@@ -133,8 +105,7 @@ static dl_status run_view(exec *ex, const dl_group *gr) {
             const dl_node *n = gr->nodes[0];
             if (n->n_in > 8) return dl_fail(ex->ctx, DL_ERR_INTERNAL, "%s: too many inputs",
                                             dl_node_desc(n, d, sizeof d));
-            for (int i = 0; i < n->n_in; i++)
-                ins[i] = n->in[i] ? (n->in[i]->constant ? n->in[i]->constant : ex->val[n->in[i]->id]) : NULL;
+            for (int i = 0; i < n->n_in; i++) ins[i] = value_tensor(ex, n->in[i]);
             DL_TRY(dl_run_node_ref(ex->ctx, n, ins, outs));
             ex->val[out->id] = outs[0];
             ex->owned[out->id] = true;
@@ -169,10 +140,7 @@ static dl_status run_fallback(exec *ex, const dl_group *gr) {
             return dl_fail(ex->ctx, DL_ERR_NOMEM, "out of memory");
         }
     }
-    for (int i = 0; i < n->n_in; i++) {
-        const dl_value *v = n->in[i];
-        ins[i] = v ? (v->constant ? v->constant : ex->val[v->id]) : NULL;
-    }
+    for (int i = 0; i < n->n_in; i++) ins[i] = value_tensor(ex, n->in[i]);
     for (int i = 0; i < n->n_out; i++)
         outs[i] = n->out[i] && !ex->pl->dynamic ? ex->val[n->out[i]->id] : NULL;
     dl_status s = dl_run_node_ref(ex->ctx, n, ins, outs);
@@ -199,13 +167,10 @@ static dl_status run_fallback(exec *ex, const dl_group *gr) {
 }
 
 static dl_status run_kernel(exec *ex, int gi, const dl_group *gr) {
-    dl_value *ins[256];
-    int n_in = dl_group_inputs(gr, ins, 256);
-    if (n_in > 256) return dl_fail(ex->ctx, DL_ERR_UNSUPPORTED, "too many group inputs");
-    for (int i = 0; i < n_in; i++) {
-        dl_tensor *t = ins[i]->constant ? ins[i]->constant : ex->val[ins[i]->id];
-        if (!t) return dl_fail(ex->ctx, DL_ERR_INTERNAL, "value '%s' was not computed", ins[i]->name);
-        ex->ptr[ins[i]->id] = t->data;
+    for (int i = 0; i < gr->n_in; i++) {
+        const dl_tensor *t = value_tensor(ex, gr->in[i]);
+        if (!t) return dl_fail(ex->ctx, DL_ERR_INTERNAL, "value '%s' was not computed", gr->in[i]->name);
+        ex->ptr[gr->in[i]->id] = t->data;
     }
     for (int o = 0; o < gr->n_out; o++) {
         dl_tensor *t = ex->val[gr->out[o]->id];
@@ -222,11 +187,9 @@ static dl_status run_kernel(exec *ex, int gi, const dl_group *gr) {
 }
 
 static void release_dead(exec *ex, const dl_group *gr) {
-    dl_value *ins[256];
-    int n = dl_group_inputs(gr, ins, 256);
-    for (int i = 0; i < n && i < 256; i++) {
-        int id = ins[i]->id;
-        if (--ex->uses_left[id] > 0 || ins[i]->is_output || !ex->owned[id]) continue;
+    for (int i = 0; i < gr->n_in; i++) {
+        int id = gr->in[i]->id;
+        if (--ex->uses_left[id] > 0 || gr->in[i]->is_output || !ex->owned[id]) continue;
         dl_tensor_free(ex->val[id]);
         ex->val[id] = NULL;
         ex->owned[id] = false;
@@ -277,11 +240,9 @@ dl_status dl_program_run_hooked(dl_ctx *ctx, dl_program *p, int n_inputs,
         memcpy(ex.ctype[v->id].dims, ordered[i]->dims, sizeof(int64_t) * (size_t)ordered[i]->rank);
     }
     if (p->plan.dynamic) {
-        dl_value *ins[256];
-        for (int gi = 0; gi < p->fusion->n; gi++) {
-            int n = dl_group_inputs(&p->fusion->groups[gi], ins, 256);
-            for (int i = 0; i < n && i < 256; i++) ex.uses_left[ins[i]->id]++;
-        }
+        for (int gi = 0; gi < p->fusion->n; gi++)
+            for (int i = 0; i < p->fusion->groups[gi].n_in; i++)
+                ex.uses_left[p->fusion->groups[gi].in[i]->id]++;
     } else {
         ex.base = (unsigned char *)(((uintptr_t)p->plan.arena + 63) & ~(uintptr_t)63);
         ex.ws = p->plan.ws ? (void *)(((uintptr_t)p->plan.ws + 63) & ~(uintptr_t)63) : NULL;

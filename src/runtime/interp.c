@@ -47,30 +47,12 @@ static dl_status bind_input(interp *it, const dl_value *v, dl_tensor *t) {
 
 static dl_status bind_inputs(interp *it, int n, const char *const *names, dl_tensor *const *inputs) {
     dl_graph *g = it->g;
-    if (!names && n != g->inputs.len)
-        return dl_fail(it->ctx, DL_ERR_INVALID, "the model has %d inputs but %d were given",
-                       g->inputs.len, n);
-    for (int i = 0; i < n; i++) {
-        dl_value *v = NULL;
-        if (names) {
-            v = dl_graph_find_value(g, names[i]);
-            if (!v || !v->is_input)
-                return dl_fail(it->ctx, DL_ERR_INVALID, "'%s' is not an input of the model", names[i]);
-        } else {
-            v = g->inputs.items[i];
-        }
-        if (!inputs[i]) return dl_fail(it->ctx, DL_ERR_INVALID, "input '%s' is NULL", v->name);
-        DL_TRY(bind_input(it, v, inputs[i]));
-    }
-    for (int i = 0; i < g->inputs.len; i++) {
-        dl_value *v = g->inputs.items[i];
-        if (!it->val[v->id]) {
-            char t[256];
-            return dl_fail(it->ctx, DL_ERR_INVALID, "input '%s' (%s) was not given", v->name,
-                           dl_type_str(g, &v->type, t, sizeof t));
-        }
-    }
-    return DL_OK;
+    dl_tensor **ordered = dl_calloc((size_t)g->inputs.len + 1, sizeof *ordered);
+    if (!ordered) return dl_fail(it->ctx, DL_ERR_NOMEM, "out of memory binding inputs");
+    dl_status s = dl_order_inputs(it->ctx, g, n, names, inputs, ordered);
+    for (int i = 0; i < g->inputs.len && s == DL_OK; i++) s = bind_input(it, g->inputs.items[i], ordered[i]);
+    dl_free(ordered);
+    return s;
 }
 
 static dl_status run_node(interp *it, dl_node *n, const dl_tensor **in_val, dl_tensor **outs) {

@@ -124,7 +124,7 @@ static dl_status concrete_types(dl_ctx *ctx, dl_program *p, dl_tensor *const *in
 static bool pinned(const dl_value *v) { return v->is_input || v->is_output || v->constant; }
 
 /* Bytes of a concrete type; -1 past the allocation cap (or on overflow). */
-static int64_t type_bytes(const dl_type *t) {
+int64_t dl_type_nbytes(const dl_type *t) {
     int64_t n = (int64_t)dl_dtype_size(t->dtype), cap = (int64_t)dl_alloc_limit();
     for (int d = 0; d < t->rank; d++) {
         if (t->dims[d] != 0 && n > cap / t->dims[d]) return -1;
@@ -140,13 +140,11 @@ static dl_status live_ranges(dl_ctx *ctx, dl_program *p, dl_plan *pl) {
         pl->first[i] = pl->last[i] = -1;
         pl->alias[i] = -1;
     }
-    dl_value *ins[256];
+    DL_UNUSED(ctx);
     for (int gi = 0; gi < f->n; gi++) {
         const dl_group *gr = &f->groups[gi];
         for (int o = 0; o < gr->n_out; o++) pl->first[gr->out[o]->id] = gi;
-        int n = dl_group_inputs(gr, ins, 256);
-        if (n > 256) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "a group reads more than 256 values");
-        for (int i = 0; i < n; i++) pl->last[ins[i]->id] = gi;
+        for (int i = 0; i < gr->n_in; i++) pl->last[gr->in[i]->id] = gi;
         if (gr->kind == DL_G_VIEW && !gr->out[0]->is_output) pl->alias[gr->out[0]->id] = gr->nodes[0]->in[0]->id;
     }
     return DL_OK;
@@ -174,7 +172,7 @@ static dl_status place(dl_ctx *ctx, dl_program *p, dl_plan *pl) {
         /* a view of pinned memory (an input, a weight) needs no storage of its own */
         if (pl->alias[i] >= 0 && buf_of[pl->alias[i]] < 0) continue;
         dl_mp_buf *b = &bufs[nb];
-        b->size = type_bytes(&pl->ctype[i]);
+        b->size = dl_type_nbytes(&pl->ctype[i]);
         if (b->size < 0) {
             char t[256];
             s = dl_fail(ctx, DL_ERR_LIMIT, "value '%s' (%s) is larger than the allocation cap",
@@ -195,13 +193,12 @@ static dl_status place(dl_ctx *ctx, dl_program *p, dl_plan *pl) {
         int vi = val_of[k];
         const dl_group *gr = &p->fusion->groups[bufs[k].first];
         if (gr->kind != DL_G_EW || bufs[k].alias_of >= 0) continue;
-        dl_value *ins[64];
-        int n = dl_group_inputs(gr, ins, 64);
-        for (int i = 0; i < n && i < 64; i++) {
-            int bi = buf_of[ins[i]->id];
-            if (bi < 0 || bufs[bi].alias_of >= 0 || pl->last[ins[i]->id] != bufs[k].first) continue;
-            const dl_type *a = &pl->ctype[ins[i]->id], *b = &pl->ctype[vi];
-            if (dl_dtype_size(a->dtype) != dl_dtype_size(b->dtype) || type_bytes(a) != type_bytes(b))
+        for (int i = 0; i < gr->n_in; i++) {
+            const dl_value *in = gr->in[i];
+            int bi = buf_of[in->id];
+            if (bi < 0 || bufs[bi].alias_of >= 0 || pl->last[in->id] != bufs[k].first) continue;
+            const dl_type *a = &pl->ctype[in->id], *b = &pl->ctype[vi];
+            if (dl_dtype_size(a->dtype) != dl_dtype_size(b->dtype) || dl_type_nbytes(a) != dl_type_nbytes(b))
                 continue;
             bufs[k].inplace_of = bi;
             break;

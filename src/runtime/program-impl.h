@@ -57,6 +57,9 @@ dl_target dl_host_target(int threads);
 /* Inlines the runtime-kernel headers into a source text (see compile.c). */
 void dl_rt_expand(const char *text, dl_sbuf *out);
 
+/* Bytes of a concrete type; -1 past the allocation cap (or on overflow). */
+int64_t dl_type_nbytes(const dl_type *t);
+
 /* Plans memory for the given bound input tensors (by graph input position); reuses the current
  * plan when the shapes are unchanged. */
 dl_status dl_plan_bind(dl_ctx *ctx, dl_program *p, dl_tensor *const *in);
@@ -73,9 +76,5 @@ typedef dl_status (*dl_step_hook)(void *user, const dl_program *p, int step,
 dl_status dl_program_run_hooked(dl_ctx *ctx, dl_program *p, int n_inputs,
                                 const char *const *names, dl_tensor *const *inputs,
                                 dl_tensor **outputs, dl_step_hook hook, void *user);
-
-/* Orders the given inputs by graph input position (names may be NULL: positional). */
-dl_status dl_order_inputs(dl_ctx *ctx, dl_graph *g, int n, const char *const *names,
-                          dl_tensor *const *inputs, dl_tensor **ordered);
 
 #endif

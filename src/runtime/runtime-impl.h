@@ -19,4 +19,9 @@ dl_status dl_interp_run_keep(dl_ctx *ctx, dl_graph *g, int n_inputs, const char 
 dl_status dl_run_node_ref(dl_ctx *ctx, const dl_node *n, const dl_tensor *const *in,
                           dl_tensor **outs);
 
+/* Orders the given inputs by graph input position (names NULL: positional), checking that every
+ * input is given, is not NULL, and has the model's dtype and rank. */
+dl_status dl_order_inputs(dl_ctx *ctx, dl_graph *g, int n, const char *const *names,
+                          dl_tensor *const *inputs, dl_tensor **ordered);
+
 #endif

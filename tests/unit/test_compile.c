@@ -9,18 +9,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static int passed, failed;
+#define CHECK_PRINT_PASS
+#include "check.h"
 
-#define CHECK(name, cond)                                                                          \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            passed++;                                                                              \
-            printf("PASS %s\n", name);                                                             \
-        } else {                                                                                   \
-            failed++;                                                                              \
-            printf("FAIL %s (%s:%d)\n", name, __FILE__, __LINE__);                                 \
-        }                                                                                          \
-    } while (0)
 
 static uint64_t rng = 88172645463325252ull;
 static float frand(void) {

@@ -9,18 +9,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static int passed, failed;
+#define CHECK_PRINT_PASS
+#include "check.h"
 
-#define CHECK(name, cond)                                                                          \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            passed++;                                                                              \
-            printf("PASS %s\n", name);                                                             \
-        } else {                                                                                   \
-            failed++;                                                                              \
-            printf("FAIL %s (%s:%d)\n", name, __FILE__, __LINE__);                                 \
-        }                                                                                          \
-    } while (0)
 
 /* Half-precision conversion against the CPU's own F16C instructions (an independent reference,
  * and available to gcc and clang alike). */

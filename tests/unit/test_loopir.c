@@ -12,17 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int passed, failed;
+#include "check.h"
 
-#define CHECK(name, cond)                                                                          \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            passed++;                                                                              \
-        } else {                                                                                   \
-            failed++;                                                                              \
-            printf("FAIL %s (%s:%d)\n", name, __FILE__, __LINE__);                                 \
-        }                                                                                          \
-    } while (0)
 
 typedef void (*kfn)(void *const *b, const int64_t *s);
 

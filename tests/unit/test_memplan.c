@@ -7,17 +7,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-static int passed, failed;
+#include "check.h"
 
-#define CHECK(name, cond)                                                                          \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            passed++;                                                                              \
-        } else {                                                                                   \
-            failed++;                                                                              \
-            printf("FAIL %s (%s:%d)\n", name, __FILE__, __LINE__);                                 \
-        }                                                                                          \
-    } while (0)
 
 static dl_mp_buf B(int64_t size, int first, int last) {
     return (dl_mp_buf){size, first, last, -1, -1};

@@ -8,18 +8,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-static int passed, failed;
+#define CHECK_FAIL_DETAIL() printf(" %s", dl_errmsg(ctx))
+#include "check.h"
 static dl_ctx *ctx;
-
-#define CHECK(name, cond)                                                                          \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            passed++;                                                                              \
-        } else {                                                                                   \
-            failed++;                                                                              \
-            printf("FAIL %s (%s:%d) %s\n", name, __FILE__, __LINE__, dl_errmsg(ctx));             \
-        }                                                                                          \
-    } while (0)
 
 /* ---- building ---- */
 
