@@ -50,6 +50,8 @@ dl_status dl_run_node_ref(dl_ctx *ctx, const dl_node *n, const dl_tensor *const 
         s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory running a node");
         goto done;
     }
+    /* outputs the caller preallocated stay the caller's, even when inference fails */
+    for (int i = 0; i < n->n_out; i++) given[i] = outs[i] != NULL;
     for (int i = 0; i < n->n_in; i++) {
         in_ty[i] = NULL;
         if (!in[i]) continue;
@@ -62,7 +64,6 @@ dl_status dl_run_node_ref(dl_ctx *ctx, const dl_node *n, const dl_tensor *const 
     if ((s = dl_node_infer(ctx, NULL, n, in_ty, in, out_ty)) != DL_OK) goto done;
     for (int i = 0; i < n->n_out; i++) {
         const dl_type *ty = &out_ty[i];
-        given[i] = outs[i] != NULL;
         if (given[i]) {
             /* preallocated by a memory plan: the plan's shape must be the one inference says */
             if (!same_shape(ty, outs[i])) {
@@ -95,7 +96,7 @@ dl_status dl_run_node_ref(dl_ctx *ctx, const dl_node *n, const dl_tensor *const 
 done:
     if (s != DL_OK)
         for (int i = 0; i < n->n_out; i++)
-            if (!given || !given[i]) {
+            if (given && !given[i]) { /* nothing was allocated when given is NULL */
                 dl_tensor_free(outs[i]);
                 outs[i] = NULL;
             }
