@@ -24,7 +24,17 @@ EX_BIN   := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
 UNIT_SRC := $(sort $(wildcard tests/unit/*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-all: $(BUILD)/dlcc $(BUILD)/libdlcc.a $(BUILD)/libdlcc.so $(EX_BIN) $(UNIT_BIN)
+# Unit tests that compile the runtime kernels themselves (they include rt-lib.c) are also built
+# once per instruction set, so every microkernel path is tested on one machine;
+# tests/run-tests.sh runs the ones this CPU can execute. The avx2 build also runs every
+# OpenMP-parallel path (DLRT_PAR_MIN=1).
+ISA_UNITS := $(shell grep -l 'kernels/rt-lib.c' $(UNIT_SRC) 2>/dev/null)
+ifeq ($(shell uname -m),x86_64)
+ISA_BIN := $(foreach i,avx512 avx2 generic,$(ISA_UNITS:tests/unit/%.c=$(BUILD)/tests-isa/$(i)/%))
+endif
+ISA_CFLAGS := $(filter-out -O2,$(CFLAGS)) -O3 -fopenmp
+
+all: $(BUILD)/dlcc $(BUILD)/libdlcc.a $(BUILD)/libdlcc.so $(EX_BIN) $(UNIT_BIN) $(ISA_BIN)
 
 $(GEN_C): $(ONNX_PROTO)
 	@mkdir -p $(BUILD)/gen
@@ -68,6 +78,18 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/libdlcc.a
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdlcc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libdlcc.a $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/tests-isa/avx512/%: tests/unit/%.c $(BUILD)/libdlcc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ISA_CFLAGS) -march=x86-64-v4 -o $@ $< $(BUILD)/libdlcc.a $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/tests-isa/avx2/%: tests/unit/%.c $(BUILD)/libdlcc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ISA_CFLAGS) -march=x86-64-v3 -DDLRT_PAR_MIN=1 -o $@ $< $(BUILD)/libdlcc.a $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/tests-isa/generic/%: tests/unit/%.c $(BUILD)/libdlcc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ISA_CFLAGS) -march=x86-64 -o $@ $< $(BUILD)/libdlcc.a $(LDFLAGS) $(LDLIBS)
 
 # Installs build and test dependencies (Debian), then builds.
 setup:

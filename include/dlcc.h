@@ -145,13 +145,14 @@ typedef struct dl_program dl_program;
 
 typedef struct dl_compile_options {
     const char *cc;        /* C compiler; NULL: $CC, else "cc" */
-    const char *cflags;    /* NULL: $DLCC_CFLAGS, else "-O3 -march=native" */
+    const char *cflags;    /* NULL: $DLCC_CFLAGS, else the flags of the instruction set (isa) */
     const char *cache_dir; /* NULL: $DLCC_CACHE_DIR, else ~/.cache/dlcc */
     int no_cache;          /* build in a temporary directory, keep nothing */
     int threads;           /* 0: OpenMP's default */
     const char *dump_ir;   /* print the IR after this pass ("all" for every pass) */
     void *dump_to;         /* FILE* for dump_ir; NULL: stderr */
     int verbose;           /* print compiler command lines */
+    const char *isa;       /* "native" (NULL: $DLCC_ISA, else native), "avx512", "avx2", "generic" */
 } dl_compile_options;
 
 void dl_compile_options_init(dl_compile_options *o);

@@ -45,9 +45,9 @@ run_suite() {
 # (those the reference backend passes) must pass (no regressions), and at least 75% of all cases.
 conformance() {
     local backend=$1
-    local out="$LOG_DIR/onnx-node-$backend.txt"
+    local out="$LOG_DIR/onnx-node-$backend${DLCC_ISA:+-$DLCC_ISA}.txt"
     "$DLCC" onnx-test --backend "$backend" --quiet --expect tests/onnx-passing.txt \
-        --write-passing "$LOG_DIR/onnx-passing-now-$backend.txt" "$ONNX_NODE_DIR" >"$out" 2>&1
+        --write-passing "$LOG_DIR/onnx-passing-now-$backend${DLCC_ISA:+-$DLCC_ISA}.txt" "$ONNX_NODE_DIR" >"$out" 2>&1
     local rc=$?
     grep -E 'REGRESSION' "$out"
     local line passed failed
@@ -105,8 +105,32 @@ smoke() {
     else
         echo "FAIL external data"; f=$((f + 1))
     fi
-    for cmd in run show onnx-test; do
+    for cmd in run show onnx-test bench profile; do
         if "$DLCC" $cmd --help | grep -q usage; then echo "PASS dlcc $cmd --help"; p=$((p + 1)); else echo "FAIL dlcc $cmd --help"; f=$((f + 1)); fi
+    done
+    # bench and profile: the JSON line parses with median_ms > 0; the trace is valid JSON with
+    # one complete event per step (no timing thresholds)
+    if "$DLCC" bench models/default.onnx --iters 3 --warmup 1 --threads 1 --json 2>/dev/null >"$out/bench.json" &&
+        /usr/bin/python3 -c "import json; l=open('$out/bench.json').read().splitlines(); assert len(l)==1; d=json.loads(l[0]); assert d['median_ms']>0 and d['iters']==3 and d['threads']==1 and d['model']=='models/default.onnx'"; then
+        echo "PASS dlcc bench --json prints one valid JSON line"; p=$((p + 1))
+    else
+        echo "FAIL dlcc bench --json"; f=$((f + 1))
+    fi
+    if "$DLCC" profile models/default.onnx --iters 2 --threads 1 --trace "$out/trace.json" >"$out/profile.txt" 2>&1 &&
+        grep -q '^by kind: conv' "$out/profile.txt" &&
+        /usr/bin/python3 -c "import json; d=json.load(open('$out/trace.json')); e=[x for x in d['traceEvents'] if x['ph']=='X']; assert len(e)>=2 and all(x['dur']>=0 for x in e)"; then
+        echo "PASS dlcc profile prints the table and writes a valid Chrome trace"; p=$((p + 1))
+    else
+        echo "FAIL dlcc profile"; f=$((f + 1))
+    fi
+    for cmd in run compile bench profile onnx-test; do
+        if "$DLCC" $cmd models/default.onnx --threads x >"$out/threads.txt" 2>&1; then
+            echo "FAIL dlcc $cmd accepts --threads x"; f=$((f + 1))
+        elif grep -q -- "--threads: expected a positive integer, got 'x'" "$out/threads.txt"; then
+            echo "PASS dlcc $cmd rejects --threads x"; p=$((p + 1))
+        else
+            echo "FAIL dlcc $cmd --threads x: unclear message"; f=$((f + 1))
+        fi
     done
     rm -rf "$out"
     echo "$p passed, $f failed"
@@ -121,11 +145,41 @@ for bin in "$BUILD"/tests/test_*; do
     [ -x "$bin" ] || continue
     run_suite "unit-${name#test_}" "$bin"
 done
+# The runtime kernels built per instruction set (Makefile: tests-isa/), for the sets this CPU has.
+cpu_has() { grep -qw "$1" /proc/cpuinfo 2>/dev/null; }
+isa_ok() {
+    case $1 in
+        avx512) cpu_has avx512f && cpu_has avx512bw && cpu_has avx512vl && cpu_has avx512dq ;;
+        avx2) cpu_has avx2 && cpu_has fma && cpu_has bmi2 ;;
+        *) true ;;
+    esac
+}
+for isa in avx512 avx2 generic; do
+    if ! isa_ok $isa; then
+        echo "=== $isa: this CPU lacks it; its kernel tests are not run"
+        continue
+    fi
+    for bin in "$BUILD"/tests-isa/$isa/test_*; do
+        [ -x "$bin" ] || continue
+        case "$bin" in *.d | *.o) continue ;; esac
+        name=$(basename "$bin")
+        run_suite "unit-${name#test_}-$isa" "$bin"
+    done
+done
 run_suite smoke smoke
 run_suite onnx-conformance-ref conformance ref
 run_suite onnx-conformance-native conformance native
+# The generated code and runtime kernels built for the narrower instruction sets (the default
+# above is the CPU's best, -march=native).
+for isa in avx2 generic; do
+    isa_ok $isa && DLCC_ISA=$isa run_suite onnx-conformance-native-$isa conformance native
+done
 run_suite robustness tests/robust/run.sh "$BUILD"
 run_suite torch-parity-native tests/torch/run.sh "$BUILD"
+for isa in avx2 generic; do
+    isa_ok $isa && DLCC_ISA=$isa DLCC_TORCH_MODELS="mobilenet_v2 bert_encoder" \
+        run_suite torch-parity-native-$isa tests/torch/run.sh "$BUILD"
+done
 DLCC_BACKEND=ref run_suite torch-parity-ref tests/torch/run.sh "$BUILD"
 run_suite aot tests/aot/run.sh "$BUILD"
 

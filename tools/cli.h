@@ -25,5 +25,38 @@ int cli_bind_inputs(dl_ctx *ctx, dl_graph *g, const char *model, int n_spec,
                     const char *const *in_spec, uint64_t seed, int quiet, dl_tensor **inputs);
 int cmd_compile(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
+/* Parses the value of --threads (a positive integer) into *out; 0 on success, else prints
+ * the error and returns 2 (a usage error). */
+int cli_threads(const char *value, int *out);
+
+/* ---- commands that time a compiled model (cli-model.c) ---- */
+#define CLI_MAX_INPUTS 256
+typedef struct cli_model_args {
+    const char *model;
+    const char *in_spec[CLI_MAX_INPUTS]; /* NAME=FILE.npy */
+    int n_spec;
+    int threads; /* 0: all cores */
+    int iters, warmup;
+    uint64_t seed;
+} cli_model_args;
+/* Takes argv[*i] when it is a shared option (--threads, --iters, --warmup, --input, --seed) or
+ * the model: 0 when taken, -1 for another option, else the exit status after an error. */
+int cli_model_arg(cli_model_args *a, const char *cmd, int argc, char **argv, int *i);
+
+typedef struct cli_model {
+    dl_ctx *ctx;
+    dl_graph *g;
+    dl_program *prog;
+    dl_tensor **inputs; /* n_in, by graph input position */
+    int n_in;
+    int threads; /* what the kernels run on */
+    double compile_ms;
+} cli_model;
+/* Loads the model, binds its inputs like `dlcc run` and compiles it natively; 0 on success,
+ * else prints the error and returns 1. Close m in both cases. */
+int cli_model_open(cli_model *m, const cli_model_args *a, int quiet);
+void cli_model_close(cli_model *m);
 
 #endif

@@ -20,6 +20,7 @@ static const char help[] =
     "                    that builds with any C11 compiler; symbolic dims take the --input shapes\n"
     "                    (or 1)\n"
     "  --input NAME=FILE.npy  shapes (and values) used for the report and the bundle\n"
+    "  --threads N       threads the kernels are scheduled for (default: all cores)\n"
     "  --no-cache        build in a temporary directory\n";
 
 #define MAX_INPUTS 256
@@ -53,8 +54,8 @@ int cmd_compile(int argc, char **argv) {
             if (n_spec == MAX_INPUTS) return cli_error("compile: too many --input options");
             in_spec[n_spec++] = v;
         } else if ((v = cli_opt(argc, argv, &i, "--threads"))) {
-            threads = atoi(v);
-            if (threads < 1) return cli_error("compile: --threads wants a positive number") + 1;
+            int rc = cli_threads(v, &threads);
+            if (rc) return rc;
         } else if (strcmp(argv[i], "--report") == 0) {
             report = 1;
         } else if (strcmp(argv[i], "--cold-warm") == 0) {

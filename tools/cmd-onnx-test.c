@@ -16,7 +16,8 @@
 
 static const char help[] =
     "usage: dlcc onnx-test [--backend native|ref] [--rtol R] [--atol A] [--timeout S]\n"
-    "                      [--expect FILE] [--write-passing FILE] [--quiet] PATH...\n\n"
+    "                      [--expect FILE] [--write-passing FILE] [--threads N] [--quiet]\n"
+    "                      PATH...\n\n"
     "Runs ONNX backend test cases. PATH is one case (a folder holding model.onnx and\n"
     "test_data_set_*/) or a folder of cases. Prints PASS, FAIL (with the worst mismatch) or\n"
     "UNSUPPORTED (with the reason) per case, then 'N passed, N failed' (unsupported counts as\n"
@@ -26,6 +27,7 @@ static const char help[] =
     "                         (a regression); otherwise exit non-zero if any case fails\n"
     "  --write-passing FILE   write the names of passing cases to FILE\n"
     "  --timeout S            seconds per case before it counts as failed (default 120)\n"
+    "  --threads N            threads for compiled kernels (default: all cores)\n"
     "  --quiet                print only failures and the summary\n";
 
 enum { CASE_PASS = 0, CASE_FAIL = 1, CASE_UNSUPPORTED = 2 };
@@ -34,6 +36,7 @@ typedef struct opts {
     double rtol, atol;
     int timeout;
     int quiet;
+    int threads; /* 0: the compiler's default */
     dl_backend backend;
 } opts;
 
@@ -134,6 +137,23 @@ static bool compare(const dl_tensor *got, const dl_tensor *want, const opts *o, 
     return false;
 }
 
+/* dl_run, with --threads applied to the native backend. */
+static dl_status run_graph(dl_ctx *ctx, dl_graph *g, const opts *o, int nin, dl_tensor **in,
+                           dl_tensor **got) {
+    if (o->backend != DL_BACKEND_NATIVE || o->threads <= 0)
+        return dl_run(ctx, g, o->backend, nin, NULL, in, got);
+    dl_compile_options co;
+    dl_compile_options_init(&co);
+    co.threads = o->threads;
+    dl_program *p;
+    dl_status s = dl_compile(ctx, g, &co, &p);
+    if (s == DL_OK) {
+        s = dl_program_run(ctx, p, nin, NULL, in, got);
+        dl_program_free(p);
+    }
+    return s;
+}
+
 /* Runs one case in this process; prints nothing; returns status and a reason. */
 static int run_case(const char *dir, const opts *o, char *why, size_t n) {
     char path[PATH_MAX];
@@ -185,7 +205,7 @@ static int run_case(const char *dir, const opts *o, char *why, size_t n) {
             snprintf(why, n, "%d expected outputs but the model has %d", nout, dl_graph_num_outputs(g));
             result = CASE_FAIL;
         }
-        if (result == CASE_PASS && dl_run(ctx, g, o->backend, nin, NULL, in, got) != DL_OK) {
+        if (result == CASE_PASS && run_graph(ctx, g, o, nin, in, got) != DL_OK) {
             result = ctx->status == DL_ERR_UNSUPPORTED ? CASE_UNSUPPORTED : CASE_FAIL;
             snprintf(why, n, "%s", dl_errmsg(ctx));
         }
@@ -292,6 +312,12 @@ int cmd_onnx_test(int argc, char **argv) {
             o.atol = atof(v);
         } else if ((v = cli_opt(argc, argv, &i, "--timeout"))) {
             o.timeout = atoi(v) > 0 ? atoi(v) : 120;
+        } else if ((v = cli_opt(argc, argv, &i, "--threads"))) {
+            int rc = cli_threads(v, &o.threads);
+            if (rc) {
+                free(paths);
+                return rc;
+            }
         } else if ((v = cli_opt(argc, argv, &i, "--expect"))) {
             expect = v;
         } else if ((v = cli_opt(argc, argv, &i, "--write-passing"))) {

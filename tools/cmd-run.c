@@ -85,8 +85,8 @@ int cmd_run(int argc, char **argv) {
         } else if ((v = cli_opt(argc, argv, &i, "--dump-ir"))) {
             dump_ir = v;
         } else if ((v = cli_opt(argc, argv, &i, "--threads"))) {
-            threads = atoi(v);
-            if (threads < 1) return cli_error("run: --threads wants a positive number") + 1;
+            int rc = cli_threads(v, &threads);
+            if (rc) return rc;
         } else if ((v = cli_opt(argc, argv, &i, "--rtol"))) {
             rtol = atof(v);
         } else if ((v = cli_opt(argc, argv, &i, "--atol"))) {

@@ -16,6 +16,8 @@ static const struct {
     {"run", cmd_run, "run a model on inputs from .npy files (or random inputs)"},
     {"show", cmd_show, "print a model's graph: inputs, outputs, op counts, parameters; --dot"},
     {"compile", cmd_compile, "optimize and compile a model: --report, --dot, --emit c (AOT bundle)"},
+    {"bench", cmd_bench, "time a compiled model: median, p90, min, mean latency; --json"},
+    {"profile", cmd_profile, "time each kernel of a compiled model: GFLOP/s, GB/s, roofline; --trace"},
     {"cache", cmd_cache, "list or clear the compile cache (ls | clear)"},
     {"onnx-test", cmd_onnx_test, "run ONNX backend test cases and compare with expected outputs"},
 };

@@ -18,8 +18,21 @@ bool dl_value_kbuf(const dl_value *v, dl_kbuf *kb);
  * DL_ERR_UNSUPPORTED (with a message) when this group cannot be generated after all; the caller
  * then runs its nodes as fallbacks. A kernel that needs scratch memory (dl_group_workspace in
  * emit-params.h) finds it at b[DLK_WS], a macro the module defines as the number of values. */
+/* Weights the module packs once into the GEMM microkernel's layout (module.h: dlk_pack*): the
+ * kernel of request k reads the packed copy at b[DLK_PACK + k] (NULL: pack per call, as in AOT
+ * bundles). src is the constant's value id; the rest are dlrt_gemm_pack_operand's arguments. */
+typedef struct dl_pack_req {
+    int src, operand, trans;
+    int64_t lines, K, ld;
+} dl_pack_req;
+typedef struct dl_packs {
+    dl_pack_req *items;
+    int n, cap;
+} dl_packs;
+
+/* packs may be NULL (no packing requested). */
 dl_status dl_emit_group(dl_ctx *ctx, const dl_group *gr, const dl_target *t, const char *name,
-                        dl_sbuf *sb);
+                        dl_packs *packs, dl_sbuf *sb);
 
 /* The runtime-kernel sources embedded at build time (src/kernels/rt/). */
 typedef struct dl_rt_file {

@@ -203,7 +203,146 @@ dl_status dl_pool_params_of(dl_ctx *ctx, const dl_group *gr, dl_pool_params *pp)
     return DL_OK;
 }
 
+/* ---- attention ---- */
+
+static dl_sexpr sexpr_const(int64_t c) {
+    dl_sexpr e;
+    memset(&e, 0, sizeof e);
+    e.c = c;
+    return e;
+}
+
+/* Row-major stride of dim i of v: the product of the dims after it (at most DL_MAX_RANK - 1
+ * symbols). */
+static dl_sexpr dense_stride(const dl_value *v, int i) {
+    dl_sexpr e = sexpr_const(1);
+    for (int d = i + 1; d < v->type.rank; d++) {
+        int64_t x = v->type.dims[d];
+        if (x >= 0) e.c *= x;
+        else e.sym[e.n++] = (int)(-x - 1);
+    }
+    return e;
+}
+
+/* Source dim of dim i of a Transpose's output (perm absent: reversed). */
+static int perm_at(const dl_node *tr, int i, int r) {
+    const int64_t *perm;
+    int np = dl_attr_ints(tr, "perm", &perm);
+    return np < 0 ? r - 1 - i : (int)perm[i];
+}
+
+/* Strides of an operand seen with `logical`'s type, read from `raw` through the absorbed
+ * Transpose tr (NULL: none); batch dims of size 1 (broadcast) get stride 0. */
+static void operand_strides(const dl_value *raw, const dl_node *tr, const dl_value *logical,
+                            int r, dl_sexpr *st) {
+    for (int i = 0; i < r; i++) {
+        st[i] = dense_stride(raw, tr ? perm_at(tr, i, r) : i);
+        if (i < r - 2 && logical->type.dims[i] == 1) st[i] = sexpr_const(0);
+    }
+}
+
+/* dlrt_attn's (batch, head, row, column) strides from the strides of a rank-r operand: rank 3
+ * has no head dim, rank 2 neither batch nor head. */
+static void kernel_strides(const dl_sexpr *st, int r, dl_sexpr out[4]) {
+    for (int k = 0; k < 4; k++) out[k] = sexpr_const(0);
+    for (int i = 0; i < r; i++) out[i < r - 2 ? i : 4 - r + i] = st[i];
+}
+
+static dl_sexpr dim_expr(const dl_value *v, int d) {
+    dl_sexpr e = sexpr_const(1);
+    int64_t x = v->type.dims[d];
+    if (x >= 0) e.c = x;
+    else e.sym[e.n++] = (int)(-x - 1);
+    return e;
+}
+
+dl_status dl_attn_params_of(dl_ctx *ctx, const dl_group *gr, dl_attn_params *ap) {
+    const dl_gattn *at = &gr->attn;
+    memset(ap, 0, sizeof *ap);
+    if (gr->kind != DL_G_ATTENTION || !at->qk || !at->pv || !at->q || !at->k || !at->v)
+        return dl_fail(ctx, DL_ERR_INTERNAL, "attention group without its pattern");
+    const dl_value *sc = at->qk->out[0], *y = at->pv->out[0];
+    const dl_value *out = at->y_tr ? at->y_tr->out[0] : y;
+    int r = sc->type.rank;
+    if (r < 2 || r > 4 || gr->n_out != 1 || gr->out[0] != out)
+        return dl_fail(ctx, DL_ERR_INTERNAL, "attention group of an unexpected shape");
+    ap->batch = r > 2 ? dim_expr(sc, 0) : sexpr_const(1);
+    ap->heads = r > 3 ? dim_expr(sc, 1) : sexpr_const(1);
+    ap->tq = dim_expr(sc, r - 2);
+    ap->tk = dim_expr(sc, r - 1);
+    ap->d = dim_expr(at->qk->in[0], r - 1);
+    ap->dv = dim_expr(at->pv->in[1], r - 1);
+    ap->scale = at->scale;
+    ap->causal = at->causal;
+    dl_sexpr st[DL_MAX_RANK], kt[DL_MAX_RANK];
+    operand_strides(at->q, at->q_tr, at->qk->in[0], r, st);
+    kernel_strides(st, r, ap->stride[DL_ATTN_Q]);
+    /* k^T arrives as [.., d, tk]: the kernel's k rows are its columns */
+    operand_strides(at->k, at->k_tr, at->qk->in[1], r, kt);
+    dl_sexpr swap = kt[r - 2];
+    kt[r - 2] = kt[r - 1];
+    kt[r - 1] = swap;
+    kernel_strides(kt, r, ap->stride[DL_ATTN_K]);
+    operand_strides(at->v, at->v_tr, at->pv->in[1], r, st);
+    kernel_strides(st, r, ap->stride[DL_ATTN_V]);
+    /* the result is written through the absorbed Transpose: y dim perm[j] is out's dim j */
+    for (int j = 0; j < r; j++) st[at->y_tr ? perm_at(at->y_tr, j, r) : j] = dense_stride(out, j);
+    kernel_strides(st, r, ap->stride[DL_ATTN_Y]);
+    ap->slot[DL_ATTN_Q] = at->q->id;
+    ap->slot[DL_ATTN_K] = at->k->id;
+    ap->slot[DL_ATTN_V] = at->v->id;
+    ap->slot[DL_ATTN_Y] = out->id;
+    ap->slot[DL_ATTN_MASK] = -1;
+    if (at->mask) {
+        const dl_value *m = at->mask;
+        int off = r - m->type.rank;
+        for (int i = 0; i < r; i++) {
+            int mi = i - off;
+            st[i] = mi < 0 || m->type.dims[mi] == 1 ? sexpr_const(0) : dense_stride(m, mi);
+        }
+        kernel_strides(st, r, ap->stride[DL_ATTN_MASK]);
+        ap->slot[DL_ATTN_MASK] = m->id;
+    }
+    return DL_OK;
+}
+
+int64_t dl_sexpr_eval(const dl_sexpr *e, const int64_t *syms) {
+    int64_t v = e->c;
+    for (int i = 0; i < e->n; i++) v *= syms[e->sym[i]];
+    return v;
+}
+
+void dl_attn_params_eval(const dl_attn_params *ap, const int64_t *syms, dlrt_attn *a) {
+    memset(a, 0, sizeof *a);
+    a->batch = dl_sexpr_eval(&ap->batch, syms);
+    a->heads = dl_sexpr_eval(&ap->heads, syms);
+    a->tq = dl_sexpr_eval(&ap->tq, syms);
+    a->tk = dl_sexpr_eval(&ap->tk, syms);
+    a->d = dl_sexpr_eval(&ap->d, syms);
+    a->dv = dl_sexpr_eval(&ap->dv, syms);
+    a->scale = ap->scale;
+    a->causal = ap->causal;
+    int64_t v[DL_ATTN_OPERANDS][4];
+    for (int o = 0; o < DL_ATTN_OPERANDS; o++)
+        for (int k = 0; k < 4; k++) v[o][k] = dl_sexpr_eval(&ap->stride[o][k], syms);
+    a->q_sb = v[DL_ATTN_Q][0], a->q_sh = v[DL_ATTN_Q][1], a->q_st = v[DL_ATTN_Q][2], a->q_sc = v[DL_ATTN_Q][3];
+    a->k_sb = v[DL_ATTN_K][0], a->k_sh = v[DL_ATTN_K][1], a->k_st = v[DL_ATTN_K][2], a->k_sc = v[DL_ATTN_K][3];
+    a->v_sb = v[DL_ATTN_V][0], a->v_sh = v[DL_ATTN_V][1], a->v_st = v[DL_ATTN_V][2], a->v_sc = v[DL_ATTN_V][3];
+    a->y_sb = v[DL_ATTN_Y][0], a->y_sh = v[DL_ATTN_Y][1], a->y_st = v[DL_ATTN_Y][2], a->y_sc = v[DL_ATTN_Y][3];
+    a->m_sb = v[DL_ATTN_MASK][0], a->m_sh = v[DL_ATTN_MASK][1], a->m_st = v[DL_ATTN_MASK][2];
+    a->m_sc = v[DL_ATTN_MASK][3];
+}
+
 size_t dl_group_workspace(const dl_group *gr, const int64_t *syms) {
+    if (gr->kind == DL_G_ATTENTION) {
+        dl_attn_params ap;
+        dlrt_attn a;
+        if (dl_attn_params_of(NULL, gr, &ap) != DL_OK) return 0;
+        dl_attn_params_eval(&ap, syms, &a);
+        /* the thread count of the generated code is OpenMP's at run time: size for the most
+         * the kernel uses */
+        return dlrt_attention_workspace(&a, 0);
+    }
     if (gr->kind != DL_G_CONV) return 0;
     dl_conv_params cp;
     if (dl_conv_params_of(NULL, gr, &cp) != DL_OK) return 0;

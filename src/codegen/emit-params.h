@@ -1,6 +1,6 @@
-/* emit-params.h — the runtime-kernel parameters of heavy groups (conv, gemm, matmul, pool),
- * computed once from the graph. The emitter prints them as C; the planner uses the same structs
- * to size scratch memory, so both always agree. */
+/* emit-params.h — the runtime-kernel parameters of heavy groups (conv, gemm, matmul, pool,
+ * attention), computed once from the graph. The emitter prints them as C; the planner uses the
+ * same structs to size scratch memory, so both always agree. */
 #ifndef DL_EMIT_PARAMS_H
 #define DL_EMIT_PARAMS_H
 
@@ -46,10 +46,33 @@ typedef struct dl_pool_params {
     int x_slot, y_slot;
 } dl_pool_params;
 
+/* A size in generated code: c times the product of the runtime symbols s[sym[0..n)]. */
+typedef struct dl_sexpr {
+    int64_t c;
+    int n;
+    int sym[DL_MAX_RANK];
+} dl_sexpr;
+
+/* dlrt_attn of an ATTENTION group, each size and stride as an expression of the symbols. */
+enum { DL_ATTN_Q, DL_ATTN_K, DL_ATTN_V, DL_ATTN_Y, DL_ATTN_MASK, DL_ATTN_OPERANDS };
+typedef struct dl_attn_params {
+    dl_sexpr batch, heads, tq, tk, d, dv;
+    dl_sexpr stride[DL_ATTN_OPERANDS][4]; /* batch, head, row, column (dlrt_attn's X_sb..X_sc) */
+    float scale;
+    int causal;
+    int slot[DL_ATTN_OPERANDS]; /* value ids; slot[DL_ATTN_MASK] is -1 without a mask */
+} dl_attn_params;
+
 dl_status dl_conv_params_of(dl_ctx *ctx, const dl_group *gr, dl_conv_params *cp);
 dl_status dl_gemm_params_of(dl_ctx *ctx, const dl_group *gr, dl_gemm_params *gp);
 dl_status dl_matmul_params_of(dl_ctx *ctx, const dl_group *gr, dl_matmul_params *mp);
 dl_status dl_pool_params_of(dl_ctx *ctx, const dl_group *gr, dl_pool_params *pp);
+dl_status dl_attn_params_of(dl_ctx *ctx, const dl_group *gr, dl_attn_params *ap);
+
+/* The value of e with the given symbol values. */
+int64_t dl_sexpr_eval(const dl_sexpr *e, const int64_t *syms);
+/* dlrt_attn for the given symbol values. */
+void dl_attn_params_eval(const dl_attn_params *ap, const int64_t *syms, dlrt_attn *a);
 
 /* Scratch bytes a group needs with the given symbol values (0 for most). */
 size_t dl_group_workspace(const dl_group *gr, const int64_t *syms);

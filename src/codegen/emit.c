@@ -8,9 +8,12 @@
 #include <math.h>
 
 static const char *fmt_float(double v, char *buf, size_t n) {
-    if (isnan(v)) snprintf(buf, n, "NAN");
-    else if (isinf(v)) snprintf(buf, n, v > 0 ? "INFINITY" : "-INFINITY");
-    else snprintf(buf, n, "(float)%.17g", v);
+    if (isnan(v))
+        snprintf(buf, n, "NAN");
+    else if (isinf(v))
+        snprintf(buf, n, v > 0 ? "INFINITY" : "-INFINITY");
+    else
+        snprintf(buf, n, "(float)%.17g", v);
     return buf;
 }
 
@@ -25,8 +28,10 @@ static void prod_c(dl_sbuf *sb, const dl_value *v, int from, int to) {
     int64_t c = 1;
     bool any_sym = false;
     for (int d = from; d < to; d++) {
-        if (v->type.dims[d] >= 0) c *= v->type.dims[d];
-        else any_sym = true;
+        if (v->type.dims[d] >= 0)
+            c *= v->type.dims[d];
+        else
+            any_sym = true;
     }
     if (!any_sym) {
         dl_sb_printf(sb, "%lld", (long long)c);
@@ -41,18 +46,21 @@ static void prod_c(dl_sbuf *sb, const dl_value *v, int from, int to) {
 
 static void emit_epilogue(dl_sbuf *sb, const dl_epi_params *e) {
     char f1[48], f2[48], f3[48], f4[48];
-    dl_sb_printf(sb, "    dlrt_epilogue ep = {.alpha = %s, .beta = %s, .act = %d, .act_a = %s, "
-                     ".act_b = %s};\n",
+    dl_sb_printf(sb,
+                 "    dlrt_epilogue ep = {.alpha = %s, .beta = %s, .act = %d, .act_a = %s, "
+                 ".act_b = %s};\n",
                  fmt_float(e->alpha, f1, sizeof f1), fmt_float(e->beta, f2, sizeof f2), e->act,
                  fmt_float(e->act_a, f3, sizeof f3), fmt_float(e->act_b, f4, sizeof f4));
     if (e->bias_slot >= 0)
-        dl_sb_printf(sb, "    ep.bias = (const float *)b[%d]; ep.bias_rs = %lld; ep.bias_cs = %lld;\n",
+        dl_sb_printf(sb,
+                     "    ep.bias = (const float *)b[%d]; ep.bias_rs = %lld; ep.bias_cs = %lld;\n",
                      e->bias_slot, (long long)e->bias_rs, (long long)e->bias_cs);
 }
 
 static void emit_residual(dl_sbuf *sb, const dl_epi_params *e, const char *offset) {
     if (e->res_slot < 0) return;
-    dl_sb_printf(sb, "    ep.residual = (const float *)b[%d]%s; ep.res_rs = %lld; ep.res_cs = %lld;\n",
+    dl_sb_printf(sb,
+                 "    ep.residual = (const float *)b[%d]%s; ep.res_rs = %lld; ep.res_cs = %lld;\n",
                  e->res_slot, offset, (long long)e->res_rs, (long long)e->res_cs);
 }
 
@@ -69,8 +77,10 @@ static void emit_window_field(dl_sbuf *sb, const char *name, const int64_t *v) {
 
 /* ".n = s[sym]" or the constant batch. */
 static void emit_batch(dl_sbuf *sb, int n_sym, int64_t n) {
-    if (n_sym >= 0) dl_sb_printf(sb, ".n = s[%d]", n_sym);
-    else dl_sb_printf(sb, ".n = %lld", (long long)n);
+    if (n_sym >= 0)
+        dl_sb_printf(sb, ".n = s[%d]", n_sym);
+    else
+        dl_sb_printf(sb, ".n = %lld", (long long)n);
 }
 
 static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
@@ -91,33 +101,86 @@ static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const char *name, dl
     dl_sb_put(sb, "};\n");
     emit_epilogue(sb, &cp.epi);
     emit_residual(sb, &cp.epi, "");
-    dl_sb_printf(sb, "    dlrt_conv_forward(&p, (const float *)b[%d], (const float *)b[%d], "
-                     "(float *)b[%d], b[DLK_WS], &ep);\n}\n",
+    dl_sb_printf(sb,
+                 "    dlrt_conv_forward(&p, (const float *)b[%d], (const float *)b[%d], "
+                 "(float *)b[%d], b[DLK_WS], &ep);\n}\n",
                  cp.x_slot, cp.w_slot, cp.y_slot);
     return DL_OK;
 }
 
-static dl_status emit_gemm(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
+/* Registers B (a constant weight, op(B) N x K stored with ldb/trans_b) for packing once; the
+ * request's index, or -1 when there is no registry or B is not a float constant. */
+static int request_pack_b(dl_ctx *ctx, dl_packs *pk, const dl_value *bv, int64_t N, int64_t K,
+                          int64_t ldb, int trans_b, int *index) {
+    *index = -1;
+    if (!pk || !bv->constant || bv->constant->dtype != DL_F32 || N <= 0 || K <= 0) return DL_OK;
+    for (int i = 0; i < pk->n; i++) { /* one weight read by several products is packed once */
+        const dl_pack_req *r = &pk->items[i];
+        if (r->src == bv->id && r->operand == 1 && r->lines == N && r->K == K && r->ld == ldb &&
+            r->trans == trans_b) {
+            *index = i;
+            return DL_OK;
+        }
+    }
+    if (pk->n == pk->cap) {
+        int cap = pk->cap ? 2 * pk->cap : 16;
+        dl_pack_req *items = dl_realloc(pk->items, sizeof *items * (size_t)cap);
+        if (!items) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory emitting kernels");
+        pk->items = items;
+        pk->cap = cap;
+    }
+    pk->items[pk->n] =
+        (dl_pack_req){.src = bv->id, .operand = 1, .trans = trans_b, .lines = N, .K = K, .ld = ldb};
+    *index = pk->n++;
+    return DL_OK;
+}
+
+/* "dlrt_sgemm(M, N, K, A, lda, ta, B, ldb, tb, C" — or, with B prepacked (request pk >= 0), the
+ * same through dlrt_sgemm_ex with the packed copy when the runtime made one. The caller closes
+ * with ", ldc, &ep);". */
+static void emit_sgemm_call(dl_sbuf *sb, const char *indent, const char *m, const char *n,
+                            const char *k, const char *a, const char *lda, int ta, const char *b,
+                            const char *ldb, int tb, const char *c, int pk) {
+    if (pk < 0) {
+        dl_sb_printf(sb, "%sdlrt_sgemm(%s, %s, %s, %s, %s, %d, %s, %s, %d, %s", indent, m, n, k, a,
+                     lda, ta, b, ldb, tb, c);
+        return;
+    }
+    dl_sb_printf(sb,
+                 "%s{\n%s    const float *pb = (const float *)b[DLK_PACK + %d];\n"
+                 "%s    dlrt_sgemm_ex(%s, %s, %s, %s, %s, %d, 0, pb ? pb : %s, %s, %d, pb != 0, %s",
+                 indent, indent, pk, indent, m, n, k, a, lda, ta, b, ldb, tb, c);
+}
+
+static dl_status emit_gemm(dl_ctx *ctx, const dl_group *gr, const char *name, dl_packs *packs,
+                           dl_sbuf *sb) {
     dl_gemm_params gp;
     DL_TRY(dl_gemm_params_of(ctx, gr, &gp));
     const dl_node *n = gr->nodes[0];
     const dl_value *y = n->out[0];
-    char m[32];
+    int pk;
+    DL_TRY(request_pack_b(ctx, packs, n->in[1], gp.N, gp.K, gp.ldb, gp.trans_b, &pk));
+    char m[32], nn[32], kk[32], a[32], lda[32], bb[32], ldb[32], c[32];
     emit_open(sb, name);
     emit_epilogue(sb, &gp.epi);
     emit_residual(sb, &gp.epi, "");
-    dl_sb_printf(sb,
-                 "    dlrt_sgemm(%s, %lld, %lld, (const float *)b[%d], %lld, %d, (const float *)b[%d], "
-                 "%lld, %d, (float *)b[%d], %lld, &ep);\n}\n",
-                 dim_c(y, 0, m, sizeof m), (long long)gp.N, (long long)gp.K, gp.a_slot,
-                 (long long)gp.lda, gp.trans_a, gp.b_slot, (long long)gp.ldb, gp.trans_b,
-                 gp.y_slot, (long long)gp.N);
+    snprintf(nn, sizeof nn, "%lld", (long long)gp.N);
+    snprintf(kk, sizeof kk, "%lld", (long long)gp.K);
+    snprintf(a, sizeof a, "(const float *)b[%d]", gp.a_slot);
+    snprintf(lda, sizeof lda, "%lld", (long long)gp.lda);
+    snprintf(bb, sizeof bb, "(const float *)b[%d]", gp.b_slot);
+    snprintf(ldb, sizeof ldb, "%lld", (long long)gp.ldb);
+    snprintf(c, sizeof c, "(float *)b[%d]", gp.y_slot);
+    emit_sgemm_call(sb, "    ", dim_c(y, 0, m, sizeof m), nn, kk, a, lda, gp.trans_a, bb, ldb,
+                    gp.trans_b, c, pk);
+    dl_sb_printf(sb, ", %lld, &ep);\n%s}\n", (long long)gp.N, pk >= 0 ? "    }\n" : "");
     return DL_OK;
 }
 
 /* MatMul with numpy batch broadcasting: one dlrt_sgemm per output matrix, or a single one
  * when B is a plain matrix (A's batch dims fold into M). */
-static dl_status emit_matmul(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
+static dl_status emit_matmul(dl_ctx *ctx, const dl_group *gr, const char *name, dl_packs *packs,
+                             dl_sbuf *sb) {
     dl_matmul_params mp;
     DL_TRY(dl_matmul_params_of(ctx, gr, &mp));
     const dl_value *a = mp.a, *bv = mp.b, *y = mp.y;
@@ -126,19 +189,31 @@ static dl_status emit_matmul(dl_ctx *ctx, const dl_group *gr, const char *name, 
     emit_epilogue(sb, &mp.epi);
     /* M: rows of A's matrix (1 for a vector); with a 2-D B, A's batch dims fold into M. */
     dl_sb_put(sb, "    const int64_t M = ");
-    if (ar == 1) dl_sb_put(sb, "1");
-    else if (mp.fold_batch) prod_c(sb, a, 0, ar - 1);
-    else prod_c(sb, a, ar - 2, ar - 1);
-    dl_sb_printf(sb, ";\n    const int64_t N = %lld, K = %lld;\n", (long long)mp.N, (long long)mp.K);
+    if (ar == 1)
+        dl_sb_put(sb, "1");
+    else if (mp.fold_batch)
+        prod_c(sb, a, 0, ar - 1);
+    else
+        prod_c(sb, a, ar - 2, ar - 1);
+    dl_sb_printf(sb, ";\n    const int64_t N = %lld, K = %lld;\n", (long long)mp.N,
+                 (long long)mp.K);
     dl_sb_put(sb, "    const int64_t nb = ");
-    if (mp.fold_batch) dl_sb_put(sb, "1");
-    else prod_c(sb, y, 0, mp.nbatch);
+    if (mp.fold_batch)
+        dl_sb_put(sb, "1");
+    else
+        prod_c(sb, y, 0, mp.nbatch);
     dl_sb_put(sb, ";\n");
     if (mp.fold_batch || mp.nbatch == 0) {
+        int pk;
+        DL_TRY(request_pack_b(ctx, packs, bv, mp.N, mp.K, mp.N, 0, &pk));
         emit_residual(sb, &mp.epi, "");
-        dl_sb_printf(sb, "    if (nb > 0) dlrt_sgemm(M, N, K, (const float *)b[%d], K, 0, (const float *)b[%d], N, "
-                         "0, (float *)b[%d], N, &ep);\n}\n",
-                     mp.a_slot, mp.b_slot, mp.y_slot);
+        char a[32], bb[32], c[32];
+        snprintf(a, sizeof a, "(const float *)b[%d]", mp.a_slot);
+        snprintf(bb, sizeof bb, "(const float *)b[%d]", mp.b_slot);
+        snprintf(c, sizeof c, "(float *)b[%d]", mp.y_slot);
+        dl_sb_put(sb, "    if (nb > 0)\n");
+        emit_sgemm_call(sb, "    ", "M", "N", "K", a, "K", 0, bb, "N", 0, c, pk);
+        dl_sb_printf(sb, ", N, &ep);\n%s}\n", pk >= 0 ? "    }\n" : "");
         return DL_OK;
     }
     /* Batch loop: decompose the flat batch index over y's batch dims, broadcast into A and B. */
@@ -149,12 +224,14 @@ static dl_status emit_matmul(dl_ctx *ctx, const dl_group *gr, const char *name, 
     dl_sb_printf(sb, "};\n    const int64_t ad[%d] = {", nb);
     for (int i = 0; i < nb; i++) {
         int ai = i - (nb - (ar - 2));
-        dl_sb_printf(sb, "%s%s", i ? ", " : "", ai >= 0 && ar > 2 ? dim_c(a, ai, d, sizeof d) : "1");
+        dl_sb_printf(sb, "%s%s", i ? ", " : "",
+                     ai >= 0 && ar > 2 ? dim_c(a, ai, d, sizeof d) : "1");
     }
     dl_sb_printf(sb, "};\n    const int64_t bd[%d] = {", nb);
     for (int i = 0; i < nb; i++) {
         int bi = i - (nb - (br - 2));
-        dl_sb_printf(sb, "%s%s", i ? ", " : "", bi >= 0 && br > 2 ? dim_c(bv, bi, d, sizeof d) : "1");
+        dl_sb_printf(sb, "%s%s", i ? ", " : "",
+                     bi >= 0 && br > 2 ? dim_c(bv, bi, d, sizeof d) : "1");
     }
     dl_sb_printf(sb, "};\n");
     dl_sb_printf(sb,
@@ -170,8 +247,9 @@ static dl_status emit_matmul(dl_ctx *ctx, const dl_group *gr, const char *name, 
                  "        }\n",
                  nb - 1);
     if (mp.epi.res_slot >= 0)
-        dl_sb_printf(sb, "        ep.residual = (const float *)b[%d] + t * M * N; ep.res_rs = N; "
-                         "ep.res_cs = 1;\n",
+        dl_sb_printf(sb,
+                     "        ep.residual = (const float *)b[%d] + t * M * N; ep.res_rs = N; "
+                     "ep.res_cs = 1;\n",
                      mp.epi.res_slot);
     dl_sb_printf(sb,
                  "        dlrt_sgemm(M, N, K, (const float *)b[%d] + ao * M * K, K, 0, "
@@ -188,8 +266,8 @@ static dl_status emit_pool(dl_ctx *ctx, const dl_group *gr, const char *name, dl
     const dlrt_pool *p = &pp.p;
     char f[48];
     emit_open(sb, name);
-    dl_sb_printf(sb, "    dlrt_pool p = {.nsp = %d, .kind = %d, .count_include_pad = %d, ",
-                 p->nsp, p->kind, p->count_include_pad);
+    dl_sb_printf(sb, "    dlrt_pool p = {.nsp = %d, .kind = %d, .count_include_pad = %d, ", p->nsp,
+                 p->kind, p->count_include_pad);
     emit_batch(sb, pp.n_sym, p->n);
     dl_sb_printf(sb, ", .c = %lld", (long long)p->c);
     emit_window_field(sb, "in", p->in);
@@ -210,8 +288,10 @@ static dl_status emit_softmax(dl_ctx *ctx, const dl_group *gr, const char *name,
     const dl_value *x = n->in[0];
     int r = x->type.rank;
     int64_t axis = dl_attr_int(n, "axis", n->opset >= 13 ? -1 : 1);
-    if (r == 0) axis = 0;
-    else if (axis < 0) axis += r;
+    if (r == 0)
+        axis = 0;
+    else if (axis < 0)
+        axis += r;
     if (r > 0 && (axis < 0 || axis >= r))
         return dl_fail(ctx, DL_ERR_UNSUPPORTED, "softmax axis out of range");
     emit_open(sb, name);
@@ -245,20 +325,76 @@ static dl_status emit_layernorm(dl_ctx *ctx, const dl_group *gr, const char *nam
     dl_sb_put(sb, ", ");
     prod_c(sb, x, (int)axis, r);
     dl_sb_printf(sb, ", (const float *)b[%d], (const float *)b[%d], ", x->id, n->in[1]->id);
-    if (n->n_in > 2 && n->in[2]) dl_sb_printf(sb, "(const float *)b[%d]", n->in[2]->id);
-    else dl_sb_put(sb, "NULL");
-    dl_sb_printf(sb, ", %s, (float *)b[%d]", fmt_float(dl_attr_float(n, "epsilon", 1e-5f), f, sizeof f),
-                 n->out[0]->id);
+    if (n->n_in > 2 && n->in[2])
+        dl_sb_printf(sb, "(const float *)b[%d]", n->in[2]->id);
+    else
+        dl_sb_put(sb, "NULL");
+    dl_sb_printf(sb, ", %s, (float *)b[%d]",
+                 fmt_float(dl_attr_float(n, "epsilon", 1e-5f), f, sizeof f), n->out[0]->id);
     for (int i = 1; i < 3; i++) {
-        if (i < n->n_out && n->out[i]) dl_sb_printf(sb, ", (float *)b[%d]", n->out[i]->id);
-        else dl_sb_put(sb, ", NULL");
+        if (i < n->n_out && n->out[i])
+            dl_sb_printf(sb, ", (float *)b[%d]", n->out[i]->id);
+        else
+            dl_sb_put(sb, ", NULL");
     }
     dl_sb_put(sb, ");\n}\n");
     return DL_OK;
 }
 
-static dl_status emit_reduce(dl_ctx *ctx, const dl_group *gr, const dl_target *t,
-                             const char *name, dl_sbuf *sb) {
+/* "12", "s[0]" or "((int64_t)12*s[0]*s[3])". */
+static void sexpr_c(dl_sbuf *sb, const dl_sexpr *e) {
+    if (!e->n || (e->n == 1 && e->c == 1)) {
+        if (e->n)
+            dl_sb_printf(sb, "s[%d]", e->sym[0]);
+        else
+            dl_sb_printf(sb, "%lld", (long long)e->c);
+        return;
+    }
+    dl_sb_printf(sb, "((int64_t)%lld", (long long)e->c);
+    for (int i = 0; i < e->n; i++) dl_sb_printf(sb, "*s[%d]", e->sym[i]);
+    dl_sb_put(sb, ")");
+}
+
+static dl_status emit_attention(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
+    dl_attn_params ap;
+    DL_TRY(dl_attn_params_of(ctx, gr, &ap));
+    static const char *const ops[DL_ATTN_OPERANDS] = {"q", "k", "v", "y", "m"};
+    static const char *const dims[4] = {"sb", "sh", "st", "sc"};
+    const struct {
+        const char *name;
+        const dl_sexpr *e;
+    } sizes[] = {{"batch", &ap.batch}, {"heads", &ap.heads}, {"tq", &ap.tq},
+                 {"tk", &ap.tk},       {"d", &ap.d},         {"dv", &ap.dv}};
+    char f[48];
+    emit_open(sb, name);
+    dl_sb_put(sb, "    dlrt_attn a = {");
+    for (size_t i = 0; i < DL_ARRAY_LEN(sizes); i++) {
+        dl_sb_printf(sb, ".%s = ", sizes[i].name);
+        sexpr_c(sb, sizes[i].e);
+        dl_sb_put(sb, ", ");
+    }
+    dl_sb_printf(sb, ".scale = %s, .causal = %d", fmt_float(ap.scale, f, sizeof f), ap.causal);
+    for (int o = 0; o < DL_ATTN_OPERANDS; o++) {
+        if (o == DL_ATTN_MASK && ap.slot[o] < 0) break;
+        dl_sb_put(sb, ",\n        ");
+        for (int k = 0; k < 4; k++) {
+            dl_sb_printf(sb, "%s.%s_%s = ", k ? ", " : "", ops[o], dims[k]);
+            sexpr_c(sb, &ap.stride[o][k]);
+        }
+    }
+    dl_sb_put(sb, "};\n    dlrt_attention(&a");
+    for (int o = DL_ATTN_Q; o <= DL_ATTN_V; o++)
+        dl_sb_printf(sb, ", (const float *)b[%d]", ap.slot[o]);
+    if (ap.slot[DL_ATTN_MASK] >= 0)
+        dl_sb_printf(sb, ", (const float *)b[%d]", ap.slot[DL_ATTN_MASK]);
+    else
+        dl_sb_put(sb, ", NULL");
+    dl_sb_printf(sb, ", (float *)b[%d], b[DLK_WS]);\n}\n", ap.slot[DL_ATTN_Y]);
+    return DL_OK;
+}
+
+static dl_status emit_reduce(dl_ctx *ctx, const dl_group *gr, const dl_target *t, const char *name,
+                             dl_sbuf *sb) {
     const dl_node *n = gr->nodes[0];
     dl_reduce_desc d;
     memset(&d, 0, sizeof d);
@@ -301,8 +437,10 @@ static dl_status emit_ew(dl_ctx *ctx, const dl_group *gr, const dl_target *t, co
     dl_ew_op ops[64];
     if (gr->n_nodes > 64) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "group too large");
     for (int i = 0; i < n_in; i++)
-        if (!dl_value_kbuf(ins[i], &kin[i])) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "unranked input");
-    if (!dl_value_kbuf(gr->out[0], &kout)) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "unranked output");
+        if (!dl_value_kbuf(ins[i], &kin[i]))
+            return dl_fail(ctx, DL_ERR_UNSUPPORTED, "unranked input");
+    if (!dl_value_kbuf(gr->out[0], &kout))
+        return dl_fail(ctx, DL_ERR_UNSUPPORTED, "unranked output");
     for (int k = 0; k < gr->n_nodes; k++) {
         const dl_node *nd = gr->nodes[k];
         if (nd->n_in > DL_EW_MAX_ARGS) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "too many operands");
@@ -319,23 +457,40 @@ static dl_status emit_ew(dl_ctx *ctx, const dl_group *gr, const dl_target *t, co
         }
     }
     int out_op = gr->n_nodes - 1;
-    dl_ew_group eg = {.n_in = n_in, .in = kin, .n_out = 1, .out = &kout, .out_op = &out_op,
-                      .n_ops = gr->n_nodes, .ops = ops};
+    dl_ew_group eg = {.n_in = n_in,
+                      .in = kin,
+                      .n_out = 1,
+                      .out = &kout,
+                      .out_op = &out_op,
+                      .n_ops = gr->n_nodes,
+                      .ops = ops};
     return dl_emit_elementwise(ctx, &eg, t, name, sb);
 }
 
 dl_status dl_emit_group(dl_ctx *ctx, const dl_group *gr, const dl_target *t, const char *name,
-                        dl_sbuf *sb) {
+                        dl_packs *packs, dl_sbuf *sb) {
     switch (gr->kind) {
-    case DL_G_EW: return emit_ew(ctx, gr, t, name, sb);
-    case DL_G_REDUCE: return emit_reduce(ctx, gr, t, name, sb);
-    case DL_G_TRANSPOSE: return emit_transpose(ctx, gr, t, name, sb);
-    case DL_G_CONV: return emit_conv(ctx, gr, name, sb);
-    case DL_G_GEMM: return emit_gemm(ctx, gr, name, sb);
-    case DL_G_MATMUL: return emit_matmul(ctx, gr, name, sb);
-    case DL_G_POOL: return emit_pool(ctx, gr, name, sb);
-    case DL_G_SOFTMAX: return emit_softmax(ctx, gr, name, sb);
-    case DL_G_LAYERNORM: return emit_layernorm(ctx, gr, name, sb);
-    default: return dl_fail(ctx, DL_ERR_INTERNAL, "no code for a %s group", dl_gkind_name(gr->kind));
+    case DL_G_EW:
+        return emit_ew(ctx, gr, t, name, sb);
+    case DL_G_REDUCE:
+        return emit_reduce(ctx, gr, t, name, sb);
+    case DL_G_TRANSPOSE:
+        return emit_transpose(ctx, gr, t, name, sb);
+    case DL_G_CONV:
+        return emit_conv(ctx, gr, name, sb);
+    case DL_G_GEMM:
+        return emit_gemm(ctx, gr, name, packs, sb);
+    case DL_G_MATMUL:
+        return emit_matmul(ctx, gr, name, packs, sb);
+    case DL_G_POOL:
+        return emit_pool(ctx, gr, name, sb);
+    case DL_G_SOFTMAX:
+        return emit_softmax(ctx, gr, name, sb);
+    case DL_G_LAYERNORM:
+        return emit_layernorm(ctx, gr, name, sb);
+    case DL_G_ATTENTION:
+        return emit_attention(ctx, gr, name, sb);
+    default:
+        return dl_fail(ctx, DL_ERR_INTERNAL, "no code for a %s group", dl_gkind_name(gr->kind));
     }
 }

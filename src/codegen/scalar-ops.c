@@ -198,8 +198,25 @@ static dl_lexpr *b_mod(const sop_args *s) {
     return int_helper(s, fm ? "dlg_fmods" : "dlg_pmods", "dlg_modu");
 }
 
+/* A float Pow by the constant 2 or 3 (LayerNorm's variance, tanh-GELU's cube) is a product
+ * computed in double: x*x is exact there, so rounding it gives pow's result bit for bit; x*x*x
+ * is within a double ulp or two of pow before the rounding to float. A loop of products
+ * vectorizes where a pow call does not. */
+static int pow_small_exponent(const sop_args *s) {
+    const dl_value *e = s->n->n_in > 1 ? s->n->in[1] : NULL;
+    if (!e || !e->constant || dl_tensor_numel(e->constant) != 1) return 0;
+    double v = dl_get_f64(e->constant, 0);
+    return v == 2.0 ? 2 : v == 3.0 ? 3 : 0;
+}
+
 static dl_lexpr *b_pow(const sop_args *s) {
     dl_lexpr *a = s->a[0], *b = s->a[1];
+    int small = is_f(s->t) ? pow_small_exponent(s) : 0;
+    if (small) {
+        dl_lexpr *x = f64(s, a), *p = bin(s, DL_LOP_MUL, x, x);
+        if (small == 3) p = bin(s, DL_LOP_MUL, p, f64(s, a));
+        return cast(s, s->t, p);
+    }
     if (is_f(s->t)) return cast(s, s->t, call(s, DL_F64, "pow", 2, f64(s, a), f64(s, b), NULL));
     if (is_f(b->type)) {
         dl_lexpr *p = call(s, DL_F64, "pow", 2, f64(s, a), f64(s, b), NULL);

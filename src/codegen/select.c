@@ -191,6 +191,6 @@ dl_gkind dl_node_kernel_kind(const dl_node *n) {
 const char *dl_gkind_name(dl_gkind k) {
     static const char *names[DL_G_KIND_COUNT] = {
         "elementwise", "reduce", "transpose", "conv", "gemm", "matmul",
-        "pool", "softmax", "layernorm", "view", "fallback"};
+        "pool", "softmax", "layernorm", "attention", "view", "fallback"};
     return k >= 0 && k < DL_G_KIND_COUNT ? names[k] : "?";
 }

@@ -150,8 +150,8 @@ dl_status dl_rw_set_input(dl_rewriter *rw, dl_node *n, int slot, dl_value *v) {
     dl_graph *g = rw->g;
     if (slot < 0 || slot >= n->op->max_in) {
         char d[300];
-        return dl_fail(g->ctx, DL_ERR_INTERNAL, "%s: no input slot %d", dl_node_desc(n, d, sizeof d),
-                       slot);
+        return dl_fail(g->ctx, DL_ERR_INTERNAL, "%s: no input slot %d",
+                       dl_node_desc(n, d, sizeof d), slot);
     }
     if (slot >= n->n_in) {
         dl_value **in = dl_arena_alloc(&g->arena, sizeof *in * (size_t)(slot + 1));
@@ -214,6 +214,12 @@ dl_status dl_rw_add_constant(dl_rewriter *rw, const char *prefix, dl_tensor *t, 
 
 dl_status dl_rw_add_node(dl_rewriter *rw, const char *op, int n_in, dl_value *const *in,
                          int n_attrs, const dl_attr *attrs, dl_value **out) {
+    return dl_rw_add_node_at(rw, op, rw->g->opset, n_in, in, n_attrs, attrs, out);
+}
+
+dl_status dl_rw_add_node_at(dl_rewriter *rw, const char *op, int opset, int n_in,
+                            dl_value *const *in, int n_attrs, const dl_attr *attrs,
+                            dl_value **out) {
     dl_graph *g = rw->g;
     *out = NULL;
     if (n_in > 8) return dl_fail(g->ctx, DL_ERR_INTERNAL, "dl_rw_add_node: too many inputs");
@@ -222,7 +228,7 @@ dl_status dl_rw_add_node(dl_rewriter *rw, const char *op, int n_in, dl_value *co
     dl_value *v;
     dl_node *n;
     DL_TRY(dl_graph_add_value(g, name, &v));
-    DL_TRY(dl_graph_add_node(g, op, NULL, g->opset, NULL, n_in, in, 1, &v, n_attrs, attrs, &n));
+    DL_TRY(dl_graph_add_node(g, op, NULL, opset, NULL, n_in, in, 1, &v, n_attrs, attrs, &n));
     rw->added = true;
     const dl_type *ty[8];
     const dl_tensor *val[8];
@@ -410,7 +416,8 @@ static dl_status clone_into(dl_graph *src, bool copy, dl_graph *dst) {
         if (dl_ptrvec_push(&dst->inputs, dst->values.items[((dl_value *)src->inputs.items[i])->id]))
             return nomem(dst);
     for (int i = 0; i < src->outputs.len; i++)
-        if (dl_ptrvec_push(&dst->outputs, dst->values.items[((dl_value *)src->outputs.items[i])->id]))
+        if (dl_ptrvec_push(&dst->outputs,
+                           dst->values.items[((dl_value *)src->outputs.items[i])->id]))
             return nomem(dst);
     for (int k = 0; k < src->nodes.len; k++) DL_TRY(clone_node(dst, src->nodes.items[k], copy));
     dst->name_counter = src->name_counter; /* after add_value: fresh names continue src's */

@@ -63,6 +63,12 @@ dl_status dl_rw_add_constant(dl_rewriter *rw, const char *prefix, dl_tensor *t, 
  * the graph's opset; attrs must have graph-lifetime arrays. The output's type is inferred. */
 dl_status dl_rw_add_node(dl_rewriter *rw, const char *op, int n_in, dl_value *const *in,
                          int n_attrs, const dl_attr *attrs, dl_value **out);
+/* The same at a given opset (a pass introducing an op newer than the model's imports, e.g.
+ * LayerNormalization-17 recognized in an opset-13 graph: the IR's rows are per op, not per
+ * model, and the compiler never writes the graph back out). */
+dl_status dl_rw_add_node_at(dl_rewriter *rw, const char *op, int opset, int n_in,
+                            dl_value *const *in, int n_attrs, const dl_attr *attrs,
+                            dl_value **out);
 /* Sets attribute a on n (replacing one of the same name), copying n's attribute array into the
  * graph arena; a's own arrays must live as long as the graph (dl_arena_alloc). */
 dl_status dl_node_set_attr(dl_graph *g, dl_node *n, const dl_attr *a);

@@ -1,7 +1,10 @@
 /* rt-lib.c — the runtime kernels (src/kernels/rt/) compiled into libdlcc as well, so the host can
  * size their scratch memory (dlrt_conv_workspace) and call them directly. Generated code gets
  * its own copy, built with the model's flags. */
+#include "rt/attention.c"
 #include "rt/conv.c"
+#include "rt/depthwise.c"
 #include "rt/gemm.c"
 #include "rt/pool.c"
 #include "rt/softmax.c"
+#include "rt/winograd.c"

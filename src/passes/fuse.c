@@ -1,5 +1,8 @@
-/* fuse.c — fusion grouping, the last pass of the inference pipeline. Greedy over the nodes in
- * topological order:
+/* fuse.c — fusion grouping, the last pass of the inference pipeline. First, every attention
+ * pattern (MatMul(q, k^T), an optional scalar scale, an optional additive mask or causal Where,
+ * Softmax over the last axis, MatMul with v) becomes one group together with the Transposes and
+ * scalar scales around its operands and result, when each of those values has no other use.
+ * Then greedy over the remaining nodes in topological order:
  *  - a Conv / Gemm / MatMul absorbs the chain that follows it when each link is its only
  *    consumer: a constant per-channel (per-column) bias Add, then a same-shape residual Add, then
  *    one activation — the runtime GEMM applies these while the output tile is in cache;
@@ -155,6 +158,235 @@ static dl_status absorb_epilogue(fuser *fu, int gi) {
     return DL_OK;
 }
 
+/* ---- attention: MatMul(q, k') [Mul/Div scalar] [Add mask | causal Where] Softmax MatMul(., v) ---- */
+
+#define ATTN_MAX_NODES 16
+
+typedef struct attn_match {
+    dl_node *nodes[ATTN_MAX_NODES];
+    int n;
+    dl_gattn a;
+} attn_match;
+
+static bool f32_ranked(const dl_value *v, int rank) {
+    return v && v->type.dtype == DL_F32 && v->type.rank == rank;
+}
+
+static bool scalar_const(const dl_value *v, float *out) {
+    if (!v || !v->constant || v->constant->dtype != DL_F32 || v->constant->numel != 1) return false;
+    *out = ((const float *)v->constant->data)[0];
+    return true;
+}
+
+/* The producer of v when the pattern may absorb it: v feeds only `by`, is no graph output, and
+ * the producer is not in a group yet. */
+static dl_node *absorbable(fuser *fu, const dl_value *v, const dl_node *by) {
+    dl_node *p = v ? v->producer : NULL;
+    if (!p || sole_consumer(fu, v) != by || fu->group_of[p->id] >= 0) return NULL;
+    return p;
+}
+
+static bool attn_push(attn_match *m, dl_node *n) {
+    if (m->n == ATTN_MAX_NODES) return false;
+    m->nodes[m->n++] = n;
+    return true;
+}
+
+/* A Transpose of a rank-`rank` value with a valid perm (absent: reversed dims). */
+static bool valid_transpose(const dl_node *n, int rank) {
+    if (!dl_node_is(n, "Transpose") || !f32_ranked(n->in[0], rank) || !f32_ranked(n->out[0], rank))
+        return false;
+    const int64_t *perm;
+    int np = dl_attr_ints(n, "perm", &perm);
+    if (np < 0) return true;
+    bool seen[DL_MAX_RANK] = {false};
+    if (np != rank) return false;
+    for (int i = 0; i < np; i++) {
+        if (perm[i] < 0 || perm[i] >= rank || seen[perm[i]]) return false;
+        seen[perm[i]] = true;
+    }
+    return true;
+}
+
+/* n = Mul(x, c), Mul(c, x) or Div(x, c) with a one-element constant c that leaves x's type as it
+ * is: returns x and multiplies *scale by c (or 1/c). */
+static dl_value *scaled_input(const dl_node *n, float *scale) {
+    float c;
+    dl_value *x = NULL;
+    if (n->n_in != 2 || !n->in[0] || !n->in[1]) return NULL;
+    if (dl_node_is(n, "Mul")) {
+        if (scalar_const(n->in[1], &c)) x = n->in[0];
+        else if (scalar_const(n->in[0], &c)) x = n->in[1];
+    } else if (dl_node_is(n, "Div") && scalar_const(n->in[1], &c)) {
+        x = n->in[0];
+        c = 1.0f / c;
+    }
+    if (!x || x->constant || !dl_type_equal(&x->type, &n->out[0]->type)) return NULL;
+    *scale *= c;
+    return x;
+}
+
+/* Walks up from operand v of `by`, absorbing at most one Transpose and (when scalable) one
+ * scalar scale, in either order. Returns the value the kernel reads (NULL: too many nodes). */
+static dl_value *attn_operand(fuser *fu, attn_match *m, dl_value *v, dl_node *by,
+                              const dl_node **tr, bool scalable, int rank) {
+    bool scaled = !scalable;
+    for (dl_node *p; (p = absorbable(fu, v, by)) != NULL; by = p) {
+        dl_value *x = NULL;
+        if (!*tr && valid_transpose(p, rank)) {
+            *tr = p;
+            x = p->in[0];
+        } else if (!scaled && (x = scaled_input(p, &m->a.scale)) != NULL) {
+            scaled = true;
+        }
+        if (!x) break;
+        if (!attn_push(m, p)) return NULL;
+        v = x;
+    }
+    return v;
+}
+
+/* Where(cond, s, fill) or Where(cond, fill, s) that keeps exactly the causal keys of s, whose
+ * type is s_type ([..., tq, tk] with tq <= tk known): cond is a boolean constant broadcast over
+ * the leading dims, fill a constant so negative that exp(fill - max) vanishes like exp(-inf). */
+static dl_value *causal_input(const dl_node *n, const dl_type *s_type) {
+    if (!dl_node_is(n, "Where") || n->n_in != 3 || !n->in[0] || !n->in[1] || !n->in[2]) return NULL;
+    const dl_tensor *c = n->in[0]->constant;
+    int r = s_type->rank;
+    int64_t tq = s_type->dims[r - 2], tk = s_type->dims[r - 1];
+    if (!c || c->dtype != DL_BOOL || c->rank < 2 || c->rank > r || tq < 0 || tq > tk) return NULL;
+    for (int d = 0; d < c->rank - 2; d++)
+        if (c->dims[d] != 1) return NULL;
+    if (c->dims[c->rank - 2] != tq || c->dims[c->rank - 1] != tk) return NULL;
+    float fill;
+    int si = scalar_const(n->in[2], &fill) ? 1 : scalar_const(n->in[1], &fill) ? 2 : 0;
+    if (!si || !(fill <= -1e4f) || !dl_type_equal(&n->in[si]->type, s_type) ||
+        !dl_type_equal(&n->out[0]->type, s_type))
+        return NULL;
+    const uint8_t *cond = c->data;
+    for (int64_t i = 0; i < tq; i++)
+        for (int64_t j = 0; j < tk; j++) {
+            bool kept = si == 1 ? cond[i * tk + j] != 0 : cond[i * tk + j] == 0;
+            if (kept != (j <= i + tk - tq)) return NULL;
+        }
+    return n->in[si];
+}
+
+/* Add(s, mask) or Add(mask, s): the side that continues the chain is the one computed by a
+ * node the pattern can take (a scale or the MatMul); the mask broadcasts to s's type. */
+static dl_value *masked_input(fuser *fu, const dl_node *n, dl_value **mask) {
+    if (!dl_node_is(n, "Add") || n->n_in != 2 || !n->in[0] || !n->in[1]) return NULL;
+    const dl_type *t = &n->out[0]->type;
+    for (int k = 0; k < 2; k++) {
+        dl_value *s = n->in[k], *mk = n->in[1 - k];
+        dl_node *p = absorbable(fu, s, n);
+        if (!p || !dl_type_equal(&s->type, t) || s == mk) continue;
+        if (!dl_node_is(p, "MatMul") && !dl_node_is(p, "Mul") && !dl_node_is(p, "Div")) continue;
+        if (mk->type.dtype != DL_F32 || mk->type.rank < 0 || mk->type.rank > t->rank) return NULL;
+        for (int d = 0; d < mk->type.rank; d++) {
+            int64_t md = mk->type.dims[d], sd = t->dims[t->rank - mk->type.rank + d];
+            if (md != 1 && md != sd) return NULL;
+        }
+        *mask = mk;
+        return s;
+    }
+    return NULL;
+}
+
+static bool softmax_last_axis(const dl_node *sm, int rank) {
+    int64_t axis = dl_attr_int(sm, "axis", sm->opset >= 13 ? -1 : 1);
+    if (axis < 0) axis += rank;
+    return axis == rank - 1;
+}
+
+/* The operand's batch dims equal the scores' or are 1 (broadcast); its matrix is rows x cols. */
+static bool attn_dims_ok(const dl_value *v, const dl_type *s, int64_t rows, int64_t cols) {
+    int r = s->rank;
+    for (int d = 0; d < r - 2; d++)
+        if (v->type.dims[d] != s->dims[d] && v->type.dims[d] != 1) return false;
+    return v->type.dims[r - 2] == rows && v->type.dims[r - 1] == cols;
+}
+
+/* Absorbs a Transpose that is the only consumer of the result y. */
+static bool attn_output(fuser *fu, attn_match *m, dl_value *y, int rank) {
+    dl_node *yt = sole_consumer(fu, y);
+    if (!yt || fu->group_of[yt->id] >= 0 || !valid_transpose(yt, rank) || yt->n_out != 1) return true;
+    m->a.y_tr = yt;
+    return attn_push(m, yt);
+}
+
+/* The whole pattern around Softmax node sm, or false (its nodes then fuse as usual). */
+static bool match_attention(fuser *fu, dl_node *sm, attn_match *m) {
+    memset(m, 0, sizeof *m);
+    m->a.scale = 1.0f;
+    dl_value *p = sm->out[0];
+    int r = p ? p->type.rank : -1;
+    if (!dl_node_is(sm, "Softmax") || fu->group_of[sm->id] >= 0 || r < 2 || r > 4 ||
+        !f32_ranked(p, r) || !softmax_last_axis(sm, r) || sm->n_out != 1)
+        return false;
+    dl_node *pv = sole_consumer(fu, p);
+    if (!pv || !dl_node_is(pv, "MatMul") || pv->n_in != 2 || pv->in[0] != p || pv->in[1] == p ||
+        fu->group_of[pv->id] >= 0)
+        return false;
+    attn_push(m, sm);
+    attn_push(m, pv);
+    /* from the softmax back to the first MatMul */
+    dl_node *n = absorbable(fu, sm->in[0], sm);
+    const dl_type *st = &p->type;
+    dl_value *x = NULL;
+    if (n && (x = causal_input(n, st)) != NULL) m->a.causal = true;
+    else if (n) x = masked_input(fu, n, &m->a.mask);
+    if (n && x) {
+        attn_push(m, n);
+        n = absorbable(fu, x, n);
+    }
+    if (n && (x = scaled_input(n, &m->a.scale)) != NULL) {
+        attn_push(m, n);
+        n = absorbable(fu, x, n);
+    }
+    if (!n || !dl_node_is(n, "MatMul") || n->n_in != 2 || !dl_type_equal(&n->out[0]->type, st))
+        return false;
+    dl_node *qk = n;
+    attn_push(m, qk);
+    m->a.qk = qk;
+    m->a.pv = pv;
+    dl_value *qv = qk->in[0], *kv = qk->in[1], *vv = pv->in[1], *y = pv->out[0];
+    if (!f32_ranked(qv, r) || !f32_ranked(kv, r) || !f32_ranked(vv, r) || !f32_ranked(y, r))
+        return false;
+    int64_t tq = st->dims[r - 2], tk = st->dims[r - 1], d = qv->type.dims[r - 1];
+    int64_t dv = vv->type.dims[r - 1];
+    if (!attn_dims_ok(qv, st, tq, d) || !attn_dims_ok(kv, st, d, tk) || !attn_dims_ok(vv, st, tk, dv))
+        return false;
+    for (int i = 0; i < r; i++)
+        if (y->type.dims[i] != (i < r - 1 ? st->dims[i] : dv)) return false;
+    m->a.q = attn_operand(fu, m, qv, qk, &m->a.q_tr, true, r);
+    m->a.k = attn_operand(fu, m, kv, qk, &m->a.k_tr, true, r);
+    m->a.v = attn_operand(fu, m, vv, pv, &m->a.v_tr, false, r);
+    return f32_ranked(m->a.q, r) && f32_ranked(m->a.k, r) && f32_ranked(m->a.v, r) && attn_output(fu, m, y, r);
+}
+
+/* Groups every attention pattern of the graph before the greedy pass sees its nodes. */
+static dl_status fuse_attention(fuser *fu) {
+    dl_graph *g = fu->g;
+    for (int k = 0; k < g->nodes.len; k++) {
+        attn_match m;
+        if (!match_attention(fu, g->nodes.items[k], &m)) continue;
+        /* topological order: by position */
+        for (int i = 1; i < m.n; i++)
+            for (int j = i; j > 0 && m.nodes[j - 1]->id > m.nodes[j]->id; j--) {
+                dl_node *t = m.nodes[j];
+                m.nodes[j] = m.nodes[j - 1];
+                m.nodes[j - 1] = t;
+            }
+        dl_group *gr = new_group(fu, DL_G_ATTENTION, m.nodes[0]->id);
+        if (!gr) return dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory in fusion");
+        gr->attn = m.a;
+        int gi = fu->f->n - 1;
+        for (int i = 0; i < m.n; i++) DL_TRY(add_node(fu, gi, m.nodes[i], m.nodes[i]->id, false));
+    }
+    return DL_OK;
+}
+
 /* An elementwise node joins the open elementwise group of one of its producers. */
 static int joinable_group(fuser *fu, const dl_node *n) {
     for (int i = 0; i < n->n_in; i++) {
@@ -262,6 +494,7 @@ dl_status dl_pass_fuse(dl_pass_ctx *pc) {
             if (!fu.uses[v->id]++) fu.first_consumer[v->id] = n;
         }
     }
+    s = fuse_attention(&fu);
     for (int k = 0; k < nn && s == DL_OK; k++) {
         dl_node *n = g->nodes.items[k];
         if (fu.group_of[k] >= 0) continue;

@@ -18,6 +18,7 @@ typedef enum dl_gkind {
     DL_G_POOL,      /* MaxPool / AveragePool / LpPool: dlrt_pool_forward */
     DL_G_SOFTMAX,   /* Softmax / LogSoftmax: dlrt_softmax */
     DL_G_LAYERNORM, /* LayerNormalization: dlrt_layernorm */
+    DL_G_ATTENTION, /* MatMul(q, k') [scale] [mask] Softmax MatMul(., v): dlrt_attention */
     DL_G_VIEW,      /* Reshape, Flatten, Squeeze, Unsqueeze, Identity: same bytes, new shape */
     DL_G_FALLBACK,  /* the op's reference kernel, called by the executor */
     DL_G_KIND_COUNT
@@ -32,6 +33,19 @@ typedef struct dl_gepi {
     const dl_node *act; /* activation node; NULL: none */
 } dl_gepi;
 
+/* What an ATTENTION group computes: y = softmax(scale * q k^T + mask) v per head, where the
+ * group's nodes are the two MatMuls, the Softmax, the scale and mask nodes between them, and
+ * the Transposes and scales it absorbed around its operands and its result (fuse.c). */
+typedef struct dl_gattn {
+    dl_value *q, *k, *v;       /* the values read, before the absorbed Transposes and scales */
+    const dl_node *q_tr, *k_tr, *v_tr; /* absorbed Transpose giving each MatMul operand; NULL: none */
+    const dl_node *y_tr;       /* absorbed Transpose of the result; NULL: none */
+    const dl_node *qk, *pv;    /* MatMul(q, k^T) and MatMul(p, v) */
+    dl_value *mask;            /* added to the scores; NULL: none */
+    float scale;               /* product of the absorbed scalar Mul / Div */
+    bool causal;               /* a Where kept only keys j <= i + tk - tq */
+} dl_gattn;
+
 typedef struct dl_group {
     dl_gkind kind;
     int n_nodes;
@@ -41,6 +55,7 @@ typedef struct dl_group {
     int n_in;
     dl_value **in; /* the values it reads and does not compute itself (no duplicates, no NULLs) */
     dl_gepi epi;
+    dl_gattn attn; /* ATTENTION groups only */
 } dl_group;
 
 struct dl_fusion {

@@ -50,6 +50,7 @@ dl_status dl_pass_infer_shapes(dl_pass_ctx *pc);   /* infer-shapes.c */
 dl_status dl_pass_fold_constants(dl_pass_ctx *pc); /* fold-constants.c (incl. symbolic shapes) */
 dl_status dl_pass_simplify(dl_pass_ctx *pc);       /* simplify.c */
 dl_status dl_pass_fold_batchnorm(dl_pass_ctx *pc); /* fold-batchnorm.c */
+dl_status dl_pass_match_layernorm(dl_pass_ctx *pc); /* match-layernorm.c */
 dl_status dl_pass_cse(dl_pass_ctx *pc);            /* cse.c */
 dl_status dl_pass_dce(dl_pass_ctx *pc);            /* dce.c */
 dl_status dl_pass_fuse(dl_pass_ctx *pc);           /* fuse.c: groups nodes into kernels */

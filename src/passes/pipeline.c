@@ -11,6 +11,7 @@ const dl_pass dl_inference_passes[] = {
     {"fold_constants", dl_pass_fold_constants},
     {"simplify", dl_pass_simplify},
     {"fold_batchnorm", dl_pass_fold_batchnorm},
+    {"match_layernorm", dl_pass_match_layernorm},
     {"cse", dl_pass_cse},
     {"dce", dl_pass_dce},
     {"fold_constants", dl_pass_fold_constants},

@@ -2,10 +2,12 @@
  * fusion groups, build it through the JIT cache and look its kernels up. Without a usable C
  * compiler the program runs on the reference interpreter, with a warning. */
 #include "program-impl.h"
+#include "../codegen/isa.h"
 #include "../codegen/module.h"
 #include "../ir/rewrite.h"
 
 #include <dlfcn.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,14 +17,18 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-void dl_compile_options_init(dl_compile_options *o) { memset(o, 0, sizeof *o); }
+void dl_compile_options_init(dl_compile_options *o) {
+    memset(o, 0, sizeof *o);
+}
 
 dl_target dl_host_target(int threads) {
     dl_target t = {.vector_bytes = 16, .threads = threads};
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) t.vector_bytes = 64;
-    else if (__builtin_cpu_supports("avx2")) t.vector_bytes = 32;
+    if (__builtin_cpu_supports("avx512f"))
+        t.vector_bytes = 64;
+    else if (__builtin_cpu_supports("avx2"))
+        t.vector_bytes = 32;
 #endif
     if (t.threads <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -55,9 +61,14 @@ void dl_rt_expand(const char *text, dl_sbuf *out) {
     }
 }
 
-static dl_jit_opts jit_opts(const dl_compile_options *o) {
-    dl_jit_opts j = {.cc = o->cc, .cflags = o->cflags, .cache_dir = o->cache_dir,
-                     .no_cache = o->no_cache != 0, .verbose = o->verbose != 0};
+/* Explicit flags (the option, then $DLCC_CFLAGS) win over the instruction set's. */
+static dl_jit_opts jit_opts(const dl_compile_options *o, const dl_isa *isa) {
+    const char *flags = o->cflags ? o->cflags : getenv("DLCC_CFLAGS");
+    dl_jit_opts j = {.cc = o->cc,
+                     .cflags = flags ? flags : isa->cflags,
+                     .cache_dir = o->cache_dir,
+                     .no_cache = o->no_cache != 0,
+                     .verbose = o->verbose != 0};
     return j;
 }
 
@@ -68,12 +79,49 @@ static void pin_openmp_runtimes(void) {
     static bool done;
     if (done) return;
     done = true;
+    /* Idle workers: libgomp's default spins up to 300000 rounds (milliseconds of a busy core)
+     * after every parallel region before sleeping, which steals the core from other processes
+     * and, on a loaded machine, from our own next region. A short spin keeps back-to-back
+     * kernels fast and then sleeps. Read once, when libgomp loads (just below), and only
+     * when the user set no OpenMP wait policy of their own. */
+    if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT"))
+        setenv("GOMP_SPINCOUNT", "20000", 0);
     const char *libs[] = {"libgomp.so.1", "libomp.so.5", "libomp.so"};
     for (size_t i = 0; i < DL_ARRAY_LEN(libs); i++)
         dlopen(libs[i], RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE); /* absent ones are fine */
 }
 
-static dl_status build(dl_ctx *ctx, dl_program *p, const dl_compile_options *o) {
+/* Packs the weights the module asked for (module.h: dlk_n_packs, dlk_pack_src, dlk_pack_bytes,
+ * dlk_pack), once, with the module's own code, so the layout matches its microkernel. */
+static dl_status prepack(dl_ctx *ctx, dl_program *p) {
+    const int *np = dl_jit_sym(p->lib, "dlk_n_packs");
+    const int *src = dl_jit_sym(p->lib, "dlk_pack_src");
+    int64_t (*bytes)(int) = (int64_t(*)(int))dl_jit_sym(p->lib, "dlk_pack_bytes");
+    void (*pack)(int, const void *, void *) =
+        (void (*)(int, const void *, void *))dl_jit_sym(p->lib, "dlk_pack");
+    if (!np || *np == 0) return DL_OK;
+    if (!src || !bytes || !pack || *np < 0)
+        return dl_fail(ctx, DL_ERR_INTERNAL, "the compiled module's weight packing is incomplete");
+    p->packs = dl_calloc((size_t)*np, sizeof *p->packs);
+    p->pack_mem = dl_calloc((size_t)*np, sizeof *p->pack_mem);
+    if (!p->packs || !p->pack_mem)
+        return dl_fail(ctx, DL_ERR_NOMEM, "out of memory packing weights");
+    p->n_packs = *np;
+    for (int k = 0; k < *np; k++) {
+        const dl_value *v =
+            src[k] >= 0 && src[k] < p->g->values.len ? p->g->values.items[src[k]] : NULL;
+        int64_t n = bytes(k);
+        if (!v || !v->constant || n < 0)
+            return dl_fail(ctx, DL_ERR_INTERNAL, "packed weight %d has no constant source", k);
+        p->pack_mem[k] = dl_malloc((size_t)n + 64);
+        if (!p->pack_mem[k]) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory packing weights");
+        p->packs[k] = (void *)(((uintptr_t)p->pack_mem[k] + 63) & ~(uintptr_t)63);
+        pack(k, v->constant->data, p->packs[k]);
+    }
+    return DL_OK;
+}
+
+static dl_status build(dl_ctx *ctx, dl_program *p, const dl_jit_opts *jo) {
     pin_openmp_runtimes();
     int n_rt_c = 0;
     for (int i = 0; i < dl_rt_n_files; i++) {
@@ -101,10 +149,9 @@ static dl_status build(dl_ctx *ctx, dl_program *p, const dl_compile_options *o) 
     dl_rt_expand(dl_sb_str(&p->source), &texts[k]);
     if ((s = dl_sb_status(ctx, &texts[k])) != DL_OK) goto done;
     srcs[k] = (dl_jit_src){.name = "model.c", .text = dl_sb_str(&texts[k]), .shared = false};
-    dl_jit_opts jo = jit_opts(o);
     dl_jit_info info;
     memset(&info, 0, sizeof info);
-    if ((s = dl_jit_build(ctx, &jo, k + 1, srcs, &p->lib, &info)) != DL_OK) goto done;
+    if ((s = dl_jit_build(ctx, jo, k + 1, srcs, &p->lib, &info)) != DL_OK) goto done;
     p->stats.cache_hit = info.cache_hit;
     p->stats.build_ms = info.total_ms;
     memcpy(p->stats.cache_key, info.key, sizeof info.key);
@@ -117,6 +164,7 @@ static dl_status build(dl_ctx *ctx, dl_program *p, const dl_compile_options *o) 
         goto done;
     }
     for (int gi = 0; gi < p->fusion->n; gi++) p->kernels[gi] = table[gi];
+    s = prepack(ctx, p);
 done:
     for (int i = 0; texts && i <= n_rt_c; i++) dl_sb_free(&texts[i]);
     dl_free(texts);
@@ -130,7 +178,8 @@ dl_status dl_compile(dl_ctx *ctx, dl_graph *g, const dl_compile_options *opts, d
     if (!g || !out) return dl_fail(ctx, DL_ERR_INVALID, "dl_compile: NULL graph or output");
     *out = NULL;
     if (g->status != DL_OK)
-        return dl_fail(ctx, g->status, "dl_compile: the graph has a builder error: %s", dl_errmsg(g->ctx));
+        return dl_fail(ctx, g->status, "dl_compile: the graph has a builder error: %s",
+                       dl_errmsg(g->ctx));
     DL_TRY(dl_graph_verify(g));
     dl_compile_options defaults;
     dl_compile_options_init(&defaults);
@@ -157,7 +206,10 @@ dl_status dl_compile(dl_ctx *ctx, dl_graph *g, const dl_compile_options *opts, d
     p->stats.nodes_after = p->g->nodes.len;
     double t1 = now_ms();
     p->stats.passes_ms = t1 - t0;
-    dl_jit_opts jo = jit_opts(o);
+    dl_isa isa;
+    if ((s = dl_isa_resolve(ctx, o->isa, &isa)) != DL_OK) goto fail;
+    snprintf(p->stats.isa, sizeof p->stats.isa, "%s", isa.name);
+    dl_jit_opts jo = jit_opts(o, &isa);
     if (!dl_jit_available(&jo)) {
         if (!warned_no_cc)
             fprintf(stderr, "dlcc: warning: no working C compiler (set CC); running on the "
@@ -167,7 +219,12 @@ dl_status dl_compile(dl_ctx *ctx, dl_graph *g, const dl_compile_options *opts, d
         *out = p;
         return DL_OK;
     }
-    dl_target t = dl_host_target(o->threads);
+    /* The code is the same whatever the thread count asked for (that is set at run time,
+     * dlk_set_threads): one cached module serves every --threads, and a loop's vector/scalar
+     * split (a vector math function and its scalar twin may differ in the last bit) never
+     * depends on it, so results are bit-identical for any thread count. */
+    dl_target t = dl_host_target(0);
+    if (jo.cflags == isa.cflags) t.vector_bytes = isa.vector_bytes;
     int generated = 0;
     if ((s = dl_module_emit(ctx, p->g, p->fusion, &t, &p->source, &generated, &p->notes)) != DL_OK)
         goto fail;
@@ -186,7 +243,7 @@ dl_status dl_compile(dl_ctx *ctx, dl_graph *g, const dl_compile_options *opts, d
         goto fail;
     }
     /* A program made only of views and fallbacks needs no compiler run. */
-    if (generated > 0 && (s = build(ctx, p, o)) != DL_OK) goto fail;
+    if (generated > 0 && (s = build(ctx, p, &jo)) != DL_OK) goto fail;
     p->stats.total_ms = now_ms() - t0;
     *out = p;
     return DL_OK;
@@ -200,6 +257,9 @@ void dl_program_free(dl_program *p) {
     dl_plan_free(&p->plan);
     if (p->lib) dl_jit_close(p->lib);
     dl_free(p->kernels);
+    for (int k = 0; k < p->n_packs; k++) dl_free(p->pack_mem[k]);
+    dl_free(p->pack_mem);
+    dl_free(p->packs);
     dl_fusion_free(p->fusion);
     if (p->g) dl_graph_free(p->g);
     dl_sb_free(&p->notes);
@@ -207,4 +267,6 @@ void dl_program_free(dl_program *p) {
     dl_free(p);
 }
 
-dl_graph *dl_program_graph(dl_program *p) { return p ? p->g : NULL; }
+dl_graph *dl_program_graph(dl_program *p) {
+    return p ? p->g : NULL;
+}

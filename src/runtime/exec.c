@@ -13,12 +13,12 @@ typedef struct exec {
     dl_program *p;
     dl_graph *g;
     dl_plan *pl;
-    dl_tensor **val;   /* by value id */
-    dl_tensor *views;  /* by value id: headers over arena or shared bytes */
-    bool *owned;       /* val[i] allocated here */
-    int *uses_left;    /* dynamic plans: readers still to run */
-    dl_type *ctype;    /* dynamic plans: concrete types known so far */
-    void **ptr;        /* by value id, then the scratch slot */
+    dl_tensor **val;  /* by value id */
+    dl_tensor *views; /* by value id: headers over arena or shared bytes */
+    bool *owned;      /* val[i] allocated here */
+    int *uses_left;   /* dynamic plans: readers still to run */
+    dl_type *ctype;   /* dynamic plans: concrete types known so far */
+    void **ptr;       /* by value id, then the scratch slot, then the prepacked weights */
     int64_t *syms;
     unsigned char *base;
     void *ws; /* the plan's scratch, aligned */
@@ -103,8 +103,9 @@ static dl_status run_view(exec *ex, const dl_group *gr) {
             dl_tensor *outs[1] = {NULL};
             const dl_tensor *ins[8] = {0};
             const dl_node *n = gr->nodes[0];
-            if (n->n_in > 8) return dl_fail(ex->ctx, DL_ERR_INTERNAL, "%s: too many inputs",
-                                            dl_node_desc(n, d, sizeof d));
+            if (n->n_in > 8)
+                return dl_fail(ex->ctx, DL_ERR_INTERNAL, "%s: too many inputs",
+                               dl_node_desc(n, d, sizeof d));
             for (int i = 0; i < n->n_in; i++) ins[i] = value_tensor(ex, n->in[i]);
             DL_TRY(dl_run_node_ref(ex->ctx, n, ins, outs));
             ex->val[out->id] = outs[0];
@@ -169,7 +170,9 @@ static dl_status run_fallback(exec *ex, const dl_group *gr) {
 static dl_status run_kernel(exec *ex, int gi, const dl_group *gr) {
     for (int i = 0; i < gr->n_in; i++) {
         const dl_tensor *t = value_tensor(ex, gr->in[i]);
-        if (!t) return dl_fail(ex->ctx, DL_ERR_INTERNAL, "value '%s' was not computed", gr->in[i]->name);
+        if (!t)
+            return dl_fail(ex->ctx, DL_ERR_INTERNAL, "value '%s' was not computed",
+                           gr->in[i]->name);
         ex->ptr[gr->in[i]->id] = t->data;
     }
     for (int o = 0; o < gr->n_out; o++) {
@@ -196,9 +199,9 @@ static void release_dead(exec *ex, const dl_group *gr) {
     }
 }
 
-dl_status dl_program_run_hooked(dl_ctx *ctx, dl_program *p, int n_inputs,
-                                const char *const *names, dl_tensor *const *inputs,
-                                dl_tensor **outputs, dl_step_hook hook, void *user) {
+dl_status dl_program_run_hooked(dl_ctx *ctx, dl_program *p, int n_inputs, const char *const *names,
+                                dl_tensor *const *inputs, dl_tensor **outputs, dl_step_hook hook,
+                                void *user) {
     dl_graph *g = p->g;
     if (!outputs || (n_inputs > 0 && !inputs))
         return dl_fail(ctx, DL_ERR_INVALID, "dl_program_run: NULL inputs or outputs");
@@ -211,7 +214,8 @@ dl_status dl_program_run_hooked(dl_ctx *ctx, dl_program *p, int n_inputs,
     ex.owned = dl_calloc((size_t)nv + 1, sizeof *ex.owned);
     ex.uses_left = dl_calloc((size_t)nv + 1, sizeof *ex.uses_left);
     ex.ctype = dl_calloc((size_t)nv + 1, sizeof *ex.ctype);
-    ex.ptr = dl_calloc((size_t)nv + 2, sizeof *ex.ptr);
+    /* by value id, then the scratch slot, then the prepacked weights (module.h: DLK_PACK) */
+    ex.ptr = dl_calloc((size_t)nv + 2 + (size_t)p->n_packs, sizeof *ex.ptr);
     ex.syms = dl_malloc(sizeof(int64_t) * (size_t)(g->syms.len + 1));
     dl_status s = DL_OK;
     if (!ordered || !ex.val || !ex.views || !ex.owned || !ex.uses_left || !ex.ctype || !ex.ptr ||
@@ -219,17 +223,21 @@ dl_status dl_program_run_hooked(dl_ctx *ctx, dl_program *p, int n_inputs,
         s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory starting a program");
         goto done;
     }
+    for (int k = 0; k < p->n_packs; k++) ex.ptr[nv + 1 + k] = p->packs[k];
     if ((s = dl_order_inputs(ctx, g, n_inputs, names, inputs, ordered)) != DL_OK) goto done;
     if ((s = dl_plan_bind(ctx, p, ordered)) != DL_OK) goto done;
     memcpy(ex.syms, p->plan.syms, sizeof(int64_t) * (size_t)(g->syms.len + 1));
-    if (p->set_threads && p->threads > 0) p->set_threads(p->threads);
+    /* every run sets its count: OpenMP's is per calling thread, and another program may have
+     * changed it since */
+    if (p->set_threads) p->set_threads(p->threads > 0 ? p->threads : dl_host_target(0).threads);
     for (int i = 0; i < nv; i++) {
         dl_value *v = g->values.items[i];
         if (v->constant) {
             ex.val[i] = v->constant;
             ex.ctype[i].dtype = v->constant->dtype;
             ex.ctype[i].rank = v->constant->rank;
-            memcpy(ex.ctype[i].dims, v->constant->dims, sizeof(int64_t) * (size_t)v->constant->rank);
+            memcpy(ex.ctype[i].dims, v->constant->dims,
+                   sizeof(int64_t) * (size_t)v->constant->rank);
         }
     }
     for (int i = 0; i < g->inputs.len; i++) {
@@ -251,8 +259,12 @@ dl_status dl_program_run_hooked(dl_ctx *ctx, dl_program *p, int n_inputs,
     for (int gi = 0; gi < p->fusion->n && s == DL_OK; gi++) {
         const dl_group *gr = &p->fusion->groups[gi];
         switch (gr->kind) {
-        case DL_G_VIEW: s = run_view(&ex, gr); break;
-        case DL_G_FALLBACK: s = run_fallback(&ex, gr); break;
+        case DL_G_VIEW:
+            s = run_view(&ex, gr);
+            break;
+        case DL_G_FALLBACK:
+            s = run_fallback(&ex, gr);
+            break;
         default:
             if (!p->kernels[gi]) {
                 s = dl_fail(ctx, DL_ERR_INTERNAL, "step %d has no kernel", gi);

@@ -47,11 +47,10 @@ static void set_type_from_tensor(dl_type *t, const dl_tensor *x) {
 /* Binds the static dims of v to the concrete type ct: fixed dims must agree, symbols take one
  * size each. */
 dl_status dl_bind_type(dl_ctx *ctx, dl_graph *g, const dl_value *v, const dl_type *ct,
-                      int64_t *syms, bool is_input) {
+                       int64_t *syms, bool is_input) {
     if (v->type.rank < 0) return DL_OK;
     char want[256], got[256];
-    if (v->type.rank != ct->rank || v->type.dtype != ct->dtype)
-        goto mismatch;
+    if (v->type.rank != ct->rank || v->type.dtype != ct->dtype) goto mismatch;
     for (int d = 0; d < ct->rank; d++) {
         int64_t sd = v->type.dims[d];
         if (sd >= 0) {
@@ -60,8 +59,10 @@ dl_status dl_bind_type(dl_ctx *ctx, dl_graph *g, const dl_value *v, const dl_typ
         }
         int64_t k = -sd - 1;
         if (k >= g->syms.len) continue;
-        if (syms[k] < 0) syms[k] = ct->dims[d];
-        else if (syms[k] != ct->dims[d]) goto mismatch;
+        if (syms[k] < 0)
+            syms[k] = ct->dims[d];
+        else if (syms[k] != ct->dims[d])
+            goto mismatch;
     }
     return DL_OK;
 mismatch:
@@ -121,7 +122,9 @@ static dl_status concrete_types(dl_ctx *ctx, dl_program *p, dl_tensor *const *in
     return DL_OK;
 }
 
-static bool pinned(const dl_value *v) { return v->is_input || v->is_output || v->constant; }
+static bool pinned(const dl_value *v) {
+    return v->is_input || v->is_output || v->constant;
+}
 
 /* Bytes of a concrete type; -1 past the allocation cap (or on overflow). */
 int64_t dl_type_nbytes(const dl_type *t) {
@@ -145,8 +148,37 @@ static dl_status live_ranges(dl_ctx *ctx, dl_program *p, dl_plan *pl) {
         const dl_group *gr = &f->groups[gi];
         for (int o = 0; o < gr->n_out; o++) pl->first[gr->out[o]->id] = gi;
         for (int i = 0; i < gr->n_in; i++) pl->last[gr->in[i]->id] = gi;
-        if (gr->kind == DL_G_VIEW && !gr->out[0]->is_output) pl->alias[gr->out[0]->id] = gr->nodes[0]->in[0]->id;
+        if (gr->kind == DL_G_VIEW && !gr->out[0]->is_output)
+            pl->alias[gr->out[0]->id] = gr->nodes[0]->in[0]->id;
     }
+    return DL_OK;
+}
+
+/* Gives value i a buffer unless it needs none (not materialized, pinned, or a view of pinned
+ * memory); its alias, if any, has been placed already. */
+static dl_status place_one(dl_ctx *ctx, dl_program *p, dl_plan *pl, int i, int *buf_of, int *val_of,
+                           dl_mp_buf *bufs, int *nb_io) {
+    dl_graph *g = p->g;
+    dl_value *v = g->values.items[i];
+    int nb = *nb_io;
+    if (pinned(v) || pl->first[i] < 0) return DL_OK;
+    /* a view of pinned memory (an input, a weight) needs no storage of its own */
+    if (pl->alias[i] >= 0 && buf_of[pl->alias[i]] < 0) return DL_OK;
+    dl_mp_buf *b = &bufs[nb];
+    b->size = dl_type_nbytes(&pl->ctype[i]);
+    if (b->size < 0) {
+        char t[256];
+        return dl_fail(ctx, DL_ERR_LIMIT, "value '%s' (%s) is larger than the allocation cap",
+                       v->name, dl_type_str(g, &pl->ctype[i], t, sizeof t));
+    }
+    b->first = pl->first[i];
+    b->last = pl->last[i] >= b->first ? pl->last[i] : b->first;
+    b->alias_of = pl->alias[i] >= 0 ? buf_of[pl->alias[i]] : -1;
+    b->inplace_of = -1;
+    buf_of[i] = nb;
+    val_of[nb] = i;
+    nb++;
+    *nb_io = nb;
     return DL_OK;
 }
 
@@ -164,29 +196,32 @@ static dl_status place(dl_ctx *ctx, dl_program *p, dl_plan *pl) {
         goto done;
     }
     int nb = 0;
-    for (int i = 0; i < nv; i++) {
-        dl_value *v = g->values.items[i];
-        buf_of[i] = -1;
-        pl->offset[i] = -1;
-        if (pinned(v) || pl->first[i] < 0) continue;
-        /* a view of pinned memory (an input, a weight) needs no storage of its own */
-        if (pl->alias[i] >= 0 && buf_of[pl->alias[i]] < 0) continue;
-        dl_mp_buf *b = &bufs[nb];
-        b->size = dl_type_nbytes(&pl->ctype[i]);
-        if (b->size < 0) {
-            char t[256];
-            s = dl_fail(ctx, DL_ERR_LIMIT, "value '%s' (%s) is larger than the allocation cap",
-                        v->name, dl_type_str(g, &pl->ctype[i], t, sizeof t));
-            goto done;
-        }
-        b->first = pl->first[i];
-        b->last = pl->last[i] >= b->first ? pl->last[i] : b->first;
-        b->alias_of = pl->alias[i] >= 0 ? buf_of[pl->alias[i]] : -1;
-        b->inplace_of = -1;
-        buf_of[i] = nb;
-        val_of[nb] = i;
-        nb++;
+    for (int i = 0; i < nv; i++) buf_of[i] = -1, pl->offset[i] = -1;
+    /* Views after the values they alias: a pass may have created the aliased value later (a
+     * higher id), so values without an alias go first, then views whose target is settled,
+     * round by round (a view of a view settles one round later). */
+    bool *done_v = dl_calloc((size_t)nv + 1, sizeof *done_v);
+    if (!done_v) {
+        s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory planning");
+        goto done;
     }
+    for (int round = 0, progress = 1; progress && round <= nv; round++) {
+        progress = 0;
+        for (int i = 0; i < nv; i++) {
+            if (done_v[i] || (round == 0 && pl->alias[i] >= 0)) continue;
+            if (pl->alias[i] >= 0 && !done_v[pl->alias[i]]) continue;
+            done_v[i] = true;
+            progress = 1;
+            dl_status si = place_one(ctx, p, pl, i, buf_of, val_of, bufs, &nb);
+            if (si != DL_OK) {
+                dl_free(done_v);
+                s = si;
+                goto done;
+            }
+        }
+    }
+    dl_free(done_v);
+
     /* In place: an elementwise result may take over an input of the same size and element
      * width that dies in this step (each element is read before it is written, at one index). */
     for (int k = 0; k < nb; k++) {
@@ -198,7 +233,8 @@ static dl_status place(dl_ctx *ctx, dl_program *p, dl_plan *pl) {
             int bi = buf_of[in->id];
             if (bi < 0 || bufs[bi].alias_of >= 0 || pl->last[in->id] != bufs[k].first) continue;
             const dl_type *a = &pl->ctype[in->id], *b = &pl->ctype[vi];
-            if (dl_dtype_size(a->dtype) != dl_dtype_size(b->dtype) || dl_type_nbytes(a) != dl_type_nbytes(b))
+            if (dl_dtype_size(a->dtype) != dl_dtype_size(b->dtype) ||
+                dl_type_nbytes(a) != dl_type_nbytes(b))
                 continue;
             bufs[k].inplace_of = bi;
             break;
@@ -224,7 +260,8 @@ dl_status dl_plan_bind(dl_ctx *ctx, dl_program *p, dl_tensor *const *in) {
     int64_t *key = NULL;
     int nkey = 0;
     DL_TRY(shape_key(ctx, g, in, &key, &nkey));
-    if (pl->valid && pl->n_in_dims == nkey && !memcmp(pl->in_dims, key, sizeof(int64_t) * (size_t)nkey)) {
+    if (pl->valid && pl->n_in_dims == nkey &&
+        !memcmp(pl->in_dims, key, sizeof(int64_t) * (size_t)nkey)) {
         dl_free(key);
         return DL_OK;
     }
@@ -253,7 +290,8 @@ dl_status dl_plan_bind(dl_ctx *ctx, dl_program *p, dl_tensor *const *in) {
             if (w > pl->ws_bytes) pl->ws_bytes = w;
         }
         void *arena = NULL, *ws = NULL;
-        if ((s = dl_alloc_checked(ctx, (size_t)pl->arena_bytes + 64, &arena, "the memory arena")) != DL_OK)
+        if ((s = dl_alloc_checked(ctx, (size_t)pl->arena_bytes + 64, &arena, "the memory arena")) !=
+            DL_OK)
             goto fail;
         pl->arena = arena;
         if (pl->ws_bytes &&

@@ -18,6 +18,7 @@ typedef struct dl_compile_stats {
     bool cache_hit;
     char cache_key[33];
     size_t source_bytes;
+    char isa[16]; /* instruction set the kernels were built for */
 } dl_compile_stats;
 
 /* The memory plan of one binding of input shapes. */
@@ -49,6 +50,11 @@ struct dl_program {
     dl_sbuf notes;   /* groups that fell back, and why */
     dl_sbuf source;  /* the generated C (kept for --emit and debugging) */
     dl_plan plan;
+    /* Weights packed once into the GEMM microkernel's layout, when the module asks for it
+     * (module.h: dlk_n_packs); 64-byte aligned views of pack_mem. */
+    int n_packs;
+    void **packs;
+    void **pack_mem;
     bool interp_only; /* no C compiler: every step runs its reference kernel */
 };
 

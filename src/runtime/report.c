@@ -48,9 +48,9 @@ dl_status dl_program_report(dl_ctx *ctx, dl_program *p, int n_inputs, dl_tensor 
                 mib(pl->arena_bytes), mib(pl->naive_peak), mib(pl->sum_bytes),
                 mib((int64_t)pl->ws_bytes));
     }
-    fprintf(f, "compile: passes %.1f ms, codegen %.1f ms (%zu bytes of C), build %.1f ms (%s), "
-               "total %.1f ms\n",
-            st->passes_ms, st->emit_ms, st->source_bytes, st->build_ms,
+    fprintf(f, "compile: instruction set %s; passes %.1f ms, codegen %.1f ms (%zu bytes of C), "
+               "build %.1f ms (%s), total %.1f ms\n",
+            st->isa[0] ? st->isa : "none (interpreter)", st->passes_ms, st->emit_ms, st->source_bytes, st->build_ms,
             st->kernels_generated == 0 ? "nothing to build"
             : st->cache_hit            ? "cache hit"
                                        : "cache miss",

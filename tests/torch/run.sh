@@ -17,6 +17,9 @@
 #   DLCC_TORCH_PYTHON   python with torch, torchvision, onnx, numpy (default /usr/bin/python3)
 #   DLCC_TORCH_TIMEOUT  seconds allowed per dlcc run (default 1800)
 #   DLCC_BACKEND        backend for dlcc run: native (default) or ref
+#   DLCC_ISA            instruction set of the native kernels (see README); the native backend
+#                       also runs each model with --threads 1 and --threads 2 and requires
+#                       bit-identical outputs (results must not depend on the thread count)
 set -u
 
 if [ $# -ne 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
@@ -123,8 +126,22 @@ for i in json.load(open(os.path.join(d, "manifest.json")))["inputs"]:
     crc=$?
     printf '%s\n' "$cmp" > "$RUNS/$m/compare.log"
     err=$(printf '%s\n' "$cmp" | sed -n 's/^max_abs_err //p' | tail -n 1)
-    if [ $crc -eq 0 ]; then
-        pass "$m (max abs err ${err:-?}, time ${secs}s)"
+    same=yes
+    if [ $crc -eq 0 ] && [ "${DLCC_BACKEND:-native}" = native ]; then
+        for t in 1 2; do
+            rm -rf "$out-t$t"
+            mkdir -p "$out-t$t"
+            timeout "$TIMEOUT" "$DLCC" run "$dir/model.onnx" "${args[@]}" --threads $t --output-dir "$out-t$t" --quiet >> "$log" 2>&1 || same="dlcc run --threads $t failed"
+        done
+        for f in "$out"-t1/*.npy; do
+            [ "$same" = yes ] || break
+            cmp -s "$f" "$out-t2/$(basename "$f")" || same="$(basename "$f") differs between --threads 1 and --threads 2"
+        done
+    fi
+    if [ $crc -eq 0 ] && [ "$same" != yes ]; then
+        fail "$m: $same"
+    elif [ $crc -eq 0 ]; then
+        pass "$m (max abs err ${err:-?}, time ${secs}s${DLCC_ISA:+, isa $DLCC_ISA}; identical at 1 and 2 threads)"
     else
         fail "$m: outputs differ from PyTorch (max abs err ${err:-?}, time ${secs}s):"
         printf '%s\n' "$cmp" | grep -v '^max_abs_err'

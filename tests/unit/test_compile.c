@@ -12,7 +12,6 @@
 #define CHECK_PRINT_PASS
 #include "check.h"
 
-
 static uint64_t rng = 88172645463325252ull;
 static float frand(void) {
     rng ^= rng << 13;
@@ -31,7 +30,8 @@ static dl_tensor *rand_tensor(dl_ctx *ctx, int rank, const int64_t *dims) {
 
 /* Max relative difference of two float tensors (inf when shapes differ). */
 static double max_rel(const dl_tensor *a, const dl_tensor *b) {
-    if (!a || !b || a->rank != b->rank || a->numel != b->numel || a->dtype != b->dtype) return INFINITY;
+    if (!a || !b || a->rank != b->rank || a->numel != b->numel || a->dtype != b->dtype)
+        return INFINITY;
     for (int d = 0; d < a->rank; d++)
         if (a->dims[d] != b->dims[d]) return INFINITY;
     double worst = 0;
@@ -123,7 +123,8 @@ static void test_attention(dl_ctx *ctx) {
     dl_value *k = dl_constant(g, "k", rand_tensor(ctx, 4, kd));
     dl_value *att = dl_softmax(g, dl_matmul(g, q, k), -1);
     dl_value *sc = dl_constant(g, "scale", rand_tensor(ctx, 1, sd));
-    dl_value *ctxv = dl_matmul(g, att, dl_constant(g, "v2", rand_tensor(ctx, 2, (int64_t[]){5, 8})));
+    dl_value *ctxv =
+        dl_matmul(g, att, dl_constant(g, "v2", rand_tensor(ctx, 2, (int64_t[]){5, 8})));
     dl_value *ln_in[2] = {ctxv, sc}, *ln_out[1];
     const char *attrs[] = {"axis=-1", "epsilon=0.001"};
     dl_add_node(g, "LayerNormalization", 2, ln_in, 1, ln_out, 2, attrs);
@@ -144,6 +145,68 @@ static void test_attention(dl_ctx *ctx) {
         dl_tensor_free(in[0]);
     } else {
         CHECK("attention compiles", false);
+        printf("  %s\n", dl_errmsg(ctx));
+    }
+    dl_program_free(p);
+    dl_graph_free(g);
+}
+
+/* One node op(in...) with string attributes; its single output. */
+static dl_value *node1(dl_graph *g, const char *op, int n_in, dl_value **in, int n_attrs,
+                       const char **attrs) {
+    dl_value *out[1] = {NULL};
+    dl_add_node(g, op, n_in, in, 1, out, n_attrs, attrs);
+    return out[0];
+}
+
+static dl_value *scalar_const(dl_ctx *ctx, dl_graph *g, const char *name, float v) {
+    dl_tensor *t = NULL;
+    if (dl_tensor_new(ctx, DL_F32, 0, NULL, &t) == DL_OK) *(float *)dl_tensor_data(t) = v;
+    return dl_constant(g, name, t);
+}
+
+/* Layer norm spelled out in primitive ops (torch.onnx below opset 17) becomes one
+ * LayerNormalization kernel; a view of its result (the new node's output has a higher value id
+ * than the Reshape reading it) must still plan and match the reference. */
+static void test_decomposed_layernorm(dl_ctx *ctx) {
+    dl_graph *g = dl_graph_new(ctx);
+    const int64_t xd[] = {2, 6, 8}, cd[] = {8};
+    dl_value *x = dl_input(g, "x", DL_F32, 3, xd, NULL);
+    const char *ax[] = {"axes=[-1]"};
+    dl_value *m = node1(g, "ReduceMean", 1, &x, 1, ax);
+    dl_value *d = dl_sub(g, x, m);
+    dl_value *pin[2] = {d, scalar_const(ctx, g, "two", 2.0f)};
+    dl_value *v =
+        node1(g, "ReduceMean", 1, (dl_value *[]){node1(g, "Pow", 2, pin, 0, NULL)}, 1, ax);
+    dl_value *sd = node1(g, "Sqrt", 1,
+                         (dl_value *[]){dl_add(g, v, scalar_const(ctx, g, "eps", 1e-5f))}, 0, NULL);
+    dl_value *y = dl_div(g, d, sd);
+    y = dl_mul(g, y, dl_constant(g, "gamma", rand_tensor(ctx, 1, cd)));
+    y = dl_add(g, y, dl_constant(g, "beta", rand_tensor(ctx, 1, cd)));
+    dl_tensor *shape = NULL;
+    const int64_t sdims[] = {2};
+    if (dl_tensor_new(ctx, DL_I64, 1, sdims, &shape) == DL_OK) {
+        ((int64_t *)dl_tensor_data(shape))[0] = 2;
+        ((int64_t *)dl_tensor_data(shape))[1] = 48;
+    }
+    dl_value *r =
+        node1(g, "Reshape", 2, (dl_value *[]){y, dl_constant(g, "shape", shape)}, 0, NULL);
+    dl_output(g, r, "y");
+    CHECK("decomposed layernorm graph builds", dl_graph_status(g) == DL_OK);
+    if (dl_graph_status(g) != DL_OK) printf("  %s\n", dl_errmsg(ctx));
+    dl_program *p = NULL;
+    if (dl_graph_status(g) == DL_OK && dl_compile(ctx, g, &opts, &p) == DL_OK) {
+        CHECK("decomposed layernorm is one LayerNormalization kernel",
+              count_kind(p, DL_G_LAYERNORM, 1) == 1 && count_kind(p, DL_G_REDUCE, 1) == 0);
+        dl_tensor *in[1] = {rand_tensor(ctx, 3, xd)};
+        double e = native_vs_ref(ctx, g, p, 1, in);
+        char name[96];
+        snprintf(name, sizeof name, "decomposed layernorm + view matches ref (max rel err %.2g)",
+                 e);
+        CHECK(name, e < 1e-4);
+        dl_tensor_free(in[0]);
+    } else {
+        CHECK("decomposed layernorm compiles", false);
         printf("  %s\n", dl_errmsg(ctx));
     }
     dl_program_free(p);
@@ -172,13 +235,15 @@ static void test_default_model(dl_ctx *ctx) {
         dl_tensor *in[1] = {rand_tensor(ctx, 4, dims)};
         double e = native_vs_ref(ctx, g, p, 1, in);
         char name[96];
-        snprintf(name, sizeof name, "default model batch %d, same program (max rel err %.2g)", batch, e);
+        snprintf(name, sizeof name, "default model batch %d, same program (max rel err %.2g)",
+                 batch, e);
         CHECK(name, e < 1e-4);
         /* the naive peak (live bytes, no fragmentation) is a lower bound only without in-place
          * reuse, so the arena is checked against the no-reuse sum */
         CHECK("memory plan: static, 0 < arena < sum of intermediates, naive peak <= sum",
               !p->plan.dynamic && p->plan.arena_bytes > 0 &&
-                  p->plan.arena_bytes < p->plan.sum_bytes && p->plan.naive_peak <= p->plan.sum_bytes);
+                  p->plan.arena_bytes < p->plan.sum_bytes &&
+                  p->plan.naive_peak <= p->plan.sum_bytes);
         dl_tensor_free(in[0]);
     }
     dl_program *p2 = NULL;
@@ -232,6 +297,8 @@ int main(void) {
     test_mlp_fusion(ctx);
     dl_ctx_clear(ctx);
     test_attention(ctx);
+    dl_ctx_clear(ctx);
+    test_decomposed_layernorm(ctx);
     dl_ctx_clear(ctx);
     test_default_model(ctx);
     dl_ctx_clear(ctx);

@@ -1,45 +1,21 @@
 /* conv.c — dlrt_conv_forward / dlrt_conv_workspace: ONNX Conv (1-3 spatial dims, groups,
  * strides, dilations, pads) over float32 NCHW, with the GEMM epilogue per output channel.
  *
- * Three paths, chosen by the geometry alone (so the workspace size and the forward pass agree):
+ * Four algorithms; dlrt_conv_choose picks one from the geometry alone (so the host, which sizes
+ * the workspace, and the generated code, which runs it, always agree):
+ *   - depthwise (one input channel per group, any channel multiplier): direct, depthwise.c;
+ *   - Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions where it pays, winograd.c;
  *   - 1x1, stride 1, no padding: per image and group, y = W x is one GEMM on the input itself;
- *   - one input channel per group (depthwise, with any channel multiplier): a direct loop per
- *     output plane, vectorized along output rows (im2col would copy k times the input for a
- *     GEMM with M = 1);
  *   - otherwise im2col of one image and group into the caller's workspace, then one GEMM
  *     W_g[c_out/g, c_in/g * k] x col[c_in/g * k, out_spatial]; the workspace is reused by every
  *     image and group, parallelism comes from inside im2col and the GEMM.
  * Spatial ranks 1 and 2 are run as rank 3 with leading dims of 1. */
-#include "dlrt-impl.h"
-
-static void dlrt_conv_geom(const dlrt_conv *p, dlrt_win3 *g) {
-    dlrt_win3_init(g, p->nsp, p->in, p->out, p->k, p->stride, p->dil, p->pad_begin);
-}
+#include "conv-impl.h"
 
 static int dlrt_conv_is_1x1(const dlrt_win3 *g) {
     for (int d = 0; d < 3; d++)
         if (g->k[d] != 1 || g->stride[d] != 1 || g->pad[d] != 0 || g->out[d] != g->in[d]) return 0;
     return 1;
-}
-
-static int dlrt_conv_is_direct(const dlrt_conv *p) {
-    return p->group > 1 && p->c_in == p->group;
-}
-
-/* Outputs o in [0, n) with 0 <= o*s + off < in: [*lo, *hi) (empty when lo >= hi). */
-static void dlrt_conv_span(int64_t n, int64_t s, int64_t off, int64_t in, int64_t *lo,
-                           int64_t *hi) {
-    int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;
-    int64_t b = in - off <= 0 ? 0 : (in - off + s - 1) / s;
-    *lo = a;
-    *hi = b < n ? b : n;
-}
-
-size_t dlrt_conv_workspace(const dlrt_conv *p) {
-    dlrt_win3 g;
-    dlrt_conv_geom(p, &g);
-    if (p->group <= 0 || dlrt_conv_is_1x1(&g) || dlrt_conv_is_direct(p)) return 0;
-    return (size_t)(p->c_in / p->group) * (size_t)g.k_sp * (size_t)g.out_sp * sizeof(float);
 }
 
 /* col[(ci * k_sp + tap) * out_sp + o] = x[ci] at the tap's input position for output o, or 0 in
@@ -78,104 +54,169 @@ static void dlrt_conv_im2col(const dlrt_win3 *g, int64_t cig, const float *x, fl
     }
 }
 
-/* One output plane of the direct path: y[o] = sum over taps of w[tap] * x[in(o, tap)], then the
- * epilogue (row oc). Output rows are cut into chunks held in a local buffer. */
-static void dlrt_conv_direct_plane(const dlrt_win3 *g, const float *x, const float *w, float *y,
-                                   int64_t oc, const dlrt_epilogue *ep) {
-    enum { CH = 256 };
-    float acc[CH];
-    const int64_t ow_n = g->out[2], sw = g->stride[2];
-    for (int64_t od = 0; od < g->out[0]; od++) {
-        int64_t d_lo, d_hi;
-        dlrt_win_taps(od, g->stride[0], g->pad[0], g->dil[0], g->k[0], g->in[0], &d_lo, &d_hi);
-        for (int64_t oh = 0; oh < g->out[1]; oh++) {
-            int64_t h_lo, h_hi;
-            dlrt_win_taps(oh, g->stride[1], g->pad[1], g->dil[1], g->k[1], g->in[1], &h_lo, &h_hi);
-            int64_t row = (od * g->out[1] + oh) * ow_n;
-            for (int64_t c0 = 0; c0 < ow_n; c0 += CH) {
-                int64_t cn = DLRT_MIN((int64_t)CH, ow_n - c0);
-                for (int64_t j = 0; j < cn; j++) acc[j] = 0.0f;
-                for (int64_t kd = d_lo; kd < d_hi; kd++) {
-                    int64_t id = od * g->stride[0] - g->pad[0] + kd * g->dil[0];
-                    for (int64_t kh = h_lo; kh < h_hi; kh++) {
-                        int64_t ih = oh * g->stride[1] - g->pad[1] + kh * g->dil[1];
-                        const float *xr = x + (id * g->in[1] + ih) * g->in[2];
-                        const float *wr = w + (kd * g->k[1] + kh) * g->k[2];
-                        for (int64_t kw = 0; kw < g->k[2]; kw++) {
-                            const int64_t off = kw * g->dil[2] - g->pad[2];
-                            int64_t lo, hi;
-                            dlrt_conv_span(ow_n, sw, off, g->in[2], &lo, &hi);
-                            lo = DLRT_MAX(lo, c0) - c0;
-                            hi = DLRT_MIN(hi, c0 + cn) - c0;
-                            const float wv = wr[kw];
-                            const int64_t base = off + c0 * sw; /* input column of acc[0] */
-                            if (sw == 1)
-                                for (int64_t j = lo; j < hi; j++) acc[j] += wv * xr[base + j];
-                            else
-                                for (int64_t j = lo; j < hi; j++) acc[j] += wv * xr[base + j * sw];
-                        }
-                    }
-                }
-                dlrt_epi_apply(ep, oc, row + c0, acc, cn);
-                memcpy(y + row + c0, acc, (size_t)cn * sizeof(float));
+/* The 1x1 and im2col algorithms: one GEMM per image and group. */
+static void dlrt_conv_gemm(const dlrt_conv *p, const dlrt_win3 *g, int im2col, const float *x,
+                           const float *w, float *y, float *col, const dlrt_epilogue *ep) {
+    const int64_t cig = p->c_in / p->group, cog = p->c_out / p->group;
+    const int64_t kdim = cig * g->k_sp; /* GEMM K: one weight row */
+    for (int64_t b = 0; b < p->n; b++)
+        for (int64_t gi = 0; gi < p->group; gi++) {
+            const int64_t c0 = gi * cog;
+            const float *xg = x + (b * p->c_in + gi * cig) * g->in_sp;
+            const float *src = xg;
+            if (im2col && kdim > 0) {
+                dlrt_conv_im2col(g, cig, xg, col);
+                src = col;
             }
+            dlrt_epilogue e;
+            const dlrt_epilogue *eb = dlrt_conv_ep(p, g->out_sp, ep, b, c0, &e);
+            dlrt_sgemm(cog, g->out_sp, kdim, w + c0 * kdim, kdim, 0, src, g->out_sp, 0,
+                       y + (b * p->c_out + c0) * g->out_sp, g->out_sp, eb);
         }
+}
+
+/* The cost model behind dlrt_conv_choose, in integers (saturating), so that the host library
+ * and generated code built with other flags always decide alike. A GEMM of M x N x K costs
+ * MAC * M * ceil(N / NR) * NR * (K + K0): its multiply-adds, with columns computed in panels
+ * and a fixed cost per row of the operands' depth. im2col adds COPY per element it copies;
+ * Winograd adds WT per transformed weight (36 per filter, every call) and IO per element of
+ * its input and output transforms, and runs 36 GEMMs per batch of images.
+ *
+ * Fitted to single-thread measurements (AVX-512 EPYC, the rt sources at gcc -O3 -march=native
+ * -fopenmp with OMP_NUM_THREADS=1, dlrt_sgemm with the AVX-512 microkernel) of 3x3
+ * convolutions with c_in = c_out = C, pad 1: the im2col time over the Winograd time
+ * (> 1: Winograd faster); the machine was shared, so take +-10%:
+ *              batch 1                             batch 4
+ *   C \ HxW    7     14    28    56    112         7     14    28    56    112
+ *     8       0.16  0.28  0.49  0.63  0.81        0.48  0.66  0.67  0.82  0.85
+ *    16       0.39  0.41  0.73  1.06  1.15        0.63  0.88  0.89  1.01  1.12
+ *    32       0.37  0.57  1.04  1.33  2.00        0.82  1.15  1.20  1.29  1.47
+ *    64       0.45  0.88  1.32  1.38  1.55        1.00  1.63  1.34  1.33  1.32
+ *   128       0.45  0.99  1.67  1.62  1.98        1.15  1.85  1.60  1.54
+ *   256       0.40  0.88  1.61  1.52              0.90  1.52  1.53
+ *   512       0.19  0.65  1.41                    0.80  2.10
+ * ResNet-50's 3x3 layers at batch 1, im2col / Winograd in ms: 64ch 56x56 1.47 / 1.06, 128ch
+ * 28x28 1.49 / 0.89, 256ch 14x14 1.71 / 1.95, 512ch 7x7 2.18 / 11.4 (the transform of 512 x 512
+ * filters alone writes 38 MB). Winograd is chosen where the model expects it to be MARGIN
+ * percent faster: that is every case of the table at 1.29 or more and none below (it passes
+ * up the few at 1.1-1.2). Re-measure (test_rtconv --bench) when the GEMM changes. */
+enum {
+    DLRT_COST_MAC = 11,
+    DLRT_COST_NR = 16,
+    DLRT_COST_K0 = 32,
+    DLRT_COST_COPY = 100,
+    DLRT_COST_WT = 400,
+    DLRT_COST_IO = 400,
+    DLRT_COST_MARGIN = 120
+};
+
+static int64_t dlrt_cost_mul(int64_t a, int64_t b) {
+    if (a <= 0 || b <= 0) return 0;
+    return a > INT64_MAX / b ? INT64_MAX : a * b;
+}
+
+static int64_t dlrt_cost_add(int64_t a, int64_t b) {
+    return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+static int64_t dlrt_cost_gemm(int64_t m, int64_t n, int64_t k) {
+    const int64_t cols = (n + DLRT_COST_NR - 1) / DLRT_COST_NR * DLRT_COST_NR;
+    return dlrt_cost_mul(dlrt_cost_mul(dlrt_cost_mul(DLRT_COST_MAC, m), cols), k + DLRT_COST_K0);
+}
+
+/* Whether Winograd is expected to beat im2col + GEMM on p (2-D, 3x3, one group). */
+static int dlrt_conv_winograd_pays(const dlrt_conv *p) {
+    const int64_t sp = p->out[0] * p->out[1], ci = p->c_in, co = p->c_out;
+    int64_t tiles, cols;
+    dlrt_conv_winograd_cols(p, &tiles, &cols);
+    if (p->n <= 0 || tiles <= 0 || ci <= 0 || co <= 0) return 0;
+    int64_t im2col = dlrt_cost_mul(dlrt_cost_gemm(co, sp, 9 * ci), p->n);
+    im2col = dlrt_cost_add(im2col, dlrt_cost_mul(dlrt_cost_mul(DLRT_COST_COPY * 9, ci), sp * p->n));
+    const int64_t batches = (p->n * tiles + cols - 1) / cols;
+    int64_t wino = dlrt_cost_mul(dlrt_cost_gemm(co, cols, ci), 36 * batches);
+    wino = dlrt_cost_add(wino, dlrt_cost_mul(dlrt_cost_mul(DLRT_COST_WT * 36, co), ci));
+    wino = dlrt_cost_add(
+        wino, dlrt_cost_mul(dlrt_cost_mul(DLRT_COST_IO * 36, ci + co), dlrt_cost_mul(tiles, p->n)));
+    return dlrt_cost_mul(im2col, 100) > dlrt_cost_mul(wino, DLRT_COST_MARGIN);
+}
+
+int dlrt_conv_choose(const dlrt_conv *p) {
+    dlrt_win3 g;
+    dlrt_conv_geom(p, &g);
+    if (p->group > 0 && p->c_in == p->group) return DLRT_CONV_DEPTHWISE;
+    if (dlrt_conv_winograd_ok(p) && dlrt_conv_winograd_pays(p)) return DLRT_CONV_WINOGRAD;
+    if (dlrt_conv_is_1x1(&g)) return DLRT_CONV_GEMM_1X1;
+    return DLRT_CONV_IM2COL;
+}
+
+const char *dlrt_conv_algo_name(int algo) {
+    switch (algo) {
+    case DLRT_CONV_GEMM_1X1:
+        return "gemm1x1";
+    case DLRT_CONV_IM2COL:
+        return "im2col";
+    case DLRT_CONV_DEPTHWISE:
+        return "depthwise";
+    case DLRT_CONV_WINOGRAD:
+        return "winograd";
+    default:
+        return "?";
     }
 }
 
-/* The epilogue of dlrt_conv_forward for image b and the channel block starting at channel c0:
- * bias indexed by channel, residual with y's layout. */
-static const dlrt_epilogue *dlrt_conv_ep(const dlrt_conv *p, const dlrt_win3 *g,
-                                         const dlrt_epilogue *ep, int64_t b, int64_t c0,
-                                         dlrt_epilogue *out) {
-    if (!ep) return NULL;
-    *out = *ep;
-    out->bias = ep->bias ? ep->bias + c0 : NULL;
-    out->bias_rs = 1;
-    out->bias_cs = 0;
-    out->residual = ep->residual ? ep->residual + (b * p->c_out + c0) * g->out_sp : NULL;
-    out->res_rs = g->out_sp;
-    out->res_cs = 1;
-    return out;
+int dlrt_conv_algo_ok(const dlrt_conv *p, int algo) {
+    dlrt_win3 g;
+    dlrt_conv_geom(p, &g);
+    if (p->group <= 0) return 0;
+    switch (algo) {
+    case DLRT_CONV_GEMM_1X1:
+        return dlrt_conv_is_1x1(&g);
+    case DLRT_CONV_IM2COL:
+        return 1;
+    case DLRT_CONV_DEPTHWISE:
+        return p->c_in == p->group;
+    case DLRT_CONV_WINOGRAD:
+        return dlrt_conv_winograd_ok(p);
+    default:
+        return 0;
+    }
+}
+
+size_t dlrt_conv_algo_workspace(const dlrt_conv *p, int algo) {
+    dlrt_win3 g;
+    dlrt_conv_geom(p, &g);
+    if (p->group <= 0) return 0;
+    if (algo == DLRT_CONV_WINOGRAD) return dlrt_conv_winograd_workspace(p);
+    if (algo != DLRT_CONV_IM2COL) return 0;
+    return (size_t)(p->c_in / p->group) * (size_t)g.k_sp * (size_t)g.out_sp * sizeof(float);
+}
+
+size_t dlrt_conv_workspace(const dlrt_conv *p) {
+    return dlrt_conv_algo_workspace(p, dlrt_conv_choose(p));
+}
+
+void dlrt_conv_forward_algo(const dlrt_conv *p, int algo, const float *x, const float *w, float *y,
+                            void *workspace, const dlrt_epilogue *ep) {
+    dlrt_win3 g;
+    dlrt_conv_geom(p, &g);
+    if (p->n <= 0 || p->c_out <= 0 || g.out_sp <= 0 || p->group <= 0) return;
+    switch (algo) {
+    case DLRT_CONV_DEPTHWISE:
+        dlrt_conv_depthwise(p, x, w, y, ep);
+        break;
+    case DLRT_CONV_WINOGRAD:
+        dlrt_conv_winograd(p, x, w, y, workspace, ep);
+        break;
+    case DLRT_CONV_GEMM_1X1:
+        dlrt_conv_gemm(p, &g, 0, x, w, y, NULL, ep);
+        break;
+    default:
+        dlrt_conv_gemm(p, &g, 1, x, w, y, workspace, ep);
+        break;
+    }
 }
 
 void dlrt_conv_forward(const dlrt_conv *p, const float *x, const float *w, float *y,
                        void *workspace, const dlrt_epilogue *ep) {
-    dlrt_win3 g;
-    dlrt_conv_geom(p, &g);
-    if (p->n <= 0 || p->c_out <= 0 || g.out_sp <= 0 || p->group <= 0) return;
-    const int64_t cig = p->c_in / p->group, cog = p->c_out / p->group;
-    const int64_t kdim = cig * g.k_sp; /* GEMM K: one weight row */
-
-    if (dlrt_conv_is_direct(p)) {
-        const int64_t planes = p->n * p->c_out;
-        const int par = (double)planes * (double)g.out_sp * (double)g.k_sp >= DLRT_PAR_MIN;
-        (void)par;
-        DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-        for (int64_t pl = 0; pl < planes; pl++) {
-            int64_t b = pl / p->c_out, oc = pl % p->c_out, ic = oc / cog;
-            dlrt_epilogue e;
-            const dlrt_epilogue *eb = dlrt_conv_ep(p, &g, ep, b, 0, &e);
-            dlrt_conv_direct_plane(&g, x + (b * p->c_in + ic) * g.in_sp, w + oc * g.k_sp,
-                                   y + pl * g.out_sp, oc, eb);
-        }
-        return;
-    }
-
-    const int is_1x1 = dlrt_conv_is_1x1(&g);
-    float *col = workspace;
-    for (int64_t b = 0; b < p->n; b++)
-        for (int64_t gi = 0; gi < p->group; gi++) {
-            const int64_t c0 = gi * cog;
-            const float *xg = x + (b * p->c_in + gi * cig) * g.in_sp;
-            const float *src = xg;
-            if (!is_1x1 && kdim > 0) {
-                dlrt_conv_im2col(&g, cig, xg, col);
-                src = col;
-            }
-            dlrt_epilogue e;
-            const dlrt_epilogue *eb = dlrt_conv_ep(p, &g, ep, b, c0, &e);
-            dlrt_sgemm(cog, g.out_sp, kdim, w + c0 * kdim, kdim, 0, src, g.out_sp, 0,
-                       y + (b * p->c_out + c0) * g.out_sp, g.out_sp, eb);
-        }
+    dlrt_conv_forward_algo(p, dlrt_conv_choose(p), x, w, y, workspace, ep);
 }

@@ -7,6 +7,7 @@
 #define DLRT_IMPL_H
 
 #include "dlrt.h"
+#include "vecmath.h"
 
 #include <math.h>
 #include <stddef.h>

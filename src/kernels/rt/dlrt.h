@@ -47,6 +47,21 @@ typedef struct dlrt_epilogue {
 void dlrt_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
                 const float *B, int64_t ldb, int trans_b, float *C, int64_t ldc,
                 const dlrt_epilogue *ep);
+/* Prepacked operands, for products that reuse one operand (a layer's weights): the operand is
+ * packed once into the microkernel's panel layout, over all of K, and later products skip that
+ * work. operand 0 packs op(A) (lines = M rows, trans = trans_a), 1 packs op(B) (lines = N
+ * columns, trans = trans_b). The layout depends on the instruction set the kernels were built
+ * for, so a packed buffer must be made and used by the same build. */
+size_t dlrt_gemm_packed_bytes(int operand, int64_t lines, int64_t K);
+void dlrt_gemm_pack_operand(int operand, int64_t lines, int64_t K, const float *X, int64_t ld,
+                            int trans, float *dst);
+/* dlrt_sgemm where A and/or B may be prepacked (a_packed / b_packed: then lda/trans_a, or
+ * ldb/trans_b, are ignored). Same epilogue and aliasing rules. */
+void dlrt_sgemm_ex(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
+                   int a_packed, const float *B, int64_t ldb, int trans_b, int b_packed, float *C,
+                   int64_t ldc, const dlrt_epilogue *ep);
+/* The instruction set the GEMM microkernel was built for: "avx512", "avx2" or "generic". */
+const char *dlrt_gemm_isa(void);
 
 /* N-d convolution (1 to 3 spatial dims), NCHW layout, ONNX semantics (pads begin/end, strides,
  * dilations, groups). w is [C_out, C_in/group, k...]. The end padding is implied by out[].
@@ -58,9 +73,10 @@ typedef struct dlrt_conv {
     int64_t n, c_in, c_out, group;
     int64_t in[3], out[3], k[3], stride[3], dil[3], pad_begin[3];
 } dlrt_conv;
-/* Scratch bytes dlrt_conv_forward needs (may be 0, then workspace may be NULL): one image and
- * group's im2col matrix, c_in/group * prod(k) * prod(out) floats, unless the convolution is 1x1
- * with stride 1 and no padding, or has one input channel per group (depthwise). */
+/* Scratch bytes dlrt_conv_forward needs for the algorithm dlrt_conv_choose picks (may be 0, then
+ * workspace may be NULL): none for depthwise and 1x1, one image and group's im2col matrix
+ * (c_in/group * prod(k) * prod(out) floats) for im2col, the transformed weights plus one batch
+ * of transformed inputs and outputs for Winograd. */
 size_t dlrt_conv_workspace(const dlrt_conv *p);
 void dlrt_conv_forward(const dlrt_conv *p, const float *x, const float *w, float *y,
                        void *workspace, const dlrt_epilogue *ep);
@@ -89,5 +105,47 @@ void dlrt_softmax(int64_t outer, int64_t n, int64_t inner, const float *x, float
  * may be NULL). mean and inv_std (outer elements each) may be NULL. y may be x (in place). */
 void dlrt_layernorm(int64_t outer, int64_t n, const float *x, const float *scale, const float *bias,
                     float eps, float *y, float *mean, float *inv_std);
+
+/* Scaled dot-product attention for a batch of heads (attention.c): for each head h in [0, bh),
+ *   y_h = softmax(scale * q_h k_h^T + mask_h) v_h
+ * q_h is [tq, d], k_h [tk, d], v_h [tk, dv], y_h [tq, dv]. Each operand is addressed through
+ * strides (elements): X_h[i][c] = X[(h / heads) * X_sb + (h % heads) * X_sh + i * X_st + c * X_sc],
+ * so the transposes around attention in exported graphs need no copy. The mask (may be NULL)
+ * is added before the softmax, broadcast through its own strides (0 for a broadcast dim);
+ * causal != 0 additionally masks key positions j > i + (tk - tq). Rows whose every score is
+ * -inf give NaN, like the unfused softmax. No allocation: the kernel keeps one row of scores
+ * per thread in a stack buffer when tk <= DLRT_ATTN_MAX_TK, otherwise in the caller's
+ * workspace (dlrt_attention_workspace bytes). The kernel cannot know how many threads its
+ * workspace was sized for: past DLRT_ATTN_MAX_TK keys it runs at most min(omp_get_max_threads(),
+ * 256) threads, and dlrt_attention_workspace(a, threads <= 0) sizes for 256 (256 * tk floats,
+ * only when tk > DLRT_ATTN_MAX_TK). */
+#ifndef DLRT_ATTN_MAX_TK
+#define DLRT_ATTN_MAX_TK 16384
+#endif
+typedef struct dlrt_attn {
+    int64_t batch, heads, tq, tk, d, dv;
+    float scale;
+    int causal;
+    int64_t q_sb, q_sh, q_st, q_sc;
+    int64_t k_sb, k_sh, k_st, k_sc;
+    int64_t v_sb, v_sh, v_st, v_sc;
+    int64_t y_sb, y_sh, y_st, y_sc;
+    int64_t m_sb, m_sh, m_st, m_sc;
+} dlrt_attn;
+size_t dlrt_attention_workspace(const dlrt_attn *a, int threads);
+void dlrt_attention(const dlrt_attn *a, const float *q, const float *k, const float *v,
+                    const float *mask, float *y, void *workspace);
+
+/* Convolution algorithms (conv.c picks one per layer by dlrt_conv_choose: a cost model over the
+ * geometry, so the host and the generated code always agree). */
+enum {
+    DLRT_CONV_GEMM_1X1 = 0, /* 1x1, stride 1, no padding: one GEMM on the input */
+    DLRT_CONV_IM2COL,       /* im2col into the workspace, then GEMM */
+    DLRT_CONV_DEPTHWISE,    /* one input channel per group: direct, vectorized */
+    DLRT_CONV_WINOGRAD,     /* 3x3, stride 1, dilation 1, 2-D: Winograd F(4x4, 3x3) or F(2x2, 3x3) */
+};
+int dlrt_conv_choose(const dlrt_conv *p);
+/* A short name of an algorithm ("gemm1x1", "im2col", "depthwise", "winograd"). */
+const char *dlrt_conv_algo_name(int algo);
 
 #endif

@@ -1,32 +1,18 @@
 /* gemm.c — dlrt_sgemm: single-precision GEMM with the fused epilogue of dlrt.h.
  *
- * Goto-style blocking in portable C. C is cut into MC x NC tiles, each computed by one thread
- * from stack buffers: an MC x KC block of op(A) and a KC x NC block of op(B) are packed (which
- * also absorbs the transpositions and the strides), and a register tile of MR x NR accumulators
- * walks them. The register tile is a local array indexed by constants, which gcc/clang at -O3
- * keep in vector registers. K is consumed KC at a time; partial sums live in a tile-sized stack
- * buffer, so C is written exactly once, by the epilogue, after the residual at the same place
- * was read (an in-place residual works). Rows and columns past the edges are packed as zeros
- * and never stored. */
-#include "dlrt-impl.h"
-
-/* Block sizes; MC must be a multiple of MR and NC of NR. A tile's stack buffers take
- * MC*KC + KC*NC + MC*NC + MR*NR floats: 217 KiB with these values. */
-#ifndef DLRT_GEMM_MR
-#define DLRT_GEMM_MR 6
-#endif
-#ifndef DLRT_GEMM_NR
-#define DLRT_GEMM_NR 32
-#endif
-#ifndef DLRT_GEMM_KC
-#define DLRT_GEMM_KC 192
-#endif
-#ifndef DLRT_GEMM_MC
-#define DLRT_GEMM_MC 96
-#endif
-#ifndef DLRT_GEMM_NC
-#define DLRT_GEMM_NC 128
-#endif
+ * Goto-style blocking. C is cut into MC x NC tiles, each computed by one thread from stack
+ * buffers: an MC x KC block of op(A) and a KC x NC block of op(B) are packed (which also absorbs
+ * the transpositions and the strides), and the register-tile microkernel of gemm-micro.h (AVX-512,
+ * AVX2 or generic C, by the build's instruction set) walks them. K is consumed KC at a time;
+ * partial sums live in a tile-sized stack buffer, so C is written exactly once, by the epilogue,
+ * after the residual at the same place was read (an in-place residual works). Rows and columns
+ * past the edges are packed as zeros and never stored.
+ *
+ * When N is narrow (a conv's 7x7 output plane, a matrix-vector product), padding N to the
+ * microkernel's NR wastes most of the arithmetic, so the product is computed transposed,
+ * C^T = op(B)^T op(A)^T, and stored back transposed: whichever orientation pads less wins.
+ * Each element's sum runs over K in the same order whatever the thread count. */
+#include "gemm-micro.h"
 
 /* Packs lines [i0, i0+m) x depths [p0, p0+kc) of an operand into panels of w lines:
  * dst[panel * w * kc + p * w + ii] = line i0 + panel*w + ii at depth p0 + p, where line i at depth
@@ -53,85 +39,81 @@ static void dlrt_gemm_pack(const float *X, int64_t ld, int by_rows, int64_t i0, 
     }
 }
 
-/* acc = sum over p of the outer products of one A panel and one B panel. This exact shape (a 2-D
- * local array, the i loop outside the j loop, ap[i] read inside) is the one that gcc and clang at
- * -O3 both turn into MR x NR/vector-width register accumulators with broadcast FMAs; seemingly
- * equivalent rewrites made one or the other spill the tile to the stack every iteration
- * (30-50x slower). Keep it so, and re-measure (test_rt --bench) after any change here. */
-static void dlrt_gemm_micro(int kc, const float *restrict a, const float *restrict b,
-                            float *restrict acc) {
-    float c[DLRT_GEMM_MR][DLRT_GEMM_NR] = {{0}};
-    for (int p = 0; p < kc; p++) {
-        const float *bp = b + p * DLRT_GEMM_NR;
-        const float *ap = a + p * DLRT_GEMM_MR;
-        for (int i = 0; i < DLRT_GEMM_MR; i++)
-            for (int j = 0; j < DLRT_GEMM_NR; j++) c[i][j] += ap[i] * bp[j];
-    }
-    for (int i = 0; i < DLRT_GEMM_MR; i++)
-        for (int j = 0; j < DLRT_GEMM_NR; j++) acc[i * DLRT_GEMM_NR + j] = c[i][j];
-}
+/* What one call computes: C (or C^T when c_trans: element (i, j) of the product lands at
+ * C[j * ldc + i]) = epilogue(op(A) op(B)). The epilogue is in the product's orientation. */
+typedef struct dlrt_gemm_args {
+    const float *A, *B;
+    int64_t lda, ldb;
+    int trans_a, trans_b, c_trans;
+    int a_packed, b_packed; /* A / B already in panels over all of K (dlrt_gemm_pack_operand) */
+    int64_t K;
+    float *C;
+    int64_t ldc;
+    const dlrt_epilogue *ep;
+} dlrt_gemm_args;
 
-/* Stores a finished mr x nr corner of a register tile to C at (i0, j0) through the epilogue. */
-static void dlrt_gemm_store(const float *acc, int mr, int nr, int64_t i0, int64_t j0, float *C,
-                            int64_t ldc, const dlrt_epilogue *ep) {
-    float row[DLRT_GEMM_NR];
-    for (int i = 0; i < mr; i++) {
-        for (int j = 0; j < DLRT_GEMM_NR; j++) row[j] = acc[i * DLRT_GEMM_NR + j];
-        dlrt_epi_apply(ep, i0 + i, j0, row, nr);
-        float *dst = C + (i0 + i) * ldc + j0;
-        for (int j = 0; j < nr; j++) dst[j] = row[j];
+/* Stores row i (n values starting at column j0) of the product through the epilogue. */
+static void dlrt_gemm_store_row(const dlrt_gemm_args *g, int64_t i, int64_t j0, float *row, int n) {
+    dlrt_epi_apply(g->ep, i, j0, row, n);
+    if (!g->c_trans) {
+        memcpy(g->C + i * g->ldc + j0, row, (size_t)n * sizeof(float));
+    } else {
+        float *dst = g->C + j0 * g->ldc + i;
+        for (int j = 0; j < n; j++) dst[j * g->ldc] = row[j];
     }
 }
 
-/* One MC x NC tile of C (mc x nc valid) at (i0, j0), all of K. */
-static void dlrt_gemm_tile(int64_t K, const float *A, int64_t lda, int trans_a, const float *B,
-                           int64_t ldb, int trans_b, float *C, int64_t ldc, const dlrt_epilogue *ep,
-                           int64_t i0, int mc, int64_t j0, int nc) {
+/* One MC x NC tile of the product (mc x nc valid) at (i0, j0), all of K. */
+static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int mc, int64_t j0,
+                           int nc) {
     float apack[DLRT_GEMM_MC * DLRT_GEMM_KC];
     float bpack[DLRT_GEMM_KC * DLRT_GEMM_NC];
     /* partial sums while K > KC, one MR x NR block per register tile */
     float part[DLRT_GEMM_MC * DLRT_GEMM_NC];
-    float acc[DLRT_GEMM_MR * DLRT_GEMM_NR];
     for (int64_t p0 = 0; p0 < K; p0 += DLRT_GEMM_KC) {
         int kc = (int)DLRT_MIN((int64_t)DLRT_GEMM_KC, K - p0);
         int first = p0 == 0, last = p0 + kc == K;
-        dlrt_gemm_pack(A, lda, !trans_a, i0, mc, p0, kc, DLRT_GEMM_MR, apack);
-        dlrt_gemm_pack(B, ldb, trans_b, j0, nc, p0, kc, DLRT_GEMM_NR, bpack);
+        if (!g->a_packed)
+            dlrt_gemm_pack(g->A, g->lda, !g->trans_a, i0, mc, p0, kc, DLRT_GEMM_MR, apack);
+        if (!g->b_packed)
+            dlrt_gemm_pack(g->B, g->ldb, g->trans_b, j0, nc, p0, kc, DLRT_GEMM_NR, bpack);
         for (int c = 0; c < nc; c += DLRT_GEMM_NR) {
             int nr = DLRT_MIN(DLRT_GEMM_NR, nc - c);
+            /* a prepacked panel holds all of K: this block starts p0 lines in */
+            const float *bp = g->b_packed
+                                  ? g->B + (size_t)(j0 + c) * (size_t)K + (size_t)p0 * DLRT_GEMM_NR
+                                  : bpack + (size_t)c * kc;
             for (int r = 0; r < mc; r += DLRT_GEMM_MR) {
-                int mr = DLRT_MIN(DLRT_GEMM_MR, mc - r);
-                dlrt_gemm_micro(kc, apack + (size_t)r * kc, bpack + (size_t)c * kc, acc);
                 float *pt = part + ((size_t)c * DLRT_GEMM_MC + (size_t)r * DLRT_GEMM_NR);
-                if (!first)
-                    for (int t = 0; t < DLRT_GEMM_MR * DLRT_GEMM_NR; t++) acc[t] += pt[t];
-                if (last)
-                    dlrt_gemm_store(acc, mr, nr, i0 + r, j0 + c, C, ldc, ep);
-                else
-                    for (int t = 0; t < DLRT_GEMM_MR * DLRT_GEMM_NR; t++) pt[t] = acc[t];
+                const float *ap =
+                    g->a_packed ? g->A + (size_t)(i0 + r) * (size_t)K + (size_t)p0 * DLRT_GEMM_MR
+                                : apack + (size_t)r * kc;
+                dlrt_gemm_micro(kc, ap, bp, pt, !first);
+                if (!last) continue;
+                int mr = DLRT_MIN(DLRT_GEMM_MR, mc - r);
+                for (int i = 0; i < mr; i++)
+                    dlrt_gemm_store_row(g, i0 + r + i, j0 + c, pt + i * DLRT_GEMM_NR, nr);
             }
         }
     }
 }
 
-/* C = epilogue(0) when K == 0. */
-static void dlrt_gemm_k0(int64_t M, int64_t N, float *C, int64_t ldc, const dlrt_epilogue *ep) {
+/* The product when K == 0: epilogue(0). */
+static void dlrt_gemm_k0(const dlrt_gemm_args *g, int64_t M, int64_t N) {
     float row[64];
     for (int64_t i = 0; i < M; i++)
         for (int64_t j0 = 0; j0 < N; j0 += 64) {
             int n = (int)DLRT_MIN((int64_t)64, N - j0);
             for (int j = 0; j < n; j++) row[j] = 0.0f;
-            dlrt_epi_apply(ep, i, j0, row, n);
-            memcpy(C + i * ldc + j0, row, (size_t)n * sizeof(float));
+            dlrt_gemm_store_row(g, i, j0, row, n);
         }
 }
 
 /* M == 1: a vector times a matrix; packing would cost as much as the arithmetic. */
-static void dlrt_gemm_row(int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
-                          const float *B, int64_t ldb, int trans_b, float *C,
-                          const dlrt_epilogue *ep) {
+static void dlrt_gemm_row(const dlrt_gemm_args *g, int64_t N, int64_t K) {
     enum { CH = 64, LANES = 16 };
-    const int64_t as = trans_a ? lda : 1, chunks = (N + CH - 1) / CH;
+    const float *A = g->A, *B = g->B;
+    const int64_t as = g->trans_a ? g->lda : 1, ldb = g->ldb, chunks = (N + CH - 1) / CH;
     const int par = chunks > 1 && (double)N * (double)K >= DLRT_PAR_MIN;
     (void)par;
     DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
@@ -139,7 +121,7 @@ static void dlrt_gemm_row(int64_t N, int64_t K, const float *A, int64_t lda, int
         const int64_t j0 = ch * CH;
         const int n = (int)DLRT_MIN((int64_t)CH, N - j0);
         float row[CH];
-        if (!trans_b) {
+        if (!g->trans_b) {
             for (int j = 0; j < n; j++) row[j] = 0.0f;
             for (int64_t p = 0; p < K; p++) {
                 const float av = A[p * as];
@@ -162,21 +144,17 @@ static void dlrt_gemm_row(int64_t N, int64_t K, const float *A, int64_t lda, int
                 row[j] = s;
             }
         }
-        dlrt_epi_apply(ep, 0, j0, row, n);
-        memcpy(C + j0, row, (size_t)n * sizeof(float));
+        dlrt_gemm_store_row(g, 0, j0, row, n);
     }
 }
 
-void dlrt_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
-                const float *B, int64_t ldb, int trans_b, float *C, int64_t ldc,
-                const dlrt_epilogue *ep) {
-    if (M <= 0 || N <= 0) return;
+static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t K) {
     if (K <= 0) {
-        dlrt_gemm_k0(M, N, C, ldc, ep);
+        dlrt_gemm_k0(g, M, N);
         return;
     }
-    if (M == 1) {
-        dlrt_gemm_row(N, K, A, lda, trans_a, B, ldb, trans_b, C, ep);
+    if (M == 1 && !g->a_packed && !g->b_packed) {
+        dlrt_gemm_row(g, N, K);
         return;
     }
     const int64_t tm = (M + DLRT_GEMM_MC - 1) / DLRT_GEMM_MC,
@@ -189,6 +167,108 @@ void dlrt_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, in
         int64_t i0 = (t / tn) * DLRT_GEMM_MC, j0 = (t % tn) * DLRT_GEMM_NC;
         int mc = (int)DLRT_MIN((int64_t)DLRT_GEMM_MC, M - i0);
         int nc = (int)DLRT_MIN((int64_t)DLRT_GEMM_NC, N - j0);
-        dlrt_gemm_tile(K, A, lda, trans_a, B, ldb, trans_b, C, ldc, ep, i0, mc, j0, nc);
+        dlrt_gemm_tile(g, K, i0, mc, j0, nc);
     }
+}
+
+/* Multiply-adds the microkernel performs for an M x N product, edges padded. */
+static double dlrt_gemm_padded(int64_t M, int64_t N) {
+    if (M == 1) return (double)N; /* the unpacked vector path pads nothing */
+    int64_t mp = (M + DLRT_GEMM_MR - 1) / DLRT_GEMM_MR * DLRT_GEMM_MR;
+    int64_t np = (N + DLRT_GEMM_NR - 1) / DLRT_GEMM_NR * DLRT_GEMM_NR;
+    return (double)mp * (double)np;
+}
+
+const char *dlrt_gemm_isa(void) {
+    return DLRT_GEMM_ISA;
+}
+
+size_t dlrt_gemm_packed_bytes(int operand, int64_t lines, int64_t K) {
+    const int64_t w = operand == 0 ? DLRT_GEMM_MR : DLRT_GEMM_NR;
+    if (lines <= 0 || K <= 0) return 0;
+    return (size_t)((lines + w - 1) / w * w) * (size_t)K * sizeof(float);
+}
+
+void dlrt_gemm_pack_operand(int operand, int64_t lines, int64_t K, const float *X, int64_t ld,
+                            int trans, float *dst) {
+    const int w = operand == 0 ? DLRT_GEMM_MR : DLRT_GEMM_NR;
+    /* A's lines are op(A)'s rows (contiguous in X unless trans); B's are op(B)'s columns
+     * (contiguous in X only when trans) */
+    const int by_rows = operand == 0 ? !trans : trans;
+    const int64_t panels = (lines + w - 1) / w;
+    DLRT_PRAGMA_OMP(parallel for schedule(static) if(panels > 1 && (double)lines * (double)K >= DLRT_PAR_MIN))
+    for (int64_t pnl = 0; pnl < panels; pnl++) {
+        const int64_t i0 = pnl * w;
+        for (int64_t p0 = 0; p0 < K; p0 += DLRT_GEMM_KC) { /* int-sized pieces of K */
+            const int kc = (int)DLRT_MIN((int64_t)DLRT_GEMM_KC, K - p0);
+            float *d = dst + (size_t)i0 * (size_t)K + (size_t)p0 * (size_t)w;
+            dlrt_gemm_pack(X, ld, by_rows, i0, (int)DLRT_MIN((int64_t)w, lines - i0), p0, kc, w, d);
+        }
+    }
+}
+
+void dlrt_sgemm_ex(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
+                   int a_packed, const float *B, int64_t ldb, int trans_b, int b_packed, float *C,
+                   int64_t ldc, const dlrt_epilogue *ep) {
+    if (M <= 0 || N <= 0) return;
+    if (!a_packed && !b_packed) {
+        dlrt_sgemm(M, N, K, A, lda, trans_a, B, ldb, trans_b, C, ldc, ep);
+        return;
+    }
+    dlrt_gemm_args g = {.A = A,
+                        .lda = lda,
+                        .trans_a = trans_a,
+                        .a_packed = a_packed,
+                        .B = B,
+                        .ldb = ldb,
+                        .trans_b = trans_b,
+                        .b_packed = b_packed,
+                        .C = C,
+                        .ldc = ldc,
+                        .c_trans = 0,
+                        .ep = ep,
+                        .K = K};
+    dlrt_gemm_run(&g, M, N, K);
+}
+
+void dlrt_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
+                const float *B, int64_t ldb, int trans_b, float *C, int64_t ldc,
+                const dlrt_epilogue *ep) {
+    if (M <= 0 || N <= 0) return;
+    /* a transposed store is strided: only worth it when it saves a good share of the work */
+    if (K > 0 && dlrt_gemm_padded(N, M) < 0.8 * dlrt_gemm_padded(M, N)) {
+        dlrt_epilogue et;
+        if (ep) { /* the product's rows are C's columns: swap the epilogue's strides */
+            et = *ep;
+            et.bias_rs = ep->bias_cs;
+            et.bias_cs = ep->bias_rs;
+            et.res_rs = ep->res_cs;
+            et.res_cs = ep->res_rs;
+        }
+        dlrt_gemm_args g = {.A = B,
+                            .lda = ldb,
+                            .trans_a = !trans_b,
+                            .B = A,
+                            .ldb = lda,
+                            .trans_b = !trans_a,
+                            .C = C,
+                            .ldc = ldc,
+                            .c_trans = 1,
+                            .ep = ep ? &et : NULL,
+                            .K = K};
+        dlrt_gemm_run(&g, N, M, K);
+        return;
+    }
+    dlrt_gemm_args g = {.A = A,
+                        .lda = lda,
+                        .trans_a = trans_a,
+                        .B = B,
+                        .ldb = ldb,
+                        .trans_b = trans_b,
+                        .C = C,
+                        .ldc = ldc,
+                        .c_trans = 0,
+                        .ep = ep,
+                        .K = K};
+    dlrt_gemm_run(&g, M, N, K);
 }

@@ -1,0 +1,90 @@
+/* conv-impl.h — private to the convolution kernels (conv.c: dispatch, 1x1 and im2col;
+ * depthwise.c; winograd.c): the geometry and per-image epilogue helpers they share, and the
+ * entry points conv.c dispatches to. The algorithm files are separate translation units (the JIT
+ * and AOT bundles compile every rt .c file on its own), so these entry points have external
+ * linkage and the dlrt_conv_ prefix. */
+#ifndef DLRT_CONV_IMPL_H
+#define DLRT_CONV_IMPL_H
+
+#include "dlrt-impl.h"
+
+/* Inlining hint for the fixed-size kernels that are specialized by constant arguments. */
+#if defined(__GNUC__) || defined(__clang__)
+#define DLRT_INLINE inline __attribute__((always_inline))
+#else
+#define DLRT_INLINE inline
+#endif
+
+static inline void dlrt_conv_geom(const dlrt_conv *p, dlrt_win3 *g) {
+    dlrt_win3_init(g, p->nsp, p->in, p->out, p->k, p->stride, p->dil, p->pad_begin);
+}
+
+/* Outputs o in [0, n) with 0 <= o*s + off < in: [*lo, *hi) (empty when lo >= hi). */
+static inline void dlrt_conv_span(int64_t n, int64_t s, int64_t off, int64_t in, int64_t *lo,
+                                  int64_t *hi) {
+    int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;
+    int64_t b = in - off <= 0 ? 0 : (in - off + s - 1) / s;
+    *lo = a;
+    *hi = b < n ? b : n;
+}
+
+/* The epilogue for image b and the channel block starting at channel c0, with rows indexed by
+ * channel (relative to c0) and columns by output position: the bias is per channel and the
+ * residual has y's layout. NULL when ep is NULL. */
+static inline const dlrt_epilogue *dlrt_conv_ep(const dlrt_conv *p, int64_t out_sp,
+                                                const dlrt_epilogue *ep, int64_t b, int64_t c0,
+                                                dlrt_epilogue *out) {
+    if (!ep) return NULL;
+    *out = *ep;
+    out->bias = ep->bias ? ep->bias + c0 : NULL;
+    out->bias_rs = 1;
+    out->bias_cs = 0;
+    out->residual = ep->residual ? ep->residual + (b * p->c_out + c0) * out_sp : NULL;
+    out->res_rs = out_sp;
+    out->res_cs = 1;
+    return out;
+}
+
+/* Whether algorithm `algo` can run convolution p. */
+int dlrt_conv_algo_ok(const dlrt_conv *p, int algo);
+/* Workspace bytes of algorithm `algo` on p (which must be applicable). */
+size_t dlrt_conv_algo_workspace(const dlrt_conv *p, int algo);
+/* dlrt_conv_forward through a given applicable algorithm (tests and benchmarks force each one;
+ * dlrt_conv_forward passes dlrt_conv_choose(p)). The workspace has
+ * dlrt_conv_algo_workspace(p, algo) bytes. */
+void dlrt_conv_forward_algo(const dlrt_conv *p, int algo, const float *x, const float *w, float *y,
+                            void *workspace, const dlrt_epilogue *ep);
+
+/* depthwise.c: c_in == group, any channel multiplier, any rank; no workspace. */
+void dlrt_conv_depthwise(const dlrt_conv *p, const float *x, const float *w, float *y,
+                         const dlrt_epilogue *ep);
+/* The fast depthwise path's tiling of one geometry, planned once per call: tiles of rh x cw
+ * outputs are computed from stride[1]*stride[2] phase planes of hq x wq padded inputs, sub =
+ * hq*wq floats apart, where a window spans eh x ew; off[] are the offsets of the kernel's taps
+ * in the phase planes when there are at most DLRT_DW_FIXED of them. */
+enum { DLRT_DW_FIXED = 49 };
+typedef struct dlrt_dw_plan {
+    int64_t rh, cw, hq, wq, sub, eh, ew;
+    int64_t off[DLRT_DW_FIXED];
+} dlrt_dw_plan;
+/* Plans the fast path for tiles that fit in cap floats; 0 when the kernel has depth > 1 or no
+ * tile fits (then a plain direct loop runs). Exposed, like the next one, so that the tests can
+ * force column chunks with small caps. */
+int dlrt_conv_dw_plan(const dlrt_win3 *g, int64_t cap, dlrt_dw_plan *pl);
+/* Output rows [r0, r1) (row r is at depth r / out[1]) of one plane by plan pl, with the cap
+ * floats it was planned for at buf. x and y are the input and output planes, w the channel's
+ * taps, ep the image's epilogue (dlrt_conv_ep) and oc the channel. */
+void dlrt_conv_dw_plane(const dlrt_win3 *g, const dlrt_dw_plan *pl, const float *x, const float *w,
+                        float *y, int64_t oc, const dlrt_epilogue *ep, int64_t r0, int64_t r1,
+                        float *buf);
+
+/* winograd.c: F(4x4, 3x3) for 2-D 3x3 convolutions with stride 1, dilation 1 and one group. */
+int dlrt_conv_winograd_ok(const dlrt_conv *p);
+/* Its tiles per image and the columns of each batch of GEMMs (images are batched up to a
+ * minimum width). */
+void dlrt_conv_winograd_cols(const dlrt_conv *p, int64_t *tiles, int64_t *cols);
+size_t dlrt_conv_winograd_workspace(const dlrt_conv *p);
+void dlrt_conv_winograd(const dlrt_conv *p, const float *x, const float *w, float *y,
+                        void *workspace, const dlrt_epilogue *ep);
+
+#endif

@@ -1,0 +1,500 @@
+/* test_rtconv.c — the convolution algorithms of the runtime kernels (src/kernels/rt/conv.c,
+ * depthwise.c, winograd.c): each one, forced through dlrt_conv_forward_algo wherever it applies,
+ * against a plain loop over outputs and taps written here (sums in double, then the epilogue in
+ * double), over random geometries: depthwise with strides, dilations, asymmetric pads, channel
+ * multipliers, kernels 1-7, images smaller than the kernel, ranks 1-3 and batch 2; Winograd with
+ * odd sizes (partial tiles), small and large channel counts. Every epilogue kind is covered
+ * (alpha, bias, residual separate and in place, each activation). A canary after y and after
+ * the workspace catches writes past them. Also the depthwise column chunking (small row
+ * buffers), Winograd's accuracy at c_in = 512 on N(0, 1) data, and dlrt_conv_choose.
+ *
+ * The kernel sources are included (all of them, through rt-lib.c) and built with this binary's
+ * flags; the Makefile also builds it per instruction set (build/tests-isa/). `test_rtconv
+ * --bench` prints GFLOP/s of each applicable algorithm on MobileNetV2's depthwise and ResNet-50's
+ * 3x3 layers (batch 1); build/tests-isa/avx512/test_rtconv --bench is built like the JIT's code
+ * (-O3, OpenMP). */
+#include "../../src/kernels/rt-lib.c"
+#include "../../src/kernels/rt/conv-impl.h"
+#include "check.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CANARY 12345.0f
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint64_t rnext(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return rng;
+}
+static int64_t irand(int64_t lo, int64_t hi) { /* uniform in [lo, hi] */
+    return lo + (int64_t)(rnext() % (uint64_t)(hi - lo + 1));
+}
+static float frand(void) { /* uniform in [-1, 1) */
+    return (float)((double)(rnext() >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+static float grand(void) { /* N(0, 1), Box-Muller */
+    double u = ((double)(rnext() >> 11) + 0.5) / 9007199254740992.0;
+    double v = (double)(rnext() >> 11) / 9007199254740992.0;
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+static float *buf_new(int64_t n, int gauss) {
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++) p[i] = gauss ? grand() : frand();
+    return p;
+}
+
+static int64_t numel_out(const dlrt_conv *p) {
+    int64_t n = p->n * p->c_out;
+    for (int d = 0; d < p->nsp; d++) n *= p->out[d];
+    return n;
+}
+static int64_t numel_in(const dlrt_conv *p) {
+    int64_t n = p->n * p->c_in;
+    for (int d = 0; d < p->nsp; d++) n *= p->in[d];
+    return n;
+}
+static int64_t numel_w(const dlrt_conv *p) {
+    int64_t n = p->c_out * (p->c_in / p->group);
+    for (int d = 0; d < p->nsp; d++) n *= p->k[d];
+    return n;
+}
+
+/* ---- reference ---- */
+
+/* acc[i] = the convolution sum of output i, mag[i] = the sum of the magnitudes of its terms. */
+static void ref_conv(const dlrt_conv *p, const float *x, const float *w, double *acc, double *mag) {
+    int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1},
+            dl[3] = {1, 1, 1}, pb[3] = {0, 0, 0};
+    for (int d = 0, l = 3 - p->nsp; d < p->nsp; d++) {
+        in[l + d] = p->in[d], out[l + d] = p->out[d], k[l + d] = p->k[d];
+        s[l + d] = p->stride[d], dl[l + d] = p->dil[d], pb[l + d] = p->pad_begin[d];
+    }
+    const int64_t cig = p->c_in / p->group, cog = p->c_out / p->group;
+    int64_t i = 0;
+    for (int64_t b = 0; b < p->n; b++)
+        for (int64_t oc = 0; oc < p->c_out; oc++)
+            for (int64_t o0 = 0; o0 < out[0]; o0++)
+                for (int64_t o1 = 0; o1 < out[1]; o1++)
+                    for (int64_t o2 = 0; o2 < out[2]; o2++, i++) {
+                        double sum = 0, m = 0;
+                        for (int64_t c = 0; c < cig; c++) {
+                            const int64_t ic = oc / cog * cig + c;
+                            for (int64_t t0 = 0; t0 < k[0]; t0++)
+                                for (int64_t t1 = 0; t1 < k[1]; t1++)
+                                    for (int64_t t2 = 0; t2 < k[2]; t2++) {
+                                        int64_t i0 = o0 * s[0] - pb[0] + t0 * dl[0];
+                                        int64_t i1 = o1 * s[1] - pb[1] + t1 * dl[1];
+                                        int64_t i2 = o2 * s[2] - pb[2] + t2 * dl[2];
+                                        if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] ||
+                                            i2 < 0 || i2 >= in[2])
+                                            continue;
+                                        int64_t xi = ((b * p->c_in + ic) * in[0] + i0) * in[1];
+                                        int64_t wi = ((oc * cig + c) * k[0] + t0) * k[1];
+                                        xi = (xi + i1) * in[2] + i2, wi = (wi + t1) * k[2] + t2;
+                                        double v = (double)x[xi] * w[wi];
+                                        sum += v, m += fabs(v);
+                                    }
+                        }
+                        acc[i] = sum, mag[i] = m;
+                    }
+}
+
+static double ref_act(int act, double v, double a, double b) {
+    switch (act) {
+    case DLRT_ACT_RELU:
+        return v > 0 ? v : 0;
+    case DLRT_ACT_CLIP:
+        return v < a ? a : v > b ? b : v;
+    case DLRT_ACT_LEAKY_RELU:
+        return v < 0 ? a * v : v;
+    case DLRT_ACT_SIGMOID:
+        return 1 / (1 + exp(-v));
+    case DLRT_ACT_TANH:
+        return tanh(v);
+    case DLRT_ACT_GELU:
+        return 0.5 * v * (1 + erf(v / sqrt(2.0)));
+    case DLRT_ACT_HARD_SIGMOID:
+        return fmax(0, fmin(1, a * v + b));
+    case DLRT_ACT_HARD_SWISH:
+        return v * fmax(0, fmin(1, v / 6 + 0.5));
+    default:
+        return v;
+    }
+}
+
+/* Epilogue kinds a case runs with. */
+enum { EP_NULL, EP_PLAIN, EP_BIAS, EP_RES, EP_RES_INPLACE, EP_ALL, EP_KINDS };
+static const char *ep_names[] = {"no-ep", "alpha", "bias", "res", "res-inplace", "all"};
+
+typedef struct epi_case {
+    int kind, act;
+    float alpha, beta, act_a, act_b;
+} epi_case;
+
+static epi_case epi_pick(int kind) {
+    epi_case e = {.kind = kind, .alpha = 1, .beta = 1};
+    if (kind == EP_PLAIN) e.alpha = 0.75f;
+    if (kind >= EP_BIAS) {
+        e.act = (int)irand(DLRT_ACT_NONE, DLRT_ACT_HARD_SWISH);
+        e.beta = kind == EP_ALL ? 0.5f : 1.0f;
+        e.act_a = e.act == DLRT_ACT_CLIP ? -0.5f : e.act == DLRT_ACT_HARD_SIGMOID ? 0.2f : 0.1f;
+        e.act_b = e.act == DLRT_ACT_CLIP ? 0.7f : 0.5f;
+    }
+    return e;
+}
+
+/* ---- one run ---- */
+
+static double worst_rel; /* largest error / (1 + magnitude) seen, for the report */
+
+/* Runs p through `algo` with epilogue e and compares with the reference; tol is relative to
+ * 1 + the magnitude of each output's terms. Returns the largest error relative to that. */
+static double conv_check(const dlrt_conv *p, int algo, const epi_case *e, const float *x,
+                         const float *w, const double *acc, const double *mag, double tol,
+                         const char *what) {
+    const int64_t yn = numel_out(p), sp = yn / (p->n * p->c_out);
+    float *bias = buf_new(p->c_out, 0), *res = buf_new(yn, 0);
+    float *y = malloc((size_t)(yn + 1) * sizeof(float));
+    const int inplace = e->kind == EP_RES_INPLACE;
+    for (int64_t i = 0; i <= yn; i++) y[i] = inplace && i < yn ? res[i] : CANARY;
+    size_t ws = dlrt_conv_algo_workspace(p, algo);
+    unsigned char *work = malloc(ws + 64);
+    for (size_t i = 0; i < 64; i++) work[ws + i] = 0xA5;
+    dlrt_epilogue ep = {
+        .alpha = e->alpha, .beta = e->beta, .act = e->act, .act_a = e->act_a, .act_b = e->act_b};
+    if (e->kind == EP_BIAS || e->kind == EP_ALL) ep.bias = bias;
+    if (e->kind == EP_RES || e->kind == EP_ALL) ep.residual = res;
+    if (inplace) ep.residual = y;
+    dlrt_conv_forward_algo(p, algo, x, w, y, work, e->kind == EP_NULL ? NULL : &ep);
+    int ok = y[yn] == CANARY;
+    for (size_t i = 0; i < 64; i++) ok = ok && work[ws + i] == 0xA5;
+    double worst = 0;
+    for (int64_t i = 0; i < yn; i++) {
+        double v = e->alpha * acc[i];
+        if (ep.bias) v += (double)e->beta * bias[(i / sp) % p->c_out];
+        if (ep.residual) v += res[i];
+        v = ref_act(e->act, v, e->act_a, e->act_b);
+        double err = fabs((double)y[i] - v) / (1.0 + mag[i]);
+        if (!(err <= tol)) {
+            if (ok) printf("  %s: y[%lld] = %.8g, want %.8g\n", what, (long long)i, y[i], v);
+            ok = 0;
+        }
+        if (err > worst) worst = err;
+    }
+    CHECK(what, ok);
+    free(bias), free(res), free(y), free(work);
+    return worst;
+}
+
+/* Every applicable algorithm (and the chosen one through dlrt_conv_forward's workspace size)
+ * with epilogues `kinds` (a bit set of EP_*). */
+static void conv_case(const dlrt_conv *p, unsigned kinds, const char *tag) {
+    float *x = buf_new(numel_in(p), 0), *w = buf_new(numel_w(p), 0);
+    const int64_t yn = numel_out(p);
+    double *acc = malloc((size_t)yn * sizeof(double)), *mag = malloc((size_t)yn * sizeof(double));
+    ref_conv(p, x, w, acc, mag);
+    char what[320];
+    for (int algo = 0; algo <= DLRT_CONV_WINOGRAD; algo++) {
+        if (!dlrt_conv_algo_ok(p, algo)) continue;
+        for (int k = 0; k < EP_KINDS; k++) {
+            if (!(kinds >> k & 1)) continue;
+            epi_case e = epi_pick(k);
+            snprintf(what, sizeof what,
+                     "%s %s %dd n=%lld c=%lld->%lld g=%lld in=%lldx%lldx%lld k=%lldx%lldx%lld "
+                     "s=%lld,%lld,%lld d=%lld,%lld,%lld pb=%lld,%lld,%lld %s act=%d",
+                     tag, dlrt_conv_algo_name(algo), p->nsp, (long long)p->n, (long long)p->c_in,
+                     (long long)p->c_out, (long long)p->group, (long long)p->in[0],
+                     (long long)p->in[1], (long long)p->in[2], (long long)p->k[0],
+                     (long long)p->k[1], (long long)p->k[2], (long long)p->stride[0],
+                     (long long)p->stride[1], (long long)p->stride[2], (long long)p->dil[0],
+                     (long long)p->dil[1], (long long)p->dil[2], (long long)p->pad_begin[0],
+                     (long long)p->pad_begin[1], (long long)p->pad_begin[2], ep_names[k], e.act);
+            double tol = algo == DLRT_CONV_WINOGRAD ? 1e-5 : 2e-6;
+            double err = conv_check(p, algo, &e, x, w, acc, mag, tol, what);
+            if (err > worst_rel) worst_rel = err;
+        }
+    }
+    int algo = dlrt_conv_choose(p);
+    CHECK("chosen algorithm applies", dlrt_conv_algo_ok(p, algo));
+    CHECK("workspace is the chosen one's",
+          dlrt_conv_workspace(p) == dlrt_conv_algo_workspace(p, algo));
+    free(x), free(w), free(acc), free(mag);
+}
+
+/* A random window along one dim: kernel from ks, output >= 1. */
+static void rand_dim(dlrt_conv *p, int d, const int64_t *ks, int nks, int64_t max_s,
+                     int64_t max_dil, int64_t max_in) {
+    for (;;) {
+        int64_t k = ks[irand(0, nks - 1)], s = irand(1, max_s), dl = irand(1, max_dil);
+        int64_t in = irand(1, max_in), pb = irand(0, k), pe = irand(0, k);
+        int64_t span = (k - 1) * dl + 1, room = in + pb + pe - span;
+        if (room < 0) continue;
+        p->in[d] = in, p->k[d] = k, p->stride[d] = s, p->dil[d] = dl, p->pad_begin[d] = pb;
+        p->out[d] = room / s + 1;
+        return;
+    }
+}
+
+static void test_depthwise(void) {
+    static const int64_t ks[] = {1, 3, 5, 7};
+    for (int it = 0; it < 160; it++) {
+        dlrt_conv p = {.nsp = it % 8 == 0 ? 1 : it % 8 == 1 ? 3 : 2};
+        p.n = irand(1, 2);
+        p.group = p.c_in = irand(1, 5);
+        p.c_out = p.c_in * irand(1, 2);
+        int fixed = it % 3 == 0; /* the unrolled kernels: square, dilation 1, stride 1-2 */
+        int64_t k = ks[irand(1, 3)], s = irand(1, 2);
+        for (int d = 0; d < p.nsp; d++) {
+            if (fixed) {
+                const int64_t kk[1] = {k};
+                rand_dim(&p, d, kk, 1, 1, 1, 20);
+                p.stride[d] = s;
+                int64_t room = p.in[d] + 2 * p.pad_begin[d] - k;
+                if (room < 0) p.pad_begin[d] = k / 2, room = p.in[d] + 2 * p.pad_begin[d] - k;
+                p.out[d] = room / s + 1;
+            } else {
+                rand_dim(&p, d, ks, 4, 3, d == p.nsp - 1 ? 3 : 2, p.nsp == 3 ? 7 : 20);
+            }
+        }
+        conv_case(&p, 1u << (it % EP_KINDS) | 1u << EP_RES_INPLACE, "depthwise");
+    }
+}
+
+/* The depthwise planes with row buffers from barely enough to plenty (column chunks of every
+ * width), against the reference. */
+static void test_dw_chunks(void) {
+    dlrt_conv p = {.nsp = 2,
+                   .n = 1,
+                   .c_in = 2,
+                   .c_out = 2,
+                   .group = 2,
+                   .in = {9, 37},
+                   .k = {3, 5},
+                   .stride = {2, 3},
+                   .dil = {1, 2},
+                   .pad_begin = {1, 4}};
+    p.out[0] = (9 + 2 - 3) / 2 + 1, p.out[1] = (37 + 8 - 9) / 3 + 1;
+    dlrt_win3 g;
+    dlrt_conv_geom(&p, &g);
+    float *x = buf_new(numel_in(&p), 0), *w = buf_new(numel_w(&p), 0), *bias = buf_new(2, 0);
+    double *acc = malloc((size_t)numel_out(&p) * sizeof(double));
+    double *mag = malloc((size_t)numel_out(&p) * sizeof(double));
+    ref_conv(&p, x, w, acc, mag);
+    float *y = malloc((size_t)(g.out_sp + 1) * sizeof(float)), buf[2048];
+    dlrt_epilogue ep = {.alpha = 1, .beta = 1, .bias = bias, .act = DLRT_ACT_RELU};
+    int fitted = 0, refused = 0;
+    for (int64_t cap = 8; cap <= 2048; cap += cap < 256 ? 4 : 97) {
+        for (int64_t oc = 0; oc < 2; oc++) {
+            for (int64_t i = 0; i <= g.out_sp; i++) y[i] = CANARY;
+            dlrt_epilogue e;
+            const dlrt_epilogue *eb = dlrt_conv_ep(&p, g.out_sp, &ep, 0, 0, &e);
+            int64_t r0 = oc, r1 = g.out[1] - oc; /* a row range too */
+            dlrt_dw_plan plan;
+            if (!dlrt_conv_dw_plan(&g, cap, &plan)) {
+                refused++;
+                continue;
+            }
+            dlrt_conv_dw_plane(&g, &plan, x + oc * g.in_sp, w + oc * g.k_sp, y, oc, eb, r0, r1,
+                               buf);
+            fitted++;
+            int ok = y[g.out_sp] == CANARY;
+            for (int64_t i = 0; i < g.out_sp; i++) {
+                int64_t r = i / g.out[2];
+                if (r < r0 || r >= r1) {
+                    ok = ok && y[i] == CANARY;
+                    continue;
+                }
+                double v = ref_act(DLRT_ACT_RELU, acc[oc * g.out_sp + i] + bias[oc], 0, 0);
+                ok = ok && fabs(y[i] - v) <= 2e-6 * (1 + mag[oc * g.out_sp + i]);
+            }
+            char what[64];
+            snprintf(what, sizeof what, "depthwise plane cap=%lld oc=%lld", (long long)cap,
+                     (long long)oc);
+            CHECK(what, ok);
+        }
+    }
+    CHECK("small caps refused, larger ones fit", fitted > 0 && refused > 0);
+    free(x), free(w), free(bias), free(acc), free(mag), free(y);
+}
+
+static void test_winograd(void) {
+    for (int it = 0; it < 40; it++) {
+        dlrt_conv p = {.nsp = 2, .group = 1};
+        p.n = irand(1, 2);
+        int big = it % 10 == 9;
+        p.c_in = big ? irand(60, 150) : irand(1, 9);
+        p.c_out = big ? irand(60, 130) : irand(1, 9);
+        for (int d = 0; d < 2; d++) {
+            p.in[d] = irand(1, it % 4 == 0 ? 40 : 13);
+            p.k[d] = 3, p.stride[d] = 1, p.dil[d] = 1, p.pad_begin[d] = irand(0, 2);
+            int64_t pe = irand(0, 2);
+            if (p.in[d] + p.pad_begin[d] + pe < 3) pe = 3 - p.in[d] - p.pad_begin[d];
+            p.out[d] = p.in[d] + p.pad_begin[d] + pe - 2;
+        }
+        conv_case(&p, 1u << (it % EP_KINDS) | 1u << EP_ALL, "winograd");
+    }
+}
+
+/* The error of F(4x4, 3x3) on N(0, 1) data with many input channels, relative to the largest
+ * output (and per output to the magnitude of its terms). */
+static void test_winograd_accuracy(void) {
+    dlrt_conv p = {.nsp = 2,
+                   .n = 1,
+                   .c_in = 512,
+                   .c_out = 8,
+                   .group = 1,
+                   .in = {11, 13},
+                   .out = {11, 13},
+                   .k = {3, 3},
+                   .stride = {1, 1},
+                   .dil = {1, 1},
+                   .pad_begin = {1, 1}};
+    float *x = buf_new(numel_in(&p), 1), *w = buf_new(numel_w(&p), 1);
+    const int64_t yn = numel_out(&p);
+    double *acc = malloc((size_t)yn * sizeof(double)), *mag = malloc((size_t)yn * sizeof(double));
+    float *y = malloc((size_t)yn * sizeof(float)), *yd = malloc((size_t)yn * sizeof(float));
+    void *work = malloc(dlrt_conv_algo_workspace(&p, DLRT_CONV_WINOGRAD));
+    void *wd = malloc(dlrt_conv_algo_workspace(&p, DLRT_CONV_IM2COL));
+    ref_conv(&p, x, w, acc, mag);
+    dlrt_conv_forward_algo(&p, DLRT_CONV_WINOGRAD, x, w, y, work, NULL);
+    dlrt_conv_forward_algo(&p, DLRT_CONV_IM2COL, x, w, yd, wd, NULL);
+    double top = 0, err = 0, err_d = 0, rel = 0;
+    for (int64_t i = 0; i < yn; i++) {
+        top = fmax(top, fabs(acc[i]));
+        err = fmax(err, fabs(y[i] - acc[i]));
+        err_d = fmax(err_d, fabs(yd[i] - acc[i]));
+        rel = fmax(rel, fabs(y[i] - acc[i]) / (1 + mag[i]));
+    }
+    printf("winograd c_in=512 N(0,1): max |err| %.3g (im2col %.3g), max |y| %.3g, "
+           "relative %.3g, per term magnitude %.3g\n",
+           err, err_d, top, err / top, rel);
+    CHECK("winograd error within 1e-4 of the largest output at c_in=512", err <= 1e-4 * top);
+    free(x), free(w), free(acc), free(mag), free(y), free(yd), free(work), free(wd);
+}
+
+static void test_im2col_and_1x1(void) {
+    static const int64_t ks[] = {1, 2, 3};
+    for (int it = 0; it < 30; it++) {
+        dlrt_conv p = {.nsp = 1 + it % 3, .n = irand(1, 2)};
+        p.group = irand(1, 2);
+        p.c_in = p.group * irand(1, 3), p.c_out = p.group * irand(1, 3);
+        for (int d = 0; d < p.nsp; d++) rand_dim(&p, d, ks, 3, 2, 2, p.nsp == 3 ? 6 : 12);
+        if (it % 5 == 0)
+            for (int d = 0; d < p.nsp; d++) { /* a plain 1x1 */
+                p.k[d] = p.stride[d] = p.dil[d] = 1, p.pad_begin[d] = 0, p.out[d] = p.in[d];
+            }
+        conv_case(&p, 1u << (it % EP_KINDS), "gemm");
+    }
+}
+
+static dlrt_conv conv2d(int64_t c_in, int64_t c_out, int64_t group, int64_t hw, int64_t k,
+                        int64_t s) {
+    dlrt_conv p = {.nsp = 2, .n = 1, .c_in = c_in, .c_out = c_out, .group = group};
+    for (int d = 0; d < 2; d++) {
+        p.in[d] = hw, p.k[d] = k, p.stride[d] = s, p.dil[d] = 1, p.pad_begin[d] = k / 2;
+        p.out[d] = (hw + 2 * (k / 2) - k) / s + 1;
+    }
+    return p;
+}
+
+static void test_choose(void) {
+    dlrt_conv dw = conv2d(32, 32, 32, 112, 3, 1), one = conv2d(64, 256, 1, 56, 1, 1);
+    dlrt_conv r64 = conv2d(64, 64, 1, 56, 3, 1), tiny = conv2d(3, 4, 1, 9, 3, 1);
+    dlrt_conv s2 = conv2d(64, 64, 1, 56, 3, 2);
+    CHECK("depthwise chosen", dlrt_conv_choose(&dw) == DLRT_CONV_DEPTHWISE);
+    CHECK("1x1 chosen", dlrt_conv_choose(&one) == DLRT_CONV_GEMM_1X1);
+    CHECK("winograd for ResNet 64ch 56x56", dlrt_conv_choose(&r64) == DLRT_CONV_WINOGRAD);
+    CHECK("no winograd with 3 channels", dlrt_conv_choose(&tiny) == DLRT_CONV_IM2COL);
+    CHECK("no winograd at stride 2", dlrt_conv_choose(&s2) == DLRT_CONV_IM2COL);
+    dlrt_conv r128 = conv2d(128, 128, 1, 28, 3, 1), r512 = conv2d(512, 512, 1, 7, 3, 1);
+    CHECK("winograd for ResNet 128ch 28x28", dlrt_conv_choose(&r128) == DLRT_CONV_WINOGRAD);
+    CHECK("no winograd for ResNet 512ch 7x7 (filter transform)",
+          dlrt_conv_choose(&r512) == DLRT_CONV_IM2COL);
+    r512.n = 16;
+    CHECK("winograd for 512ch 7x7 at batch 16", dlrt_conv_choose(&r512) == DLRT_CONV_WINOGRAD);
+    dlrt_conv huge = conv2d((int64_t)1 << 20, (int64_t)1 << 20, 1, (int64_t)1 << 14, 3, 1);
+    huge.n = (int64_t)1 << 20; /* costs saturate (no overflow): im2col */
+    CHECK("huge convolution", dlrt_conv_choose(&huge) == DLRT_CONV_IM2COL);
+    CHECK("names", !strcmp(dlrt_conv_algo_name(DLRT_CONV_WINOGRAD), "winograd") &&
+                       !strcmp(dlrt_conv_algo_name(DLRT_CONV_DEPTHWISE), "depthwise") &&
+                       !strcmp(dlrt_conv_algo_name(DLRT_CONV_IM2COL), "im2col") &&
+                       !strcmp(dlrt_conv_algo_name(DLRT_CONV_GEMM_1X1), "gemm1x1"));
+}
+
+/* ---- benchmark ---- */
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void bench_one(const dlrt_conv *p, const char *label) {
+    float *x = buf_new(numel_in(p), 0), *w = buf_new(numel_w(p), 0), *y = buf_new(numel_out(p), 0);
+    float *bias = buf_new(p->c_out, 0);
+    dlrt_epilogue ep = {.alpha = 1, .beta = 1, .bias = bias, .act = DLRT_ACT_RELU};
+    const double flops = 2.0 * (double)numel_out(p) * (double)(numel_w(p) / p->c_out);
+    printf("%-24s chosen %-9s", label, dlrt_conv_algo_name(dlrt_conv_choose(p)));
+    for (int algo = 0; algo <= DLRT_CONV_WINOGRAD; algo++) {
+        if (!dlrt_conv_algo_ok(p, algo) || algo == DLRT_CONV_GEMM_1X1) continue;
+        void *work = malloc(dlrt_conv_algo_workspace(p, algo) + 1);
+        double best = 1e30;
+        int reps = 1;
+        for (double t = 0; t < 0.05; reps *= 2) {
+            t = now_s();
+            for (int r = 0; r < reps; r++) dlrt_conv_forward_algo(p, algo, x, w, y, work, &ep);
+            t = now_s() - t;
+        }
+        for (int round = 0; round < 5; round++) {
+            double t = now_s();
+            for (int r = 0; r < reps; r++) dlrt_conv_forward_algo(p, algo, x, w, y, work, &ep);
+            t = (now_s() - t) / reps;
+            best = t < best ? t : best;
+        }
+        printf("  %s %7.2f GFLOP/s (%.3f ms)", dlrt_conv_algo_name(algo), flops / best * 1e-9,
+               best * 1e3);
+        free(work);
+    }
+    printf("\n");
+    free(x), free(w), free(y), free(bias);
+}
+
+static void bench(void) {
+    static const int64_t dw[][3] = {{32, 112, 1}, {96, 112, 2}, {144, 56, 1}, {144, 56, 2},
+                                    {192, 28, 1}, {192, 28, 2}, {384, 14, 1}, {576, 14, 1},
+                                    {576, 14, 2}, {960, 7, 1}};
+    static const int64_t rn[][2] = {{64, 56}, {128, 28}, {256, 14}, {512, 7}};
+    char label[64];
+    for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++) {
+        dlrt_conv p = conv2d(dw[i][0], dw[i][0], dw[i][0], dw[i][1], 3, dw[i][2]);
+        snprintf(label, sizeof label, "dw %lldx%lldx%lld s%lld", (long long)dw[i][1],
+                 (long long)dw[i][1], (long long)dw[i][0], (long long)dw[i][2]);
+        bench_one(&p, label);
+    }
+    for (size_t i = 0; i < sizeof rn / sizeof rn[0]; i++) {
+        dlrt_conv p = conv2d(rn[i][0], rn[i][0], 1, rn[i][1], 3, 1);
+        snprintf(label, sizeof label, "3x3 %lldx%lldx%lld", (long long)rn[i][1],
+                 (long long)rn[i][1], (long long)rn[i][0]);
+        bench_one(&p, label);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--bench")) {
+        bench();
+        return 0;
+    }
+    test_depthwise();
+    test_dw_chunks();
+    test_winograd();
+    test_winograd_accuracy();
+    test_im2col_and_1x1();
+    test_choose();
+    printf("largest error relative to the terms' magnitude: %.3g\n", worst_rel);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
