@@ -960,7 +960,7 @@ static void test_illegal_and_text(void) {
         CHECK("emit symbolic Relu", st == DL_OK);
         if (getenv("DLCC_TEST_VERBOSE")) printf("%s", t);
         CHECK("text: symbolic parallel if()",
-              has(t, "#pragma omp parallel for simd if(n0 > 32768)"));
+              has(t, "#pragma omp parallel for simd schedule(simd:static) if(n0 > 32768)"));
         CHECK("text: merged extent let", has(t, "const int64_t n0 = s[0] * 51200;"));
         dl_sb_free(&sb);
         ed.grp.out = ed.grp.in; /* a mismatched request: output dims of another rank */
