@@ -83,7 +83,36 @@ static void emit_batch(dl_sbuf *sb, int n_sym, int64_t n) {
         dl_sb_printf(sb, ".n = %lld", (long long)n);
 }
 
-static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
+/* Registers a constant weight for packing once as GEMM operand `operand` (0: op(A), lines = M
+ * rows; 1: op(B), lines = N columns; stored with ld/trans); *index is the request, -1 when
+ * there is no registry or the weight is not a float constant. */
+static dl_status request_pack(dl_ctx *ctx, dl_packs *pk, const dl_value *v, int operand,
+                              int64_t lines, int64_t K, int64_t ld, int trans, int *index) {
+    *index = -1;
+    if (!pk || !v->constant || v->constant->dtype != DL_F32 || lines <= 0 || K <= 0) return DL_OK;
+    for (int i = 0; i < pk->n; i++) { /* one weight read by several products is packed once */
+        const dl_pack_req *r = &pk->items[i];
+        if (r->src == v->id && r->operand == operand && r->lines == lines && r->K == K &&
+            r->ld == ld && r->trans == trans) {
+            *index = i;
+            return DL_OK;
+        }
+    }
+    if (pk->n == pk->cap) {
+        int cap = pk->cap ? 2 * pk->cap : 16;
+        dl_pack_req *items = dl_realloc(pk->items, sizeof *items * (size_t)cap);
+        if (!items) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory emitting kernels");
+        pk->items = items;
+        pk->cap = cap;
+    }
+    pk->items[pk->n] = (dl_pack_req){
+        .src = v->id, .operand = operand, .trans = trans, .lines = lines, .K = K, .ld = ld};
+    *index = pk->n++;
+    return DL_OK;
+}
+
+static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const char *name, dl_packs *packs,
+                           dl_sbuf *sb) {
     dl_conv_params cp;
     DL_TRY(dl_conv_params_of(ctx, gr, &cp));
     const dlrt_conv *p = &cp.p;
@@ -101,37 +130,23 @@ static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const char *name, dl
     dl_sb_put(sb, "};\n");
     emit_epilogue(sb, &cp.epi);
     emit_residual(sb, &cp.epi, "");
-    dl_sb_printf(sb,
-                 "    dlrt_conv_forward(&p, (const float *)b[%d], (const float *)b[%d], "
-                 "(float *)b[%d], b[DLK_WS], &ep);\n}\n",
-                 cp.x_slot, cp.w_slot, cp.y_slot);
-    return DL_OK;
-}
-
-/* Registers B (a constant weight, op(B) N x K stored with ldb/trans_b) for packing once; the
- * request's index, or -1 when there is no registry or B is not a float constant. */
-static int request_pack_b(dl_ctx *ctx, dl_packs *pk, const dl_value *bv, int64_t N, int64_t K,
-                          int64_t ldb, int trans_b, int *index) {
-    *index = -1;
-    if (!pk || !bv->constant || bv->constant->dtype != DL_F32 || N <= 0 || K <= 0) return DL_OK;
-    for (int i = 0; i < pk->n; i++) { /* one weight read by several products is packed once */
-        const dl_pack_req *r = &pk->items[i];
-        if (r->src == bv->id && r->operand == 1 && r->lines == N && r->K == K && r->ld == ldb &&
-            r->trans == trans_b) {
-            *index = i;
-            return DL_OK;
-        }
-    }
-    if (pk->n == pk->cap) {
-        int cap = pk->cap ? 2 * pk->cap : 16;
-        dl_pack_req *items = dl_realloc(pk->items, sizeof *items * (size_t)cap);
-        if (!items) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory emitting kernels");
-        pk->items = items;
-        pk->cap = cap;
-    }
-    pk->items[pk->n] =
-        (dl_pack_req){.src = bv->id, .operand = 1, .trans = trans_b, .lines = N, .K = K, .ld = ldb};
-    *index = pk->n++;
+    /* weights packed once when the layer runs as GEMMs (dlrt_conv_packs_weights; the kernel
+     * decides again at run time and ignores the copy otherwise) */
+    int64_t kdim = p->group > 0 ? p->c_in / p->group : 0;
+    for (int d = 0; d < p->nsp; d++) kdim *= p->k[d];
+    int pk = -1;
+    if (dlrt_conv_packs_weights(p))
+        DL_TRY(request_pack(ctx, packs, gr->nodes[0]->in[1], 0, p->c_out, kdim, kdim, 0, &pk));
+    if (pk >= 0)
+        dl_sb_printf(sb,
+                     "    dlrt_conv_forward_packed(&p, (const float *)b[%d], (const float *)b[%d], "
+                     "(const float *)b[DLK_PACK + %d], (float *)b[%d], b[DLK_WS], &ep);\n}\n",
+                     cp.x_slot, cp.w_slot, pk, cp.y_slot);
+    else
+        dl_sb_printf(sb,
+                     "    dlrt_conv_forward(&p, (const float *)b[%d], (const float *)b[%d], "
+                     "(float *)b[%d], b[DLK_WS], &ep);\n}\n",
+                     cp.x_slot, cp.w_slot, cp.y_slot);
     return DL_OK;
 }
 
@@ -159,7 +174,7 @@ static dl_status emit_gemm(dl_ctx *ctx, const dl_group *gr, const char *name, dl
     const dl_node *n = gr->nodes[0];
     const dl_value *y = n->out[0];
     int pk;
-    DL_TRY(request_pack_b(ctx, packs, n->in[1], gp.N, gp.K, gp.ldb, gp.trans_b, &pk));
+    DL_TRY(request_pack(ctx, packs, n->in[1], 1, gp.N, gp.K, gp.ldb, gp.trans_b, &pk));
     char m[32], nn[32], kk[32], a[32], lda[32], bb[32], ldb[32], c[32];
     emit_open(sb, name);
     emit_epilogue(sb, &gp.epi);
@@ -205,7 +220,7 @@ static dl_status emit_matmul(dl_ctx *ctx, const dl_group *gr, const char *name, 
     dl_sb_put(sb, ";\n");
     if (mp.fold_batch || mp.nbatch == 0) {
         int pk;
-        DL_TRY(request_pack_b(ctx, packs, bv, mp.N, mp.K, mp.N, 0, &pk));
+        DL_TRY(request_pack(ctx, packs, bv, 1, mp.N, mp.K, mp.N, 0, &pk));
         emit_residual(sb, &mp.epi, "");
         char a[32], bb[32], c[32];
         snprintf(a, sizeof a, "(const float *)b[%d]", mp.a_slot);
@@ -477,7 +492,7 @@ dl_status dl_emit_group(dl_ctx *ctx, const dl_group *gr, const dl_target *t, con
     case DL_G_TRANSPOSE:
         return emit_transpose(ctx, gr, t, name, sb);
     case DL_G_CONV:
-        return emit_conv(ctx, gr, name, sb);
+        return emit_conv(ctx, gr, name, packs, sb);
     case DL_G_GEMM:
         return emit_gemm(ctx, gr, name, packs, sb);
     case DL_G_MATMUL:

@@ -422,6 +422,91 @@ static void conv_run(const conv_case *cc, int epi) {
     free(x), free(w), free(b);
 }
 
+/* dlrt_conv_forward_packed (weights prepacked as the GEMM's left operand) against
+ * dlrt_conv_forward, with a bias + in-place residual + relu epilogue, for layers that run as
+ * GEMMs and for ones that ignore the packed copy (depthwise, grouped, narrow outputs). */
+static void test_conv_packed(void) {
+    static const dlrt_conv cs[] = {
+        {.nsp = 2,
+         .n = 1,
+         .c_in = 16,
+         .c_out = 24,
+         .group = 1,
+         .in = {9, 9},
+         .out = {9, 9},
+         .k = {1, 1},
+         .stride = {1, 1},
+         .dil = {1, 1}},
+        {.nsp = 2,
+         .n = 2,
+         .c_in = 8,
+         .c_out = 13,
+         .group = 1,
+         .in = {10, 12},
+         .out = {10, 12},
+         .k = {3, 3},
+         .stride = {1, 1},
+         .dil = {1, 1},
+         .pad_begin = {1, 1}},
+        {.nsp = 2,
+         .n = 1,
+         .c_in = 6,
+         .c_out = 70,
+         .group = 1,
+         .in = {17, 17},
+         .out = {8, 8},
+         .k = {3, 3},
+         .stride = {2, 2},
+         .dil = {1, 1}},
+        {.nsp = 2,
+         .n = 1,
+         .c_in = 8,
+         .c_out = 8,
+         .group = 8,
+         .in = {7, 7},
+         .out = {7, 7},
+         .k = {3, 3},
+         .stride = {1, 1},
+         .dil = {1, 1},
+         .pad_begin = {1, 1}},
+        {.nsp = 2,
+         .n = 1,
+         .c_in = 64,
+         .c_out = 300,
+         .group = 1,
+         .in = {2, 2},
+         .out = {2, 2},
+         .k = {1, 1},
+         .stride = {1, 1},
+         .dil = {1, 1}},
+    };
+    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+        const dlrt_conv *p = &cs[ci];
+        int64_t in_sp = p->in[0] * p->in[1], out_sp = p->out[0] * p->out[1];
+        int64_t kdim = p->c_in / p->group * p->k[0] * p->k[1];
+        int64_t yn = p->n * p->c_out * out_sp;
+        float *x = rand_buf(p->n * p->c_in * in_sp), *w = rand_buf(p->c_out * kdim);
+        float *bias = rand_buf(p->c_out), *y1 = rand_buf(yn), *y2 = malloc((size_t)yn * 4);
+        memcpy(y2, y1, (size_t)yn * 4); /* the in-place residual */
+        float *wp = malloc(dlrt_gemm_packed_bytes(0, p->c_out, kdim) + 4);
+        void *ws = malloc(dlrt_conv_workspace(p) + 4);
+        dlrt_gemm_pack_operand(0, p->c_out, kdim, w, kdim, 0, wp);
+        dlrt_epilogue ep = {
+            .alpha = 1, .beta = 1, .bias = bias, .residual = y1, .act = DLRT_ACT_RELU};
+        dlrt_conv_forward(p, x, w, y1, ws, &ep);
+        ep.residual = y2;
+        dlrt_conv_forward_packed(p, x, w, wp, y2, ws, &ep);
+        int ok = 1;
+        for (int64_t i = 0; i < yn && ok; i++)
+            ok = close_to(y2[i], y1[i], 1e-5 * (1.0 + kdim / 100.0));
+        char what[160];
+        snprintf(what, sizeof what, "conv with packed weights: case %zu (packs: %d)", ci,
+                 dlrt_conv_packs_weights(p));
+        check(ok, what);
+        free(x), free(w), free(bias), free(y1), free(y2), free(wp), free(ws);
+    }
+}
+
 static void test_conv(void) {
     static const conv_case cases[] = {
         /* 1-D: stride, dilation, asymmetric pads */
@@ -679,6 +764,7 @@ int main(int argc, char **argv) {
     test_gemm();
     printf("gemm: %d passed, %d failed (%.1f s)\n", passed, failed, now_s() - t);
     test_conv();
+    test_conv_packed();
     test_pool();
     test_softmax_layernorm();
     printf("%d passed, %d failed\n", passed, failed);

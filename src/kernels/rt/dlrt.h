@@ -60,6 +60,9 @@ void dlrt_gemm_pack_operand(int operand, int64_t lines, int64_t K, const float *
 void dlrt_sgemm_ex(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
                    int a_packed, const float *B, int64_t ldb, int trans_b, int b_packed, float *C,
                    int64_t ldc, const dlrt_epilogue *ep);
+/* Whether dlrt_sgemm computes an M x N product transposed (narrow N): prepacking its left
+ * operand then does not pay. */
+int dlrt_sgemm_transposes(int64_t M, int64_t N, int64_t K);
 /* The instruction set the GEMM microkernel was built for: "avx512", "avx2" or "generic". */
 const char *dlrt_gemm_isa(void);
 
@@ -80,6 +83,14 @@ typedef struct dlrt_conv {
 size_t dlrt_conv_workspace(const dlrt_conv *p);
 void dlrt_conv_forward(const dlrt_conv *p, const float *x, const float *w, float *y,
                        void *workspace, const dlrt_epilogue *ep);
+/* The same with the weights also prepacked as a GEMM left operand (dlrt_gemm_pack_operand(0,
+ * c_out, c_in * prod(k), w, c_in * prod(k), 0, wpacked)), used when the layer runs as GEMMs
+ * (1x1 or im2col, one group) and the product is not computed transposed; otherwise, or when
+ * wpacked is NULL, exactly dlrt_conv_forward. dlrt_conv_packs_weights says which. */
+void dlrt_conv_forward_packed(const dlrt_conv *p, const float *x, const float *w,
+                              const float *wpacked, float *y, void *workspace,
+                              const dlrt_epilogue *ep);
+int dlrt_conv_packs_weights(const dlrt_conv *p);
 
 /* Pooling over NC + spatial (1 to 3 dims). kind: 0 max, 1 average, 2 Lp (p). Windows follow
  * ONNX (pads, strides, dilations; ceil_mode is already reflected in out[]). The average divides

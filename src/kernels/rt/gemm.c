@@ -183,6 +183,11 @@ const char *dlrt_gemm_isa(void) {
     return DLRT_GEMM_ISA;
 }
 
+int dlrt_sgemm_transposes(int64_t M, int64_t N, int64_t K) {
+    /* a transposed store is strided: only worth it when it saves a good share of the work */
+    return M > 0 && N > 0 && K > 0 && dlrt_gemm_padded(N, M) < 0.8 * dlrt_gemm_padded(M, N);
+}
+
 size_t dlrt_gemm_packed_bytes(int operand, int64_t lines, int64_t K) {
     const int64_t w = operand == 0 ? DLRT_GEMM_MR : DLRT_GEMM_NR;
     if (lines <= 0 || K <= 0) return 0;
@@ -235,8 +240,7 @@ void dlrt_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, in
                 const float *B, int64_t ldb, int trans_b, float *C, int64_t ldc,
                 const dlrt_epilogue *ep) {
     if (M <= 0 || N <= 0) return;
-    /* a transposed store is strided: only worth it when it saves a good share of the work */
-    if (K > 0 && dlrt_gemm_padded(N, M) < 0.8 * dlrt_gemm_padded(M, N)) {
+    if (dlrt_sgemm_transposes(M, N, K)) {
         dlrt_epilogue et;
         if (ep) { /* the product's rows are C's columns: swap the epilogue's strides */
             et = *ep;
