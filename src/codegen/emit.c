@@ -137,34 +137,37 @@ static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const char *name, dl
     int pk = -1;
     if (dlrt_conv_packs_weights(p))
         DL_TRY(request_pack(ctx, packs, gr->nodes[0]->in[1], 0, p->c_out, kdim, kdim, 0, &pk));
-    if (pk >= 0)
-        dl_sb_printf(sb,
-                     "    dlrt_conv_forward_packed(&p, (const float *)b[%d], (const float *)b[%d], "
-                     "(const float *)b[DLK_PACK + %d], (float *)b[%d], b[DLK_WS], &ep);\n}\n",
-                     cp.x_slot, cp.w_slot, pk, cp.y_slot);
-    else
-        dl_sb_printf(sb,
-                     "    dlrt_conv_forward(&p, (const float *)b[%d], (const float *)b[%d], "
-                     "(float *)b[%d], b[DLK_WS], &ep);\n}\n",
-                     cp.x_slot, cp.w_slot, cp.y_slot);
+    /* NULL packed weights (no request, or an AOT bundle's empty slot): plain dlrt_conv_forward */
+    char packed[48] = "0";
+    if (pk >= 0) snprintf(packed, sizeof packed, "(const float *)b[DLK_PACK + %d]", pk);
+    dl_sb_printf(sb,
+                 "    dlrt_conv_forward_packed(&p, (const float *)b[%d], (const float *)b[%d], %s, "
+                 "(float *)b[%d], b[DLK_WS], &ep);\n}\n",
+                 cp.x_slot, cp.w_slot, packed, cp.y_slot);
     return DL_OK;
 }
 
-/* "dlrt_sgemm(M, N, K, A, lda, ta, B, ldb, tb, C" — or, with B prepacked (request pk >= 0), the
- * same through dlrt_sgemm_ex with the packed copy when the runtime made one. The caller closes
- * with ", ldc, &ep);". */
-static void emit_sgemm_call(dl_sbuf *sb, const char *indent, const char *m, const char *n,
-                            const char *k, const char *a, const char *lda, int ta, const char *b,
-                            const char *ldb, int tb, const char *c, int pk) {
+/* The statement "dlrt_sgemm(M, N, K, A, lda, ta, B, ldb, tb, C, ldc, &ep);" over buffer slots;
+ * with B prepacked (request pk >= 0) it goes through dlrt_sgemm_ex with the packed copy, or B
+ * itself when the runtime made none (an AOT bundle). */
+static void emit_sgemm_call(dl_sbuf *sb, const char *m, const char *n, const char *k, int a_slot,
+                            const char *lda, int ta, int b_slot, const char *ldb, int tb,
+                            int c_slot, const char *ldc, int pk) {
     if (pk < 0) {
-        dl_sb_printf(sb, "%sdlrt_sgemm(%s, %s, %s, %s, %s, %d, %s, %s, %d, %s", indent, m, n, k, a,
-                     lda, ta, b, ldb, tb, c);
+        dl_sb_printf(
+            sb,
+            "    dlrt_sgemm(%s, %s, %s, (const float *)b[%d], %s, %d, (const float *)b[%d], "
+            "%s, %d, (float *)b[%d], %s, &ep);\n",
+            m, n, k, a_slot, lda, ta, b_slot, ldb, tb, c_slot, ldc);
         return;
     }
-    dl_sb_printf(sb,
-                 "%s{\n%s    const float *pb = (const float *)b[DLK_PACK + %d];\n"
-                 "%s    dlrt_sgemm_ex(%s, %s, %s, %s, %s, %d, 0, pb ? pb : %s, %s, %d, pb != 0, %s",
-                 indent, indent, pk, indent, m, n, k, a, lda, ta, b, ldb, tb, c);
+    dl_sb_printf(
+        sb,
+        "    dlrt_sgemm_ex(%s, %s, %s, (const float *)b[%d], %s, %d, 0,\n"
+        "                  b[DLK_PACK + %d] ? (const float *)b[DLK_PACK + %d] : (const float "
+        "*)b[%d], %s, %d,\n"
+        "                  b[DLK_PACK + %d] != 0, (float *)b[%d], %s, &ep);\n",
+        m, n, k, a_slot, lda, ta, pk, pk, b_slot, ldb, tb, pk, c_slot, ldc);
 }
 
 static dl_status emit_gemm(dl_ctx *ctx, const dl_group *gr, const char *name, dl_packs *packs,
@@ -172,23 +175,19 @@ static dl_status emit_gemm(dl_ctx *ctx, const dl_group *gr, const char *name, dl
     dl_gemm_params gp;
     DL_TRY(dl_gemm_params_of(ctx, gr, &gp));
     const dl_node *n = gr->nodes[0];
-    const dl_value *y = n->out[0];
     int pk;
     DL_TRY(request_pack(ctx, packs, n->in[1], 1, gp.N, gp.K, gp.ldb, gp.trans_b, &pk));
-    char m[32], nn[32], kk[32], a[32], lda[32], bb[32], ldb[32], c[32];
+    char m[32], nn[32], kk[32], lda[32], ldb[32];
+    snprintf(nn, sizeof nn, "%lld", (long long)gp.N);
+    snprintf(kk, sizeof kk, "%lld", (long long)gp.K);
+    snprintf(lda, sizeof lda, "%lld", (long long)gp.lda);
+    snprintf(ldb, sizeof ldb, "%lld", (long long)gp.ldb);
     emit_open(sb, name);
     emit_epilogue(sb, &gp.epi);
     emit_residual(sb, &gp.epi, "");
-    snprintf(nn, sizeof nn, "%lld", (long long)gp.N);
-    snprintf(kk, sizeof kk, "%lld", (long long)gp.K);
-    snprintf(a, sizeof a, "(const float *)b[%d]", gp.a_slot);
-    snprintf(lda, sizeof lda, "%lld", (long long)gp.lda);
-    snprintf(bb, sizeof bb, "(const float *)b[%d]", gp.b_slot);
-    snprintf(ldb, sizeof ldb, "%lld", (long long)gp.ldb);
-    snprintf(c, sizeof c, "(float *)b[%d]", gp.y_slot);
-    emit_sgemm_call(sb, "    ", dim_c(y, 0, m, sizeof m), nn, kk, a, lda, gp.trans_a, bb, ldb,
-                    gp.trans_b, c, pk);
-    dl_sb_printf(sb, ", %lld, &ep);\n%s}\n", (long long)gp.N, pk >= 0 ? "    }\n" : "");
+    emit_sgemm_call(sb, dim_c(n->out[0], 0, m, sizeof m), nn, kk, gp.a_slot, lda, gp.trans_a,
+                    gp.b_slot, ldb, gp.trans_b, gp.y_slot, nn, pk);
+    dl_sb_put(sb, "}\n");
     return DL_OK;
 }
 
@@ -222,13 +221,10 @@ static dl_status emit_matmul(dl_ctx *ctx, const dl_group *gr, const char *name, 
         int pk;
         DL_TRY(request_pack(ctx, packs, bv, 1, mp.N, mp.K, mp.N, 0, &pk));
         emit_residual(sb, &mp.epi, "");
-        char a[32], bb[32], c[32];
-        snprintf(a, sizeof a, "(const float *)b[%d]", mp.a_slot);
-        snprintf(bb, sizeof bb, "(const float *)b[%d]", mp.b_slot);
-        snprintf(c, sizeof c, "(float *)b[%d]", mp.y_slot);
-        dl_sb_put(sb, "    if (nb > 0)\n");
-        emit_sgemm_call(sb, "    ", "M", "N", "K", a, "K", 0, bb, "N", 0, c, pk);
-        dl_sb_printf(sb, ", N, &ep);\n%s}\n", pk >= 0 ? "    }\n" : "");
+        dl_sb_put(sb, "    if (nb > 0)\n    ");
+        emit_sgemm_call(sb, "M", "N", "K", mp.a_slot, "K", 0, mp.b_slot, "N", 0, mp.y_slot, "N",
+                        pk);
+        dl_sb_put(sb, "}\n");
         return DL_OK;
     }
     /* Batch loop: decompose the flat batch index over y's batch dims, broadcast into A and B. */

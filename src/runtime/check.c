@@ -14,7 +14,9 @@ typedef struct checker {
     int compared;
 } checker;
 
-static double elem(const dl_tensor *t, int64_t i) { return dl_get_f64(t, i); }
+static double elem(const dl_tensor *t, int64_t i) {
+    return dl_get_f64(t, i);
+}
 
 /* A value of the optimized graph is comparable with the source value of the same name only when
  * an identical node computes both (same op, same input names): a rewrite such as BatchNorm
@@ -92,13 +94,15 @@ dl_status dl_check(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o, int n_
         s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
         goto done;
     }
-    if ((s = dl_interp_run_keep(ctx, g, n_inputs, names, inputs, ref_out, keep)) != DL_OK) goto done;
+    if ((s = dl_interp_run_keep(ctx, g, n_inputs, names, inputs, ref_out, keep)) != DL_OK)
+        goto done;
     if ((s = dl_compile(ctx, g, o, &p)) != DL_OK) goto done;
     checker ck = {.ctx = ctx, .src = g, .ref = keep, .rtol = rtol, .atol = atol, .out = out};
     s = dl_program_run_hooked(ctx, p, n_inputs, names, inputs, nat_out, compare_step, &ck);
     if (s == DL_OK)
-        fprintf(out, "check: %d steps, %d values compared with the reference: all within rtol %g, "
-                     "atol max(%g, 2e-6 * largest magnitude)\n",
+        fprintf(out,
+                "check: %d steps, %d values compared with the reference: all within rtol %g, "
+                "atol max(%g, 2e-6 * largest magnitude)\n",
                 p->fusion->n, ck.compared, rtol, atol);
 done:
     for (int i = 0; keep && i < nv; i++) dl_tensor_free(keep[i]);

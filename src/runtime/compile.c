@@ -188,7 +188,7 @@ dl_status dl_compile(dl_ctx *ctx, dl_graph *g, const dl_compile_options *opts, d
     dl_program *p = dl_calloc(1, sizeof *p);
     if (!p) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory compiling");
     p->src = g;
-    p->threads = o->threads;
+    p->threads = o->threads > 0 ? o->threads : dl_host_target(0).threads;
     p->stats.nodes_before = g->nodes.len;
     dl_status s = dl_graph_clone(g, false, &p->g);
     if (s != DL_OK) {

@@ -229,7 +229,7 @@ dl_status dl_program_run_hooked(dl_ctx *ctx, dl_program *p, int n_inputs, const 
     memcpy(ex.syms, p->plan.syms, sizeof(int64_t) * (size_t)(g->syms.len + 1));
     /* every run sets its count: OpenMP's is per calling thread, and another program may have
      * changed it since */
-    if (p->set_threads) p->set_threads(p->threads > 0 ? p->threads : dl_host_target(0).threads);
+    if (p->set_threads) p->set_threads(p->threads);
     for (int i = 0; i < nv; i++) {
         dl_value *v = g->values.items[i];
         if (v->constant) {

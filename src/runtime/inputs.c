@@ -15,7 +15,8 @@ dl_status dl_order_inputs(dl_ctx *ctx, dl_graph *g, int n, const char *const *na
             pos = -1;
             for (int k = 0; nv && nv->is_input && k < g->inputs.len && pos < 0; k++)
                 if (g->inputs.items[k] == nv) pos = k;
-            if (pos < 0) return dl_fail(ctx, DL_ERR_INVALID, "'%s' is not an input of the model", names[i]);
+            if (pos < 0)
+                return dl_fail(ctx, DL_ERR_INVALID, "'%s' is not an input of the model", names[i]);
         }
         dl_value *v = g->inputs.items[pos];
         if (!inputs[i]) return dl_fail(ctx, DL_ERR_INVALID, "input '%s' is NULL", v->name);
@@ -27,10 +28,11 @@ dl_status dl_order_inputs(dl_ctx *ctx, dl_graph *g, int n, const char *const *na
         if (!ordered[i])
             return dl_fail(ctx, DL_ERR_INVALID, "input '%s' (%s) was not given", v->name,
                            dl_type_str(g, &v->type, t, sizeof t));
-        if (ordered[i]->dtype != v->type.dtype || (v->type.rank >= 0 && ordered[i]->rank != v->type.rank))
+        if (ordered[i]->dtype != v->type.dtype ||
+            (v->type.rank >= 0 && ordered[i]->rank != v->type.rank))
             return dl_fail(ctx, DL_ERR_TYPE, "input '%s' is %s but the model expects %s", v->name,
-                           dl_tensor_desc(ordered[i], a, sizeof a), dl_type_str(g, &v->type, t, sizeof t));
+                           dl_tensor_desc(ordered[i], a, sizeof a),
+                           dl_type_str(g, &v->type, t, sizeof t));
     }
     return DL_OK;
 }
-

@@ -21,8 +21,10 @@ static dl_status bind_dim(interp *it, const dl_value *v, int d, int64_t actual) 
     }
     int64_t sym = -want - 1;
     if (sym >= it->g->syms.len) return DL_OK;
-    if (it->sym_val[sym] < 0) it->sym_val[sym] = actual;
-    else if (it->sym_val[sym] != actual) goto mismatch;
+    if (it->sym_val[sym] < 0)
+        it->sym_val[sym] = actual;
+    else if (it->sym_val[sym] != actual)
+        goto mismatch;
     return DL_OK;
 mismatch:;
     char t[256];
@@ -36,21 +38,25 @@ static dl_status bind_input(interp *it, const dl_value *v, dl_tensor *t) {
     char want[256], got[256];
     if (t->dtype != v->type.dtype)
         return dl_fail(it->ctx, DL_ERR_TYPE, "input '%s' is %s but the model expects %s", v->name,
-                       dl_tensor_desc(t, got, sizeof got), dl_type_str(it->g, &v->type, want, sizeof want));
+                       dl_tensor_desc(t, got, sizeof got),
+                       dl_type_str(it->g, &v->type, want, sizeof want));
     if (v->type.rank >= 0 && t->rank != v->type.rank)
         return dl_fail(it->ctx, DL_ERR_SHAPE, "input '%s' is %s but the model expects %s", v->name,
-                       dl_tensor_desc(t, got, sizeof got), dl_type_str(it->g, &v->type, want, sizeof want));
+                       dl_tensor_desc(t, got, sizeof got),
+                       dl_type_str(it->g, &v->type, want, sizeof want));
     for (int d = 0; v->type.rank >= 0 && d < t->rank; d++) DL_TRY(bind_dim(it, v, d, t->dims[d]));
     it->val[v->id] = t;
     return DL_OK;
 }
 
-static dl_status bind_inputs(interp *it, int n, const char *const *names, dl_tensor *const *inputs) {
+static dl_status bind_inputs(interp *it, int n, const char *const *names,
+                             dl_tensor *const *inputs) {
     dl_graph *g = it->g;
     dl_tensor **ordered = dl_calloc((size_t)g->inputs.len + 1, sizeof *ordered);
     if (!ordered) return dl_fail(it->ctx, DL_ERR_NOMEM, "out of memory binding inputs");
     dl_status s = dl_order_inputs(it->ctx, g, n, names, inputs, ordered);
-    for (int i = 0; i < g->inputs.len && s == DL_OK; i++) s = bind_input(it, g->inputs.items[i], ordered[i]);
+    for (int i = 0; i < g->inputs.len && s == DL_OK; i++)
+        s = bind_input(it, g->inputs.items[i], ordered[i]);
     dl_free(ordered);
     return s;
 }

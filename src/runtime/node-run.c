@@ -88,8 +88,15 @@ dl_status dl_run_node_ref(dl_ctx *ctx, const dl_node *n, const dl_tensor *const 
             outs[i]->dtype = ty->dtype;
         }
     }
-    dl_kernel kc = {.ctx = ctx, .node = n, .opset = n->opset, .n_in = n->n_in, .in = in,
-                    .in_type = in_ty, .n_out = n->n_out, .out = outs, .out_type = out_ty};
+    dl_kernel kc = {.ctx = ctx,
+                    .node = n,
+                    .opset = n->opset,
+                    .n_in = n->n_in,
+                    .in = in,
+                    .in_type = in_ty,
+                    .n_out = n->n_out,
+                    .out = outs,
+                    .out_type = out_ty};
     if ((s = n->op->ref(&kc)) != DL_OK) goto done;
     for (int i = 0; i < n->n_out && s == DL_OK; i++)
         if (n->out[i]) s = check_output(ctx, n, i, &out_ty[i], outs[i]);

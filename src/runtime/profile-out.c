@@ -11,10 +11,14 @@ static int utf8_len(const unsigned char *s) {
     unsigned c = s[0], cp, min;
     int n;
     if (c < 0x80) return 1;
-    if ((c & 0xE0) == 0xC0) n = 2, cp = c & 0x1F, min = 0x80;
-    else if ((c & 0xF0) == 0xE0) n = 3, cp = c & 0x0F, min = 0x800;
-    else if ((c & 0xF8) == 0xF0) n = 4, cp = c & 0x07, min = 0x10000;
-    else return 0;
+    if ((c & 0xE0) == 0xC0)
+        n = 2, cp = c & 0x1F, min = 0x80;
+    else if ((c & 0xF0) == 0xE0)
+        n = 3, cp = c & 0x0F, min = 0x800;
+    else if ((c & 0xF8) == 0xF0)
+        n = 4, cp = c & 0x07, min = 0x10000;
+    else
+        return 0;
     for (int i = 1; i < n; i++) {
         if ((s[i] & 0xC0) != 0x80) return 0; /* also stops at the terminating NUL */
         cp = cp << 6 | (s[i] & 0x3F);
@@ -59,8 +63,10 @@ void dl_table_text(const char *s, int max_chars, char *buf, size_t n) {
         bool bad = len == 0 || *p < 0x20 || *p == 0x7f || (*p == 0xC2 && p[1] < 0xA0);
         size_t w = bad ? 1 : (size_t)len;
         if (used + w + 1 > n) break;
-        if (bad) buf[used] = '?';
-        else memcpy(buf + used, p, w);
+        if (bad)
+            buf[used] = '?';
+        else
+            memcpy(buf + used, p, w);
         used += w;
         p += len ? len : 1;
     }
@@ -84,8 +90,10 @@ static void ops_label(const dl_group *gr, char *buf, size_t n) {
 }
 
 static void shape_text(const dl_type *t, char *buf, size_t n) {
-    if (t->rank < 0) snprintf(buf, n, "?");
-    else dl_dims_str(t->rank, t->dims, buf, n);
+    if (t->rank < 0)
+        snprintf(buf, n, "?");
+    else
+        dl_dims_str(t->rank, t->dims, buf, n);
 }
 
 typedef struct ranked {
@@ -100,8 +108,10 @@ static int slowest_first(const void *a, const void *b) {
 }
 
 static void print_rate(FILE *f, double amount, double ms, int width) {
-    if (amount > 0 && ms > 0) fprintf(f, " %*.2f", width, amount / (ms * 1e6));
-    else fprintf(f, " %*s", width, "-");
+    if (amount > 0 && ms > 0)
+        fprintf(f, " %*.2f", width, amount / (ms * 1e6));
+    else
+        fprintf(f, " %*s", width, "-");
 }
 
 static void print_kind_totals(FILE *f, const dl_profile *pr, double total) {
@@ -125,11 +135,14 @@ dl_status dl_profile_print(dl_ctx *ctx, const dl_profile *pr, const dl_program *
                            const dl_machine *m, int top, void *file) {
     FILE *f = file ? file : stdout;
     if (m)
-        fprintf(f, "machine: %d threads, peak %.1f GFLOP/s (%.1f per thread, %s), memory %.1f GB/s\n",
+        fprintf(f,
+                "machine: %d threads, peak %.1f GFLOP/s (%.1f per thread, %s), memory %.1f GB/s\n",
                 m->threads, m->peak_gflops, m->peak_gflops_1, m->isa, m->bandwidth_gbs);
     if (pr->interp_only) {
-        fprintf(f, "no C compiler: the program runs on the reference interpreter, no steps to "
-                   "profile; whole run %.3f ms (median of %d)\n", pr->run_ms, pr->iters);
+        fprintf(f,
+                "no C compiler: the program runs on the reference interpreter, no steps to "
+                "profile; whole run %.3f ms (median of %d)\n",
+                pr->run_ms, pr->iters);
         return DL_OK;
     }
     ranked *order = dl_malloc(sizeof(ranked) * ((size_t)pr->n_steps + 1));
@@ -156,8 +169,10 @@ dl_status dl_profile_print(dl_ctx *ctx, const dl_profile *pr, const dl_program *
         print_rate(f, st->flops, st->ms, 8);
         print_rate(f, st->bytes, st->ms, 8);
         double roof = dl_roofline_percent(m, st->flops, st->bytes, st->ms);
-        if (roof >= 0) fprintf(f, " %5.0f%%", roof);
-        else fprintf(f, " %6s", m ? "-" : "");
+        if (roof >= 0)
+            fprintf(f, " %5.0f%%", roof);
+        else
+            fprintf(f, " %6s", m ? "-" : "");
         fprintf(f, "  %-18s %s%s%s\n", shape, ops, name[0] ? " " : "", name);
     }
     if (shown < pr->n_steps) {
@@ -165,8 +180,9 @@ dl_status dl_profile_print(dl_ctx *ctx, const dl_profile *pr, const dl_program *
         for (int r = shown; r < pr->n_steps; r++) rest += pr->steps[order[r].step].ms;
         fprintf(f, "  ... %d more steps, %.3f ms (--top 0 shows all)\n", pr->n_steps - shown, rest);
     }
-    fprintf(f, "total: %.3f ms in %d steps (median per step over %d runs); whole run %.3f ms "
-               "(median)",
+    fprintf(f,
+            "total: %.3f ms in %d steps (median per step over %d runs); whole run %.3f ms "
+            "(median)",
             total, pr->n_steps, pr->iters, pr->run_ms);
     if (flops > 0 && pr->run_ms > 0) fprintf(f, ", %.2f GFLOP/s", flops / (pr->run_ms * 1e6));
     fprintf(f, "\n");
@@ -180,8 +196,9 @@ dl_status dl_profile_trace_json(dl_ctx *ctx, const dl_profile *pr, const dl_prog
     dl_sb_put(out, "{\"traceEvents\":[\n");
     dl_sb_put(out, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,"
                    "\"args\":{\"name\":\"dlcc\"}},\n");
-    dl_sb_printf(out, "{\"name\":\"run\",\"cat\":\"run\",\"ph\":\"X\",\"ts\":0,\"dur\":%.3f,"
-                      "\"pid\":1,\"tid\":1,\"args\":{\"steps\":%d}}",
+    dl_sb_printf(out,
+                 "{\"name\":\"run\",\"cat\":\"run\",\"ph\":\"X\",\"ts\":0,\"dur\":%.3f,"
+                 "\"pid\":1,\"tid\":1,\"args\":{\"steps\":%d}}",
                  pr->rep_run_us, pr->n_steps);
     for (int s = 0; s < pr->n_steps; s++) {
         const dl_step_stat *st = &pr->steps[s];
@@ -193,8 +210,9 @@ dl_status dl_profile_trace_json(dl_ctx *ctx, const dl_profile *pr, const dl_prog
         dl_json_string(out, ops);
         dl_sb_put(out, ",\"cat\":");
         dl_json_string(out, dl_gkind_name(st->kind));
-        dl_sb_printf(out, ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,\"tid\":1,"
-                          "\"args\":{\"step\":%d,\"node\":",
+        dl_sb_printf(out,
+                     ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,\"tid\":1,"
+                     "\"args\":{\"step\":%d,\"node\":",
                      pr->rep_start_us[s], pr->rep_dur_us[s], s);
         dl_json_string(out, gr->nodes[0]->name);
         dl_sb_put(out, ",\"shape\":");
@@ -234,8 +252,9 @@ dl_status dl_bench_print(dl_ctx *ctx, const char *model, int threads, const dl_b
     dl_sbuf b = {0};
     dl_sb_put(&b, "{\"model\":");
     dl_json_string(&b, model);
-    dl_sb_printf(&b, ",\"threads\":%d,\"iters\":%d,\"warmup\":%d,\"median_ms\":%.6g,"
-                     "\"p90_ms\":%.6g,\"min_ms\":%.6g,\"mean_ms\":%.6g,\"compile_ms\":%.6g}\n",
+    dl_sb_printf(&b,
+                 ",\"threads\":%d,\"iters\":%d,\"warmup\":%d,\"median_ms\":%.6g,"
+                 "\"p90_ms\":%.6g,\"min_ms\":%.6g,\"mean_ms\":%.6g,\"compile_ms\":%.6g}\n",
                  threads, r->iters, r->warmup, r->median_ms, r->p90_ms, r->min_ms, r->mean_ms,
                  compile_ms);
     dl_status s = dl_sb_status(ctx, &b);

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <time.h>
 
-static double ts_ms(const struct timespec *t) { return t->tv_sec * 1e3 + t->tv_nsec / 1e6; }
+static double ts_ms(const struct timespec *t) {
+    return t->tv_sec * 1e3 + t->tv_nsec / 1e6;
+}
 
 static double now_ms(void) {
     struct timespec t;
@@ -28,10 +30,12 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-int dl_default_threads(void) { return dl_host_target(0).threads; }
+int dl_default_threads(void) {
+    return dl_host_target(0).threads;
+}
 
 int dl_program_threads(const dl_program *p) {
-    return p->threads > 0 ? p->threads : dl_default_threads();
+    return p->threads;
 }
 
 /* One run; the outputs are freed after the clock stops. */
@@ -141,12 +145,16 @@ static double node_flops(const cost_ctx *c, const dl_group *gr, const dl_node *n
         return 2 * numel_of(out) * (double)a->dims[a->rank - 1];
     }
     switch (dl_node_kernel_kind(n)) {
-    case DL_G_EW: return numel_of(out);
+    case DL_G_EW:
+        return numel_of(out);
     case DL_G_REDUCE:
-    case DL_G_POOL: return a ? numel_of(a) : 0;
+    case DL_G_POOL:
+        return a ? numel_of(a) : 0;
     case DL_G_SOFTMAX:
-    case DL_G_LAYERNORM: return 5 * numel_of(out);
-    default: return 0;
+    case DL_G_LAYERNORM:
+        return 5 * numel_of(out);
+    default:
+        return 0;
     }
 }
 
@@ -159,19 +167,22 @@ static void group_cost(const cost_ctx *c, const dl_group *gr, dl_step_stat *st) 
     for (int i = 0; i < gr->n_in + gr->n_out; i++) {
         const dl_value *v = i < gr->n_in ? gr->in[i] : gr->out[i - gr->n_in];
         const dl_type *t = vtype(c, v);
-        if (!t) known = false;
-        else bytes += numel_of(t) * (double)dl_dtype_size(t->dtype);
+        if (!t)
+            known = false;
+        else
+            bytes += numel_of(t) * (double)dl_dtype_size(t->dtype);
     }
     st->bytes = known ? bytes : 0;
     const dl_type *o = gr->n_out ? vtype(c, gr->out[0]) : NULL;
-    if (o) st->out = *o;
-    else st->out.rank = -1;
+    if (o)
+        st->out = *o;
+    else
+        st->out.rank = -1;
 }
 
 /* The warm-up hook of the first run: records the concrete type of every value a step reads or
  * writes (dynamic plans have no types before the run). */
-static dl_status capture_hook(void *user, const dl_program *p, int step,
-                              dl_tensor *const *values) {
+static dl_status capture_hook(void *user, const dl_program *p, int step, dl_tensor *const *values) {
     dl_type *vt = user;
     const dl_group *gr = &p->fusion->groups[step];
     for (int i = 0; i < gr->n_in + gr->n_out; i++) {

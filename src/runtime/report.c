@@ -2,7 +2,9 @@
  * kind, memory plan against the naive allocators, compile times), and `--dot` with groups. */
 #include "program-impl.h"
 
-static double mib(int64_t b) { return (double)b / (1024.0 * 1024.0); }
+static double mib(int64_t b) {
+    return (double)b / (1024.0 * 1024.0);
+}
 
 dl_status dl_program_report(dl_ctx *ctx, dl_program *p, int n_inputs, dl_tensor *const *inputs,
                             void *file) {
@@ -48,9 +50,11 @@ dl_status dl_program_report(dl_ctx *ctx, dl_program *p, int n_inputs, dl_tensor 
                 mib(pl->arena_bytes), mib(pl->naive_peak), mib(pl->sum_bytes),
                 mib((int64_t)pl->ws_bytes));
     }
-    fprintf(f, "compile: instruction set %s; passes %.1f ms, codegen %.1f ms (%zu bytes of C), "
-               "build %.1f ms (%s), total %.1f ms\n",
-            st->isa[0] ? st->isa : "none (interpreter)", st->passes_ms, st->emit_ms, st->source_bytes, st->build_ms,
+    fprintf(f,
+            "compile: instruction set %s; passes %.1f ms, codegen %.1f ms (%zu bytes of C), "
+            "build %.1f ms (%s), total %.1f ms\n",
+            st->isa[0] ? st->isa : "none (interpreter)", st->passes_ms, st->emit_ms,
+            st->source_bytes, st->build_ms,
             st->kernels_generated == 0 ? "nothing to build"
             : st->cache_hit            ? "cache hit"
                                        : "cache miss",
@@ -76,8 +80,8 @@ dl_status dl_program_write_dot(dl_ctx *ctx, dl_program *p, const char *path) {
         for (int i = 0; i < n->n_in; i++) {
             const dl_value *v = n->in[i];
             if (!v || !v->producer) continue;
-            fprintf(f, "  n%p -> n%p [label=\"%s\", fontsize=8];\n", (void *)v->producer,
-                    (void *)n, dl_type_str(p->g, &v->type, t, sizeof t));
+            fprintf(f, "  n%p -> n%p [label=\"%s\", fontsize=8];\n", (void *)v->producer, (void *)n,
+                    dl_type_str(p->g, &v->type, t, sizeof t));
         }
     }
     fprintf(f, "}\n");

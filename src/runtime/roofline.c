@@ -12,7 +12,8 @@
 #include <immintrin.h>
 #endif
 
-#define CHAINS 12 /* independent accumulators in FMA_LOOP: enough to cover FMA latency x issue width */
+#define CHAINS                                                                                     \
+    12 /* independent accumulators in FMA_LOOP: enough to cover FMA latency x issue width */
 
 static double now_s(void) {
     struct timespec t;
@@ -41,10 +42,18 @@ static volatile float fma_mul = 0.9999999f, fma_add = 1e-7f;
            LANE0(a7) + LANE0(a8) + LANE0(a9) + LANE0(a10) + LANE0(a11);
 
 typedef float dl_vf4 __attribute__((vector_size(16)));
-static dl_vf4 vf4_set1(float x) { return (dl_vf4){x, x, x, x}; }
-static dl_vf4 vf4_madd(dl_vf4 a, dl_vf4 b, dl_vf4 c) { return a * b + c; }
-static float vf4_lane0(dl_vf4 a) { return a[0]; }
-static float fma_generic(long reps) { FMA_LOOP(dl_vf4, vf4_set1, vf4_madd, vf4_lane0) }
+static dl_vf4 vf4_set1(float x) {
+    return (dl_vf4){x, x, x, x};
+}
+static dl_vf4 vf4_madd(dl_vf4 a, dl_vf4 b, dl_vf4 c) {
+    return a * b + c;
+}
+static float vf4_lane0(dl_vf4 a) {
+    return a[0];
+}
+static float fma_generic(long reps) {
+    FMA_LOOP(dl_vf4, vf4_set1, vf4_madd, vf4_lane0)
+}
 
 #ifdef DL_X86_VECTORS
 __attribute__((target("avx2,fma"))) static float fma_avx2(long reps) {
@@ -120,8 +129,10 @@ static double timed_copy(unsigned char *dst, const unsigned char *src, size_t n,
     }
     copy_worker(&jobs[0]);
     for (int i = 1; i < threads; i++) {
-        if (started[i]) pthread_join(tid[i], NULL);
-        else copy_worker(&jobs[i]);
+        if (started[i])
+            pthread_join(tid[i], NULL);
+        else
+            copy_worker(&jobs[i]);
     }
     return now_s() - t0;
 }

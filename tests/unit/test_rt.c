@@ -426,60 +426,32 @@ static void conv_run(const conv_case *cc, int epi) {
  * dlrt_conv_forward, with a bias + in-place residual + relu epilogue, for layers that run as
  * GEMMs and for ones that ignore the packed copy (depthwise, grouped, narrow outputs). */
 static void test_conv_packed(void) {
-    static const dlrt_conv cs[] = {
-        {.nsp = 2,
-         .n = 1,
-         .c_in = 16,
-         .c_out = 24,
-         .group = 1,
-         .in = {9, 9},
-         .out = {9, 9},
-         .k = {1, 1},
-         .stride = {1, 1},
-         .dil = {1, 1}},
-        {.nsp = 2,
-         .n = 2,
-         .c_in = 8,
-         .c_out = 13,
-         .group = 1,
-         .in = {10, 12},
-         .out = {10, 12},
-         .k = {3, 3},
-         .stride = {1, 1},
-         .dil = {1, 1},
-         .pad_begin = {1, 1}},
-        {.nsp = 2,
-         .n = 1,
-         .c_in = 6,
-         .c_out = 70,
-         .group = 1,
-         .in = {17, 17},
-         .out = {8, 8},
-         .k = {3, 3},
-         .stride = {2, 2},
-         .dil = {1, 1}},
-        {.nsp = 2,
-         .n = 1,
-         .c_in = 8,
-         .c_out = 8,
-         .group = 8,
-         .in = {7, 7},
-         .out = {7, 7},
-         .k = {3, 3},
-         .stride = {1, 1},
-         .dil = {1, 1},
-         .pad_begin = {1, 1}},
-        {.nsp = 2,
-         .n = 1,
-         .c_in = 64,
-         .c_out = 300,
-         .group = 1,
-         .in = {2, 2},
-         .out = {2, 2},
-         .k = {1, 1},
-         .stride = {1, 1},
-         .dil = {1, 1}},
+    /* n, c_in, c_out, group, in (square), out, kernel, stride, pad */
+    static const int64_t rows[][9] = {
+        {1, 16, 24, 1, 9, 9, 1, 1, 0},  /* 1x1: packs */
+        {2, 8, 13, 1, 10, 10, 3, 1, 1}, /* im2col, batch 2: packs */
+        {1, 6, 70, 1, 17, 8, 3, 2, 0},  /* strided im2col */
+        {1, 8, 8, 8, 7, 7, 3, 1, 1},    /* depthwise: ignores the copy */
+        {1, 64, 300, 1, 2, 2, 1, 1, 0}, /* narrow output, computed transposed: ignores it */
     };
+    dlrt_conv cs[5];
+    int packing = 0;
+    for (int i = 0; i < 5; i++) {
+        const int64_t *r = rows[i];
+        cs[i] = (dlrt_conv){.nsp = 2,
+                            .n = r[0],
+                            .c_in = r[1],
+                            .c_out = r[2],
+                            .group = r[3],
+                            .in = {r[4], r[4]},
+                            .out = {r[5], r[5]},
+                            .k = {r[6], r[6]},
+                            .stride = {r[7], r[7]},
+                            .dil = {1, 1},
+                            .pad_begin = {r[8], r[8]}};
+        packing += dlrt_conv_packs_weights(&cs[i]);
+    }
+    check(packing >= 2 && packing < 5, "conv packed: some layers pack their weights, some do not");
     for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
         const dlrt_conv *p = &cs[ci];
         int64_t in_sp = p->in[0] * p->in[1], out_sp = p->out[0] * p->out[1];

@@ -46,7 +46,6 @@ typedef struct dlrt_gemm_args {
     int64_t lda, ldb;
     int trans_a, trans_b, c_trans;
     int a_packed, b_packed; /* A / B already in panels over all of K (dlrt_gemm_pack_operand) */
-    int64_t K;
     float *C;
     int64_t ldc;
     const dlrt_epilogue *ep;
@@ -216,10 +215,6 @@ void dlrt_sgemm_ex(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                    int a_packed, const float *B, int64_t ldb, int trans_b, int b_packed, float *C,
                    int64_t ldc, const dlrt_epilogue *ep) {
     if (M <= 0 || N <= 0) return;
-    if (!a_packed && !b_packed) {
-        dlrt_sgemm(M, N, K, A, lda, trans_a, B, ldb, trans_b, C, ldc, ep);
-        return;
-    }
     dlrt_gemm_args g = {.A = A,
                         .lda = lda,
                         .trans_a = trans_a,
@@ -230,49 +225,34 @@ void dlrt_sgemm_ex(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                         .b_packed = b_packed,
                         .C = C,
                         .ldc = ldc,
-                        .c_trans = 0,
-                        .ep = ep,
-                        .K = K};
-    dlrt_gemm_run(&g, M, N, K);
+                        .ep = ep};
+    /* a packed operand fixes the orientation */
+    if (a_packed || b_packed || !dlrt_sgemm_transposes(M, N, K)) {
+        dlrt_gemm_run(&g, M, N, K);
+        return;
+    }
+    /* C^T = op(B)^T op(A)^T: the product's rows are C's columns, so the epilogue's strides swap */
+    dlrt_epilogue et;
+    if (ep) {
+        et = *ep;
+        et.bias_rs = ep->bias_cs, et.bias_cs = ep->bias_rs;
+        et.res_rs = ep->res_cs, et.res_cs = ep->res_rs;
+    }
+    dlrt_gemm_args t = {.A = B,
+                        .lda = ldb,
+                        .trans_a = !trans_b,
+                        .B = A,
+                        .ldb = lda,
+                        .trans_b = !trans_a,
+                        .C = C,
+                        .ldc = ldc,
+                        .c_trans = 1,
+                        .ep = ep ? &et : NULL};
+    dlrt_gemm_run(&t, N, M, K);
 }
 
 void dlrt_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
                 const float *B, int64_t ldb, int trans_b, float *C, int64_t ldc,
                 const dlrt_epilogue *ep) {
-    if (M <= 0 || N <= 0) return;
-    if (dlrt_sgemm_transposes(M, N, K)) {
-        dlrt_epilogue et;
-        if (ep) { /* the product's rows are C's columns: swap the epilogue's strides */
-            et = *ep;
-            et.bias_rs = ep->bias_cs;
-            et.bias_cs = ep->bias_rs;
-            et.res_rs = ep->res_cs;
-            et.res_cs = ep->res_rs;
-        }
-        dlrt_gemm_args g = {.A = B,
-                            .lda = ldb,
-                            .trans_a = !trans_b,
-                            .B = A,
-                            .ldb = lda,
-                            .trans_b = !trans_a,
-                            .C = C,
-                            .ldc = ldc,
-                            .c_trans = 1,
-                            .ep = ep ? &et : NULL,
-                            .K = K};
-        dlrt_gemm_run(&g, N, M, K);
-        return;
-    }
-    dlrt_gemm_args g = {.A = A,
-                        .lda = lda,
-                        .trans_a = trans_a,
-                        .B = B,
-                        .ldb = ldb,
-                        .trans_b = trans_b,
-                        .C = C,
-                        .ldc = ldc,
-                        .c_trans = 0,
-                        .ep = ep,
-                        .K = K};
-    dlrt_gemm_run(&g, M, N, K);
+    dlrt_sgemm_ex(M, N, K, A, lda, trans_a, 0, B, ldb, trans_b, 0, C, ldc, ep);
 }
