@@ -103,6 +103,7 @@ const char *dl_dims_str(int rank, const int64_t *dims, char *buf, size_t n);
  * through int64 (uint64 values above INT64_MAX wrap; reference kernels for those use u64 paths). */
 /* ONNX TensorProto.DataType code -> dtype (UNDEFINED when dlcc has no such dtype), and its name. */
 dl_dtype dl_dtype_from_onnx(int64_t code);
+int64_t dl_dtype_to_onnx(dl_dtype t); /* the TensorProto data type code; 0 if none */
 const char *dl_onnx_type_name(int64_t code);
 bool dl_dtype_is_float(dl_dtype t);
 bool dl_dtype_is_int(dl_dtype t); /* signed or unsigned integer, not bool */

@@ -77,6 +77,12 @@ dl_dtype dl_dtype_from_onnx(int64_t code) {
     return onnx_types[code].dtype;
 }
 
+int64_t dl_dtype_to_onnx(dl_dtype t) {
+    for (size_t i = 0; i < DL_ARRAY_LEN(onnx_types); i++)
+        if (onnx_types[i].dtype == t && t != DL_DTYPE_UNDEFINED) return (int64_t)i;
+    return 0;
+}
+
 const char *dl_onnx_type_name(int64_t code) {
     if (code < 0 || code >= (int64_t)DL_ARRAY_LEN(onnx_types)) return "unknown";
     return onnx_types[code].name;

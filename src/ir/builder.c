@@ -122,21 +122,35 @@ bad:
 dl_status dl_add_node(dl_graph *g, const char *op_name, int n_in, dl_value *const *in, int n_out,
                       dl_value **out, int n_attr, const char *const *attrs) {
     if (!g) return DL_ERR_INVALID;
+    return dl_add_node_ex(g, NULL, op_name, g->opset, n_in, in, n_out, out, n_attr, attrs, 0, NULL);
+}
+
+dl_status dl_add_node_ex(dl_graph *g, const char *domain, const char *op_name, int opset, int n_in,
+                         dl_value *const *in, int n_out, dl_value **out, int n_attr,
+                         const char *const *attrs, int n_copy, const dl_attr *copy) {
+    if (!g) return DL_ERR_INVALID;
     if (!ok(g)) return g->status;
     for (int i = 0; i < n_out; i++) out[i] = NULL;
-    const dl_op_def *op = dl_op_find(NULL, op_name);
+    const dl_op_def *op = dl_op_find(domain, op_name);
     if (!op) return record(g, dl_fail(g->ctx, DL_ERR_UNSUPPORTED, "unknown op '%s'", op_name)), g->status;
-    if (n_out < 1 || n_out > 64 || n_attr < 0 || n_attr > 64)
+    if (n_out < 1 || n_out > 64 || n_attr < 0 || n_attr > 64 || n_copy < 0 || n_copy > 64)
         return record(g, dl_fail(g->ctx, DL_ERR_INVALID, "%s: bad output or attribute count", op_name)), g->status;
-    dl_attr *a = dl_arena_alloc(&g->arena, sizeof(dl_attr) * (size_t)(n_attr + 1));
+    dl_attr *a = dl_arena_alloc(&g->arena, sizeof(dl_attr) * (size_t)(n_attr + n_copy + 1));
     if (!a) return record(g, dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory")), g->status;
     dl_status s = DL_OK;
     for (int i = 0; i < n_attr && s == DL_OK; i++) s = parse_attr(g, op, attrs[i], &a[i]);
+    /* copied attributes that the parsed ones do not override (arrays shared: same graph arena) */
+    int na = n_attr;
+    for (int i = 0; i < n_copy && s == DL_OK; i++) {
+        bool given = false;
+        for (int j = 0; j < n_attr; j++) given = given || strcmp(a[j].name, copy[i].name) == 0;
+        if (!given) a[na++] = copy[i];
+    }
     for (int i = 0; i < n_out && s == DL_OK; i++)
         s = dl_graph_add_value(g, dl_graph_fresh_name(g, op_name), &out[i]);
     dl_node *n = NULL;
     if (s == DL_OK)
-        s = dl_graph_add_node(g, op_name, NULL, g->opset, NULL, n_in, in, n_out, out, n_attr, a, &n);
+        s = dl_graph_add_node(g, op_name, domain, opset, NULL, n_in, in, n_out, out, na, a, &n);
     if (s == DL_OK) {
         const dl_type *in_ty[64];
         const dl_tensor *in_val[64];

@@ -115,6 +115,11 @@ dl_status dl_graph_add_node(dl_graph *g, const char *op_name, const char *domain
                             const char *node_name, int n_in, dl_value *const *in, int n_out,
                             dl_value *const *out, int n_attrs, const dl_attr *attrs,
                             dl_node **out_node);
+/* dl_add_node with a domain and opset, and attributes both parsed from "k=v" strings and copied
+ * from another node of the same graph (a parsed one overrides a copied one of the same name). */
+dl_status dl_add_node_ex(dl_graph *g, const char *domain, const char *op_name, int opset, int n_in,
+                         dl_value *const *in, int n_out, dl_value **out, int n_attr,
+                         const char *const *attrs, int n_copy, const dl_attr *copy);
 /* Sorts nodes topologically; error on cycles or values with no producer. */
 dl_status dl_graph_toposort(dl_graph *g);
 /* Runs static shape/dtype inference over all nodes in order (uses the op table). */

@@ -3,6 +3,7 @@
  * Floating dtypes compute in double. Relu and PRelu also take signed integers (opset 14 / 9+),
  * computed exactly in int64; Shrink takes any numeric dtype. */
 #include "op-impl.h"
+#include "../train/grad.h"
 
 #include <math.h>
 
@@ -303,15 +304,24 @@ static const dl_attr_spec shrink_attrs[] = {
     {"lambd", DL_ATTR_FLOAT}, {"bias", DL_ATTR_FLOAT}, {NULL, 0}};
 static const dl_attr_spec gelu_attrs[] = {{"approximate", DL_ATTR_STRING}, {NULL, 0}};
 
-#define ACT(NAME, ATTRS, INFER, REF)                                                               \
+/* ---- gradient rules (grad.h) ---- */
+
+static dl_status grad_relu(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    dl_value *y = n->out[0];
+    dl_value *pos = dg_op2(gc, "Greater", y, dg_scalar(gc, 0, y->type.dtype), NULL);
+    dx[0] = dg_op3(gc, "Where", pos, dy[0], dg_scalar(gc, 0, y->type.dtype), NULL);
+    return dg_status(gc);
+}
+
+#define ACT(NAME, ATTRS, INFER, REF, GRAD)                                                         \
     {                                                                                              \
         .name = NAME, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1, .attrs = ATTRS,        \
-        .infer = INFER, .ref = REF                                                                 \
+        .infer = INFER, .ref = REF, .grad = GRAD                                                   \
     }
 
 const dl_op_def dl_ops_activation[] = {
-    ACT("Relu", NULL, infer_relu, ref_relu),
-    ACT("LeakyRelu", alpha_attrs, infer_float, ref_leaky),
+    ACT("Relu", NULL, infer_relu, ref_relu, grad_relu),
+    ACT("LeakyRelu", alpha_attrs, infer_float, ref_leaky, NULL),
     {.name = "PRelu",
      .min_in = 2,
      .max_in = 2,
@@ -319,18 +329,18 @@ const dl_op_def dl_ops_activation[] = {
      .max_out = 1,
      .infer = infer_prelu,
      .ref = ref_prelu},
-    ACT("Elu", alpha_attrs, infer_float, ref_elu),
-    ACT("Selu", selu_attrs, infer_float, ref_selu),
-    ACT("Celu", alpha_attrs, infer_celu, ref_celu),
-    ACT("Sigmoid", NULL, infer_float, ref_sigmoid),
-    ACT("HardSigmoid", hardsigmoid_attrs, infer_float, ref_hardsigmoid),
-    ACT("HardSwish", NULL, infer_float, ref_hardswish),
-    ACT("Tanh", NULL, infer_float, ref_tanh),
-    ACT("Softplus", NULL, infer_float, ref_softplus),
-    ACT("Softsign", NULL, infer_float, ref_softsign),
-    ACT("ThresholdedRelu", alpha_attrs, infer_float, ref_threshrelu),
-    ACT("Shrink", shrink_attrs, infer_shrink, ref_shrink),
-    ACT("Mish", NULL, infer_float, ref_mish),
-    ACT("Gelu", gelu_attrs, infer_gelu, ref_gelu),
+    ACT("Elu", alpha_attrs, infer_float, ref_elu, NULL),
+    ACT("Selu", selu_attrs, infer_float, ref_selu, NULL),
+    ACT("Celu", alpha_attrs, infer_celu, ref_celu, NULL),
+    ACT("Sigmoid", NULL, infer_float, ref_sigmoid, NULL),
+    ACT("HardSigmoid", hardsigmoid_attrs, infer_float, ref_hardsigmoid, NULL),
+    ACT("HardSwish", NULL, infer_float, ref_hardswish, NULL),
+    ACT("Tanh", NULL, infer_float, ref_tanh, NULL),
+    ACT("Softplus", NULL, infer_float, ref_softplus, NULL),
+    ACT("Softsign", NULL, infer_float, ref_softsign, NULL),
+    ACT("ThresholdedRelu", alpha_attrs, infer_float, ref_threshrelu, NULL),
+    ACT("Shrink", shrink_attrs, infer_shrink, ref_shrink, NULL),
+    ACT("Mish", NULL, infer_float, ref_mish, NULL),
+    ACT("Gelu", gelu_attrs, infer_gelu, ref_gelu, NULL),
     {.name = NULL},
 };

@@ -5,6 +5,7 @@
  * integers in uint64. Integer division or remainder by zero gives 0 (never a trap), and
  * INT64_MIN / -1 wraps. */
 #include "op-impl.h"
+#include "../train/grad.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -603,10 +604,41 @@ static const dl_attr_spec clip_attrs[] = {
     {"min", DL_ATTR_FLOAT}, {"max", DL_ATTR_FLOAT}, {NULL, 0}};
 static const dl_attr_spec bitshift_attrs[] = {{"direction", DL_ATTR_STRING}, {NULL, 0}};
 
-#define BINARY(NAME, INFER, REF)                                                                   \
+/* ---- gradient rules (grad.h) ---- */
+
+static dl_status grad_add(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    for (int i = 0; i < 2; i++)
+        if (dg_needs(gc, n, i)) dx[i] = dg_sum_to(gc, dy[0], n->in[i]);
+    return dg_status(gc);
+}
+
+static dl_status grad_sub(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    if (dg_needs(gc, n, 0)) dx[0] = dg_sum_to(gc, dy[0], n->in[0]);
+    if (dg_needs(gc, n, 1)) dx[1] = dg_sum_to(gc, dg_op1(gc, "Neg", dy[0], NULL), n->in[1]);
+    return dg_status(gc);
+}
+
+static dl_status grad_mul(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    for (int i = 0; i < 2; i++)
+        if (dg_needs(gc, n, i))
+            dx[i] = dg_sum_to(gc, dg_op2(gc, "Mul", dy[0], n->in[1 - i], NULL), n->in[i]);
+    return dg_status(gc);
+}
+
+/* d(a/b)/db = -y/b */
+static dl_status grad_div(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    dl_value *g_over_b = dg_op2(gc, "Div", dy[0], n->in[1], NULL);
+    if (dg_needs(gc, n, 0)) dx[0] = dg_sum_to(gc, g_over_b, n->in[0]);
+    if (dg_needs(gc, n, 1))
+        dx[1] = dg_sum_to(gc, dg_op1(gc, "Neg", dg_op2(gc, "Mul", g_over_b, n->out[0], NULL), NULL),
+                          n->in[1]);
+    return dg_status(gc);
+}
+
+#define BINARY(NAME, INFER, REF, GRAD)                                                             \
     {                                                                                              \
         .name = NAME, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1, .infer = INFER,        \
-        .ref = REF                                                                                 \
+        .ref = REF, .grad = GRAD                                                                   \
     }
 #define UNARY(NAME, INFER, REF)                                                                    \
     {                                                                                              \
@@ -620,11 +652,11 @@ static const dl_attr_spec bitshift_attrs[] = {{"direction", DL_ATTR_STRING}, {NU
     }
 
 const dl_op_def dl_ops_elementwise[] = {
-    BINARY("Add", infer_arith, ref_add),
-    BINARY("Sub", infer_arith, ref_sub),
-    BINARY("Mul", infer_arith, ref_mul),
-    BINARY("Div", infer_arith, ref_div),
-    BINARY("Pow", infer_pow, ref_pow),
+    BINARY("Add", infer_arith, ref_add, grad_add),
+    BINARY("Sub", infer_arith, ref_sub, grad_sub),
+    BINARY("Mul", infer_arith, ref_mul, grad_mul),
+    BINARY("Div", infer_arith, ref_div, grad_div),
+    BINARY("Pow", infer_pow, ref_pow, NULL),
     {.name = "Mod",
      .min_in = 2,
      .max_in = 2,

@@ -5,6 +5,7 @@
  * converted to double buffers; integer dtypes use int64 loops (wrapping like the narrow type). */
 #include "op-impl.h"
 #include "ref-gemm.h"
+#include "../train/grad.h"
 
 #define EINSUM_LABELS (52 + DL_MAX_RANK) /* a-z, A-Z, then the ellipsis dims */
 
@@ -601,6 +602,72 @@ static dl_status einsum_ref(dl_kernel *kc) {
     return s;
 }
 
+/* ---- gradient rules (grad.h) ---- */
+
+static dl_value *unsqueeze(dl_grad_ctx *gc, dl_value *v, int64_t axis) {
+    return dg_op2(gc, "Unsqueeze", v, dg_ints(gc, 1, &axis), NULL);
+}
+
+/* Y = A @ B with numpy matmul semantics: dA = dY @ Bᵀ, dB = Aᵀ @ dY, each summed over the batch
+ * dims it was broadcast along; a 1-D operand is treated as a row (A) or column (B) vector. */
+static dl_status matmul_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    dl_value *a = n->in[0], *b = n->in[1], *g = dy[0];
+    int ra = a->type.rank, rb = b->type.rank;
+    if (ra == 1 && rb == 1) {
+        if (dg_needs(gc, n, 0)) dx[0] = dg_op2(gc, "Mul", g, b, NULL);
+        if (dg_needs(gc, n, 1)) dx[1] = dg_op2(gc, "Mul", g, a, NULL);
+        return dg_status(gc);
+    }
+    dl_value *a2 = ra == 1 ? unsqueeze(gc, a, 0) : a, *b2 = rb == 1 ? unsqueeze(gc, b, 1) : b;
+    if (ra == 1) g = unsqueeze(gc, g, -2);
+    if (rb == 1) g = unsqueeze(gc, g, -1);
+    if (dg_needs(gc, n, 0)) {
+        dl_value *d = dg_op2(gc, "MatMul", g, dg_transpose_last2(gc, b2), NULL);
+        dx[0] = dg_sum_to(gc, d, a);
+    }
+    if (dg_needs(gc, n, 1)) {
+        dl_value *d = dg_op2(gc, "MatMul", dg_transpose_last2(gc, a2), g, NULL);
+        if (rb == 1) {
+            int64_t last = -1;
+            d = dg_op2(gc, "Squeeze", d, dg_ints(gc, 1, &last), NULL);
+        }
+        dx[1] = dg_sum_to(gc, d, b);
+    }
+    return dg_status(gc);
+}
+
+/* Y = alpha·A'B' + beta·C (A' = Aᵀ when transA...): each operand's gradient is one Gemm with
+ * the transposes folded into its flags. */
+static dl_status gemm_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    int ta = (int)dl_attr_int(n, "transA", 0) != 0, tb = (int)dl_attr_int(n, "transB", 0) != 0;
+    double alpha = dl_attr_float(n, "alpha", 1.0f), beta = dl_attr_float(n, "beta", 1.0f);
+    char at[96];
+    if (dg_needs(gc, n, 0)) {
+        if (!ta) {
+            snprintf(at, sizeof at, "alpha=%.9g;transA=0;transB=%d", alpha, !tb);
+            dx[0] = dg_op2(gc, "Gemm", dy[0], n->in[1], at);
+        } else {
+            snprintf(at, sizeof at, "alpha=%.9g;transA=%d;transB=1", alpha, tb);
+            dx[0] = dg_op2(gc, "Gemm", n->in[1], dy[0], at);
+        }
+    }
+    if (dg_needs(gc, n, 1)) {
+        if (!tb) {
+            snprintf(at, sizeof at, "alpha=%.9g;transA=%d;transB=0", alpha, !ta);
+            dx[1] = dg_op2(gc, "Gemm", n->in[0], dy[0], at);
+        } else {
+            snprintf(at, sizeof at, "alpha=%.9g;transA=1;transB=%d", alpha, ta);
+            dx[1] = dg_op2(gc, "Gemm", dy[0], n->in[0], at);
+        }
+    }
+    if (dg_needs(gc, n, 2)) {
+        dl_value *g = dy[0];
+        if (beta != 1.0) g = dg_op2(gc, "Mul", g, dg_scalar(gc, beta, g->type.dtype), NULL);
+        dx[2] = dg_sum_to(gc, g, n->in[2]);
+    }
+    return dg_status(gc);
+}
+
 const dl_op_def dl_ops_matmul[] = {
     {.name = "Gemm",
      .min_in = 2,
@@ -609,14 +676,16 @@ const dl_op_def dl_ops_matmul[] = {
      .max_out = 1,
      .attrs = gemm_attrs,
      .infer = gemm_infer,
-     .ref = gemm_ref},
+     .ref = gemm_ref,
+     .grad = gemm_grad},
     {.name = "MatMul",
      .min_in = 2,
      .max_in = 2,
      .min_out = 1,
      .max_out = 1,
      .infer = matmul_infer,
-     .ref = matmul_ref},
+     .ref = matmul_ref,
+     .grad = matmul_grad},
     {.name = "Einsum",
      .min_in = 1,
      .max_in = DL_VARIADIC,

@@ -24,6 +24,12 @@ typedef struct dl_kernel dl_kernel;
 
 typedef dl_status (*dl_infer_fn)(dl_infer *ic);
 typedef dl_status (*dl_kernel_fn)(dl_kernel *kc);
+/* Gradient rule (src/train/grad.h): given the loss's gradients dy[o] with respect to the node's
+ * outputs (NULL for an output that does not reach the loss), builds graph nodes for the gradients
+ * with respect to its inputs into dx[i] (left NULL for inputs that need none: see dg_needs). */
+typedef struct dl_grad_ctx dl_grad_ctx;
+typedef dl_status (*dl_grad_fn)(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                                dl_value **dx);
 
 typedef struct dl_attr_spec {
     const char *name;
@@ -40,8 +46,8 @@ struct dl_op_def {
     const dl_attr_spec *attrs; /* NULL-terminated; NULL = no attributes */
     dl_infer_fn infer;
     dl_kernel_fn ref;
-    /* Filled by later work: gradient rule (builds graph nodes), cost model, lowering. */
-    const void *grad;
+    dl_grad_fn grad; /* NULL: not differentiable (autodiff says so when a gradient is needed) */
+    /* Filled by later work: cost model, lowering. */
     const void *cost;
     const void *lower;
 };

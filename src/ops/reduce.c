@@ -4,6 +4,7 @@
  * Reductions accumulate in double for floating types (log-sum-exp subtracts the maximum) and in
  * wrapping 64-bit integers for integer types. */
 #include "op-impl.h"
+#include "../train/grad.h"
 
 #include <math.h>
 
@@ -513,11 +514,94 @@ static dl_status cumsum_ref(dl_kernel *kc) {
 }
 
 /* clang-format off */
+/* ---- gradient rules (grad.h) ---- */
+
+/* Which axes node n reduces (from its attribute or its constant axes input). */
+static bool grad_reduced_axes(dl_grad_ctx *gc, const dl_node *n, rkind k, bool *reduced) {
+    int rank = n->in[0]->type.rank;
+    int64_t axes[DL_MAX_RANK];
+    int nax = 0;
+    bool noop = false;
+    if (!axes_from_input(k, n->opset)) {
+        const int64_t *a = NULL;
+        int c = dl_attr_ints(n, "axes", &a);
+        for (int i = 0; i < c && i < DL_MAX_RANK; i++) axes[nax++] = a[i];
+    } else {
+        noop = dl_attr_int(n, "noop_with_empty_axes", 0) != 0;
+        if (n->n_in > 1 && n->in[1]) {
+            const dl_tensor *t = n->in[1]->constant;
+            if (!t || t->numel > DL_MAX_RANK) {
+                char nd[200];
+                if (gc->g->status == DL_OK)
+                    gc->g->status = dl_fail(gc->g->ctx, DL_ERR_UNSUPPORTED,
+                                            "autodiff: %s: axes must be a constant",
+                                            dl_node_desc(n, nd, sizeof nd));
+                return false;
+            }
+            for (int64_t i = 0; i < t->numel; i++) axes[nax++] = (int64_t)dl_get_f64(t, i);
+        }
+    }
+    for (int d = 0; d < rank; d++) reduced[d] = nax == 0 && !noop;
+    for (int i = 0; i < nax; i++) reduced[axes[i] < 0 ? axes[i] + rank : axes[i]] = true;
+    return true;
+}
+
+/* dy brought back to the input's shape: the reduced axes restored (keepdims=0) and expanded. */
+static dl_value *grad_reduce_expand(dl_grad_ctx *gc, const dl_node *n, rkind k, dl_value *dy,
+                                    const bool *reduced) {
+    dl_value *x = n->in[0], *g = dy;
+    int rank = x->type.rank;
+    if (!dl_attr_int(n, "keepdims", 1)) {
+        int64_t ax[DL_MAX_RANK];
+        int c = 0;
+        for (int d = 0; d < rank; d++)
+            if (reduced[d]) ax[c++] = d;
+        if (c) g = dg_op2(gc, "Unsqueeze", g, dg_ints(gc, c, ax), NULL);
+    }
+    (void)k;
+    dl_value *shape = dl_type_known(&x->type) ? dg_ints(gc, rank, x->type.dims) : dg_shape(gc, x);
+    return dg_op2(gc, "Expand", g, shape, NULL);
+}
+
+static dl_status rsum_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    bool reduced[DL_MAX_RANK];
+    if (grad_reduced_axes(gc, n, R_SUM, reduced))
+        dx[0] = grad_reduce_expand(gc, n, R_SUM, dy[0], reduced);
+    return dg_status(gc);
+}
+
+/* The mean's gradient is the sum's divided by the reduced count (static when the reduced dims
+ * are known, else Size(y)/Size(x) at run time). */
+static dl_status rmean_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    bool reduced[DL_MAX_RANK];
+    if (!grad_reduced_axes(gc, n, R_MEAN, reduced)) return dg_status(gc);
+    dl_value *x = n->in[0];
+    dl_dtype dt = x->type.dtype;
+    int64_t count = 1;
+    bool known = true;
+    for (int d = 0; d < x->type.rank; d++)
+        if (reduced[d]) {
+            if (x->type.dims[d] < 0) known = false;
+            else count *= x->type.dims[d];
+        }
+    dl_value *scale;
+    if (known) {
+        scale = dg_scalar(gc, 1.0 / (double)(count ? count : 1), dt);
+    } else {
+        char to[32];
+        snprintf(to, sizeof to, "to=%d", (int)dl_dtype_to_onnx(dt));
+        scale = dg_op2(gc, "Div", dg_op1(gc, "Cast", dg_op1(gc, "Size", n->out[0], NULL), to),
+                       dg_op1(gc, "Cast", dg_op1(gc, "Size", x, NULL), to), NULL);
+    }
+    dx[0] = grad_reduce_expand(gc, n, R_MEAN, dg_op2(gc, "Mul", dy[0], scale, NULL), reduced);
+    return dg_status(gc);
+}
+
 const dl_op_def dl_ops_reduce[] = {
     {.name = "ReduceSum", .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = reduce_attrs, .infer = rsum_infer, .ref = rsum_ref},
+     .attrs = reduce_attrs, .infer = rsum_infer, .ref = rsum_ref, .grad = rsum_grad},
     {.name = "ReduceMean", .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = reduce_attrs, .infer = rmean_infer, .ref = rmean_ref},
+     .attrs = reduce_attrs, .infer = rmean_infer, .ref = rmean_ref, .grad = rmean_grad},
     {.name = "ReduceMax", .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
      .attrs = reduce_attrs, .infer = rmax_infer, .ref = rmax_ref},
     {.name = "ReduceMin", .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
