@@ -112,4 +112,4 @@ clean:
 	rm -rf build build-asan
 
 .PHONY: all setup demo test test-asan format clean
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null)

@@ -104,6 +104,8 @@ dl_status dl_graph_write_dot(dl_graph *g, const char *path);
 dl_value *dl_input(dl_graph *g, const char *name, dl_dtype dtype, int rank, const int64_t *dims,
                    const char *const *sym_names);
 dl_value *dl_constant(dl_graph *g, const char *name, dl_tensor *t); /* takes ownership of t */
+/* A weight: a constant that training treats as a parameter (an ONNX initializer). */
+dl_value *dl_parameter(dl_graph *g, const char *name, dl_tensor *t);
 void dl_output(dl_graph *g, dl_value *v, const char *name);
 
 /* Generic node: op name as in ONNX, attributes as "key=value" strings:
@@ -185,6 +187,62 @@ dl_status dl_program_write_dot(dl_ctx *ctx, dl_program *p, const char *path);
 dl_status dl_check(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o, int n_inputs,
                    const char *const *names, dl_tensor *const *inputs, double rtol, double atol,
                    void *report);
+
+/* ---- training ----
+ * A trainer turns a model into one compiled program per step: forward, loss, backward (autodiff
+ * over the graph) and the optimizer update. The model's float initializers (dl_parameter) that
+ * the loss depends on are the parameters, unless frozen; its first input is the batch, its first
+ * output the prediction fed to the loss. Hyper-parameters are runtime inputs of the step, so
+ * changing them (a schedule) never recompiles. */
+typedef struct dl_trainer dl_trainer;
+typedef enum dl_loss_kind {
+    DL_LOSS_CROSS_ENTROPY = 0, /* logits [N, C], integer labels with N elements; mean */
+    DL_LOSS_MSE,               /* mean squared error against a target shaped like the prediction */
+    DL_LOSS_BCE_LOGITS,        /* binary cross-entropy on logits; mean */
+    DL_LOSS_COUNT
+} dl_loss_kind;
+typedef enum dl_optimizer_kind { DL_OPT_SGD = 0, DL_OPT_ADAM, DL_OPT_ADAMW, DL_OPT_COUNT } dl_optimizer_kind;
+
+typedef struct dl_train_options {
+    dl_loss_kind loss;
+    dl_optimizer_kind optimizer;
+    int momentum;   /* SGD: keep a velocity buffer (its factor is the hyper-parameter) */
+    int nesterov;   /* SGD: Nesterov momentum */
+    int clip;       /* clip gradients to a global norm (hparams.max_grad_norm) */
+    int n_frozen;   /* initializers that are not trained, by name */
+    const char *const *frozen;
+    dl_backend backend;                 /* NATIVE (default) or REF */
+    const dl_compile_options *compile;  /* NULL: defaults */
+} dl_train_options;
+
+typedef struct dl_hparams {
+    float lr, momentum, weight_decay, beta1, beta2, eps, max_grad_norm, label_smoothing;
+} dl_hparams;
+
+void dl_train_options_init(dl_train_options *o);
+/* PyTorch's defaults: momentum 0, betas 0.9/0.999, eps 1e-8, weight decay 0.01 for AdamW and 0
+ * otherwise, max norm 1, no label smoothing; lr 1e-3. */
+void dl_hparams_init(dl_hparams *h, dl_optimizer_kind opt);
+/* model must outlive the trainer; its parameters' current values are the starting point. */
+dl_status dl_trainer_new(dl_ctx *ctx, dl_graph *model, const dl_train_options *o, dl_trainer **out);
+void dl_trainer_free(dl_trainer *t);
+/* One step on a batch (x: the model input, y: the labels or targets): loss, gradients and the
+ * update run as one program. *loss receives the batch loss before the update. */
+dl_status dl_train_step(dl_ctx *ctx, dl_trainer *t, dl_tensor *x, dl_tensor *y,
+                        const dl_hparams *hp, float *loss);
+/* Forward and loss without an update; *pred (may be NULL) receives the prediction. */
+dl_status dl_trainer_eval(dl_ctx *ctx, dl_trainer *t, dl_tensor *x, dl_tensor *y, float *loss,
+                          dl_tensor **pred);
+int64_t dl_trainer_steps(const dl_trainer *t);
+int dl_trainer_num_params(const dl_trainer *t);
+const char *dl_trainer_param_name(const dl_trainer *t, int i);
+dl_tensor *dl_trainer_param(dl_trainer *t, int i);
+/* The model with the trained weights, as ONNX. */
+dl_status dl_trainer_export_onnx(dl_ctx *ctx, dl_trainer *t, const char *path);
+/* The training graph (forward + loss + backward + update) and the step program (may be NULL on
+ * the reference backend), for printing and tests. */
+dl_graph *dl_trainer_graph(dl_trainer *t);
+dl_program *dl_trainer_program(dl_trainer *t);
 
 #ifdef __cplusplus
 }

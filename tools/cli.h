@@ -27,6 +27,7 @@ int cmd_compile(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 /* Parses the value of --threads (a positive integer) into *out; 0 on success, else prints
  * the error and returns 2 (a usage error). */
 int cli_threads(const char *value, int *out);

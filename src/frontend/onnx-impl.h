@@ -22,4 +22,11 @@ bool dl_pb_nesting_ok(const ProtobufCMessageDescriptor *d, const void *data, siz
 dl_status dl_map_file(dl_ctx *ctx, const char *path, size_t max_bytes, void **data, size_t *size);
 void dl_unmap_file(void *data, size_t size);
 
+/* ---- onnx-writer.c ---- */
+/* Writes g as an ONNX ModelProto: opset imports per domain, typed inputs and outputs with
+ * symbolic dims by name, the constants live nodes read as raw-data initializers, the live nodes
+ * in order. Atomic: a temporary file next to path, fsync, rename. Subgraph attributes are
+ * DL_ERR_UNSUPPORTED. */
+dl_status dl_save_onnx(dl_ctx *ctx, dl_graph *g, const char *path);
+
 #endif

@@ -72,6 +72,7 @@ static dl_status add_initializer(reader *r, Onnx__TensorProto *tp) {
     dl_value *v;
     DL_TRY(dl_graph_add_value(r->g, tp->name, &v));
     v->constant = t;
+    v->is_initializer = true;
     v->type.dtype = t->dtype;
     v->type.rank = t->rank;
     for (int i = 0; i < t->rank; i++) v->type.dims[i] = t->dims[i];

@@ -50,6 +50,12 @@ dl_value *dl_constant(dl_graph *g, const char *name, dl_tensor *t) {
     return v;
 }
 
+dl_value *dl_parameter(dl_graph *g, const char *name, dl_tensor *t) {
+    dl_value *v = dl_constant(g, name, t);
+    if (v) v->is_initializer = true;
+    return v;
+}
+
 void dl_output(dl_graph *g, dl_value *v, const char *name) {
     DL_UNUSED(name); /* values keep the name they were built with */
     if (!ok(g)) return;

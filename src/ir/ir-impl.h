@@ -27,6 +27,8 @@ struct dl_value {
     dl_tensor *constant;   /* initializer / Constant data, owned by the graph; NULL otherwise */
     bool is_input;         /* graph input (runtime-bound) */
     bool is_output;        /* graph output */
+    bool is_initializer;   /* a model initializer (not a Constant node's value): what training
+                              may treat as a parameter */
     int id;                /* index in graph->values */
     dl_graph *graph;
 };

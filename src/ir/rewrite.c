@@ -410,6 +410,7 @@ static dl_status clone_into(dl_graph *src, bool copy, dl_graph *dst) {
         c->producer_slot = v->producer_slot;
         c->is_input = v->is_input;
         c->is_output = v->is_output;
+        c->is_initializer = v->is_initializer;
         if (v->constant) DL_TRY(clone_tensor(dst, v->constant, copy, &c->constant));
     }
     for (int i = 0; i < src->inputs.len; i++)

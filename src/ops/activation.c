@@ -313,6 +313,158 @@ static dl_status grad_relu(dl_grad_ctx *gc, const dl_node *n, dl_value *const *d
     return dg_status(gc);
 }
 
+/* Rule shorthands: scalar v of x's dtype, and one-line node builders. */
+static dl_value *ak(dl_grad_ctx *gc, double v, const dl_value *x) {
+    return dg_scalar(gc, v, x->type.dtype);
+}
+static dl_value *a1(dl_grad_ctx *gc, const char *op, dl_value *a) {
+    return dg_op1(gc, op, a, NULL);
+}
+static dl_value *a2(dl_grad_ctx *gc, const char *op, dl_value *a, dl_value *b) {
+    return dg_op2(gc, op, a, b, NULL);
+}
+/* Where(x > 0, pos, neg): the split most of these rules make (x == 0 takes the negative side,
+ * as PyTorch's kernels do). */
+static dl_value *where_pos(dl_grad_ctx *gc, dl_value *x, dl_value *pos, dl_value *neg) {
+    return dg_op3(gc, "Where", a2(gc, "Greater", x, ak(gc, 0, x)), pos, neg, NULL);
+}
+
+static dl_status grad_leaky(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    dl_value *x = n->in[0];
+    act_params p = act_read_params(A_LEAKY, n);
+    dx[0] = where_pos(gc, x, dy[0], a2(gc, "Mul", dy[0], ak(gc, p.alpha, x)));
+    return dg_status(gc);
+}
+
+/* PRelu: slope broadcasts to X; its gradient is summed back over the broadcast axes. */
+static dl_status grad_prelu(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    dl_value *x = n->in[0], *slope = n->in[1], *zero = ak(gc, 0, x);
+    if (dg_needs(gc, n, 0))
+        dx[0] = dg_sum_to(gc, where_pos(gc, x, dy[0], a2(gc, "Mul", dy[0], slope)), x);
+    if (dg_needs(gc, n, 1))
+        dx[1] = dg_sum_to(gc, where_pos(gc, x, zero, a2(gc, "Mul", dy[0], x)), slope);
+    return dg_status(gc);
+}
+
+/* Elu / Selu below zero: d/dx gamma*alpha*(e^x - 1) = y + gamma*alpha (gamma = 1 for Elu). */
+static dl_status grad_elu(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    dl_value *x = n->in[0], *y = n->out[0];
+    bool selu = strcmp(n->op->name, "Selu") == 0;
+    act_params p = act_read_params(selu ? A_SELU : A_ELU, n);
+    double gamma = selu ? p.gamma : 1.0;
+    dl_value *pos = selu ? a2(gc, "Mul", dy[0], ak(gc, gamma, x)) : dy[0];
+    dx[0] =
+        where_pos(gc, x, pos, a2(gc, "Mul", dy[0], a2(gc, "Add", y, ak(gc, gamma * p.alpha, x))));
+    return dg_status(gc);
+}
+
+/* Celu below zero: e^(x/alpha), whatever alpha's sign. */
+static dl_status grad_celu(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    dl_value *x = n->in[0];
+    act_params p = act_read_params(A_CELU, n);
+    dl_value *e = a1(gc, "Exp", a2(gc, "Div", x, ak(gc, p.alpha, x)));
+    dx[0] = where_pos(gc, x, dy[0], a2(gc, "Mul", dy[0], e));
+    return dg_status(gc);
+}
+
+static dl_status grad_sigmoid(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                              dl_value **dx) {
+    dl_value *y = n->out[0];
+    dl_value *d = a2(gc, "Mul", y, a2(gc, "Sub", ak(gc, 1, y), y));
+    dx[0] = a2(gc, "Mul", dy[0], d);
+    return dg_status(gc);
+}
+
+/* HardSigmoid: alpha where 0 < alpha*x + beta < 1, i.e. where 0 < y < 1 (PyTorch: open). */
+static dl_status grad_hardsigmoid(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                                  dl_value **dx) {
+    dl_value *y = n->out[0];
+    act_params p = act_read_params(A_HARDSIGMOID, n);
+    dl_value *inside =
+        a2(gc, "And", a2(gc, "Greater", y, ak(gc, 0, y)), a2(gc, "Less", y, ak(gc, 1, y)));
+    dx[0] =
+        dg_op3(gc, "Where", inside, a2(gc, "Mul", dy[0], ak(gc, p.alpha, y)), ak(gc, 0, y), NULL);
+    return dg_status(gc);
+}
+
+/* HardSwish: 0 below -3, 1 above 3, x/3 + 1/2 between (PyTorch's split of the ends). */
+static dl_status grad_hardswish(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                                dl_value **dx) {
+    dl_value *x = n->in[0];
+    dl_value *mid = a2(gc, "Add", a2(gc, "Div", x, ak(gc, 3, x)), ak(gc, 0.5, x));
+    dl_value *d = dg_op3(gc, "Where", a2(gc, "Greater", x, ak(gc, 3, x)), ak(gc, 1, x), mid, NULL);
+    d = dg_op3(gc, "Where", a2(gc, "Less", x, ak(gc, -3, x)), ak(gc, 0, x), d, NULL);
+    dx[0] = a2(gc, "Mul", dy[0], d);
+    return dg_status(gc);
+}
+
+static dl_status grad_tanh(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    dl_value *y = n->out[0];
+    dx[0] = a2(gc, "Mul", dy[0], a2(gc, "Sub", ak(gc, 1, y), a2(gc, "Mul", y, y)));
+    return dg_status(gc);
+}
+
+static dl_status grad_softplus(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                               dl_value **dx) {
+    dx[0] = a2(gc, "Mul", dy[0], a1(gc, "Sigmoid", n->in[0]));
+    return dg_status(gc);
+}
+
+/* Softsign: 1 / (1 + |x|)^2. */
+static dl_status grad_softsign(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                               dl_value **dx) {
+    dl_value *x = n->in[0], *s = a2(gc, "Add", ak(gc, 1, x), a1(gc, "Abs", x));
+    dx[0] = a2(gc, "Div", dy[0], a2(gc, "Mul", s, s));
+    return dg_status(gc);
+}
+
+/* ThresholdedRelu passes dy where x > alpha; Shrink where |x| > lambd (both strict, where the
+ * output is not the constant piece). */
+static dl_status grad_threshrelu(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                                 dl_value **dx) {
+    dl_value *x = n->in[0];
+    bool shrink = strcmp(n->op->name, "Shrink") == 0;
+    act_params p = act_read_params(shrink ? A_SHRINK : A_THRESHRELU, n);
+    dl_value *pass = a2(gc, "Greater", shrink ? a1(gc, "Abs", x) : x, ak(gc, p.alpha, x));
+    dx[0] = dg_op3(gc, "Where", pass, dy[0], ak(gc, 0, x), NULL);
+    return dg_status(gc);
+}
+
+/* Mish: with t = tanh(softplus(x)), t + x * sigmoid(x) * (1 - t^2). */
+static dl_status grad_mish(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    dl_value *x = n->in[0], *t = a1(gc, "Tanh", a1(gc, "Softplus", x));
+    dl_value *sech2 = a2(gc, "Sub", ak(gc, 1, x), a2(gc, "Mul", t, t));
+    dl_value *d = a2(gc, "Add", t, a2(gc, "Mul", a2(gc, "Mul", x, a1(gc, "Sigmoid", x)), sech2));
+    dx[0] = a2(gc, "Mul", dy[0], d);
+    return dg_status(gc);
+}
+
+/* Gelu: Phi(x) + x phi(x) exactly; with approximate="tanh" (u = c (x + k x^3), t = tanh u)
+ * (1 + t) / 2 + x (1 - t^2) c (1 + 3 k x^2) / 2. */
+static dl_status grad_gelu(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    dl_value *x = n->in[0], *x2 = a2(gc, "Mul", x, x), *d;
+    if (strcmp(dl_attr_str(n, "approximate", "none"), "tanh") == 0) {
+        const double c = sqrt(2.0 / 3.14159265358979323846), k = 0.044715;
+        dl_value *u =
+            a2(gc, "Mul", a2(gc, "Add", x, a2(gc, "Mul", ak(gc, k, x), a2(gc, "Mul", x2, x))),
+               ak(gc, c, x));
+        dl_value *t = a1(gc, "Tanh", u);
+        dl_value *half_1pt = a2(gc, "Mul", ak(gc, 0.5, x), a2(gc, "Add", ak(gc, 1, x), t));
+        dl_value *du = a2(gc, "Add", ak(gc, 0.5 * c, x), a2(gc, "Mul", ak(gc, 1.5 * c * k, x), x2));
+        dl_value *sech2 = a2(gc, "Sub", ak(gc, 1, x), a2(gc, "Mul", t, t));
+        d = a2(gc, "Add", half_1pt, a2(gc, "Mul", a2(gc, "Mul", x, sech2), du));
+    } else {
+        dl_value *cdf = a2(gc, "Mul", ak(gc, 0.5, x),
+                           a2(gc, "Add", ak(gc, 1, x),
+                              a1(gc, "Erf", a2(gc, "Mul", x, ak(gc, 0.70710678118654752440, x)))));
+        dl_value *pdf = a2(gc, "Mul", ak(gc, 0.39894228040143267794, x),
+                           a1(gc, "Exp", a2(gc, "Mul", x2, ak(gc, -0.5, x))));
+        d = a2(gc, "Add", cdf, a2(gc, "Mul", x, pdf));
+    }
+    dx[0] = a2(gc, "Mul", dy[0], d);
+    return dg_status(gc);
+}
+
 #define ACT(NAME, ATTRS, INFER, REF, GRAD)                                                         \
     {                                                                                              \
         .name = NAME, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1, .attrs = ATTRS,        \
@@ -321,26 +473,27 @@ static dl_status grad_relu(dl_grad_ctx *gc, const dl_node *n, dl_value *const *d
 
 const dl_op_def dl_ops_activation[] = {
     ACT("Relu", NULL, infer_relu, ref_relu, grad_relu),
-    ACT("LeakyRelu", alpha_attrs, infer_float, ref_leaky, NULL),
+    ACT("LeakyRelu", alpha_attrs, infer_float, ref_leaky, grad_leaky),
     {.name = "PRelu",
      .min_in = 2,
      .max_in = 2,
      .min_out = 1,
      .max_out = 1,
      .infer = infer_prelu,
-     .ref = ref_prelu},
-    ACT("Elu", alpha_attrs, infer_float, ref_elu, NULL),
-    ACT("Selu", selu_attrs, infer_float, ref_selu, NULL),
-    ACT("Celu", alpha_attrs, infer_celu, ref_celu, NULL),
-    ACT("Sigmoid", NULL, infer_float, ref_sigmoid, NULL),
-    ACT("HardSigmoid", hardsigmoid_attrs, infer_float, ref_hardsigmoid, NULL),
-    ACT("HardSwish", NULL, infer_float, ref_hardswish, NULL),
-    ACT("Tanh", NULL, infer_float, ref_tanh, NULL),
-    ACT("Softplus", NULL, infer_float, ref_softplus, NULL),
-    ACT("Softsign", NULL, infer_float, ref_softsign, NULL),
-    ACT("ThresholdedRelu", alpha_attrs, infer_float, ref_threshrelu, NULL),
-    ACT("Shrink", shrink_attrs, infer_shrink, ref_shrink, NULL),
-    ACT("Mish", NULL, infer_float, ref_mish, NULL),
-    ACT("Gelu", gelu_attrs, infer_gelu, ref_gelu, NULL),
+     .ref = ref_prelu,
+     .grad = grad_prelu},
+    ACT("Elu", alpha_attrs, infer_float, ref_elu, grad_elu),
+    ACT("Selu", selu_attrs, infer_float, ref_selu, grad_elu),
+    ACT("Celu", alpha_attrs, infer_celu, ref_celu, grad_celu),
+    ACT("Sigmoid", NULL, infer_float, ref_sigmoid, grad_sigmoid),
+    ACT("HardSigmoid", hardsigmoid_attrs, infer_float, ref_hardsigmoid, grad_hardsigmoid),
+    ACT("HardSwish", NULL, infer_float, ref_hardswish, grad_hardswish),
+    ACT("Tanh", NULL, infer_float, ref_tanh, grad_tanh),
+    ACT("Softplus", NULL, infer_float, ref_softplus, grad_softplus),
+    ACT("Softsign", NULL, infer_float, ref_softsign, grad_softsign),
+    ACT("ThresholdedRelu", alpha_attrs, infer_float, ref_threshrelu, grad_threshrelu),
+    ACT("Shrink", shrink_attrs, infer_shrink, ref_shrink, grad_threshrelu),
+    ACT("Mish", NULL, infer_float, ref_mish, grad_mish),
+    ACT("Gelu", gelu_attrs, infer_gelu, ref_gelu, grad_gelu),
     {.name = NULL},
 };

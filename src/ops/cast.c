@@ -7,6 +7,7 @@
  * The saturate attribute (opset 19) only concerns float8 targets, which dlcc does not support.
  * String, complex, float8 and 4-bit types are unsupported with a clear error. */
 #include "op-impl.h"
+#include "../train/grad.h"
 
 #include <math.h>
 
@@ -110,6 +111,18 @@ static const dl_attr_spec cast_attrs[] = {
     {"to", DL_ATTR_INT}, {"saturate", DL_ATTR_INT}, {NULL, 0}};
 static const dl_attr_spec castlike_attrs[] = {{"saturate", DL_ATTR_INT}, {NULL, 0}};
 
+/* ---- gradient rule (grad.h) ---- */
+
+/* Cast / CastLike between floating dtypes: dy cast back to the input's dtype. An integer or bool
+ * side carries no gradient (autodiff never asks), nor does CastLike's target_type input. */
+static dl_status grad_cast(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    if (!dg_needs(gc, n, 0) || !dl_dtype_is_float(dy[0]->type.dtype)) return dg_status(gc);
+    char to[32];
+    snprintf(to, sizeof to, "to=%d", (int)dl_dtype_to_onnx(n->in[0]->type.dtype));
+    dx[0] = dg_op1(gc, "Cast", dy[0], to);
+    return dg_status(gc);
+}
+
 const dl_op_def dl_ops_cast[] = {
     {.name = "Cast",
      .min_in = 1,
@@ -118,7 +131,8 @@ const dl_op_def dl_ops_cast[] = {
      .max_out = 1,
      .attrs = cast_attrs,
      .infer = infer_cast,
-     .ref = ref_cast},
+     .ref = ref_cast,
+     .grad = grad_cast},
     {.name = "CastLike",
      .min_in = 2,
      .max_in = 2,
@@ -126,6 +140,7 @@ const dl_op_def dl_ops_cast[] = {
      .max_out = 1,
      .attrs = castlike_attrs,
      .infer = infer_castlike,
-     .ref = ref_cast},
+     .ref = ref_cast,
+     .grad = grad_cast},
     {.name = NULL},
 };

@@ -635,20 +635,192 @@ static dl_status grad_div(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy
     return dg_status(gc);
 }
 
+/* Rank-0 constant v of x's dtype. */
+static dl_value *gk(dl_grad_ctx *gc, double v, const dl_value *x) {
+    return x ? dg_scalar(gc, v, x->type.dtype) : NULL;
+}
+static dl_value *gmul(dl_grad_ctx *gc, dl_value *a, dl_value *b) {
+    return dg_op2(gc, "Mul", a, b, NULL);
+}
+static dl_value *gsq(dl_grad_ctx *gc, dl_value *a) {
+    return dg_op2(gc, "Mul", a, a, NULL);
+}
+/* Cast v to dtype dt (v itself when it already has it). */
+static dl_value *gcast(dl_grad_ctx *gc, dl_value *v, dl_dtype dt) {
+    if (!v || v->type.dtype == dt) return v;
+    char to[32];
+    snprintf(to, sizeof to, "to=%d", (int)dl_dtype_to_onnx(dt));
+    return dg_op1(gc, "Cast", v, to);
+}
+
+/* d(a^b)/da = b a^(b-1) (0 where b == 0, as PyTorch, so 0^0 does not give 0 * inf);
+ * d(a^b)/db = y ln a, 0 where a == 0 and b >= 0 (PyTorch's convention for 0^b). An integer
+ * exponent gets no gradient. */
+static dl_status grad_pow(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    dl_value *a = n->in[0], *b = n->in[1], *y = n->out[0];
+    dl_dtype dt = a->type.dtype;
+    if (dg_needs(gc, n, 0)) {
+        dl_value *bf = gcast(gc, b, dt);
+        dl_value *d =
+            gmul(gc, bf, dg_op2(gc, "Pow", a, dg_op2(gc, "Sub", bf, gk(gc, 1, a), NULL), NULL));
+        bool zero_b = true; /* b may hold a zero (always so unless a constant says otherwise) */
+        if (b->constant) {
+            zero_b = false;
+            for (int64_t i = 0; i < b->constant->numel && !zero_b; i++)
+                zero_b = dl_get_f64(b->constant, i) == 0.0;
+        }
+        if (zero_b)
+            d = dg_op3(gc, "Where", dg_op2(gc, "Equal", bf, gk(gc, 0, a), NULL), gk(gc, 0, a), d,
+                       NULL);
+        dx[0] = dg_sum_to(gc, gmul(gc, dy[0], d), a);
+    }
+    if (dg_needs(gc, n, 1)) {
+        dl_value *at_zero = dg_op2(gc, "And", dg_op2(gc, "Equal", a, gk(gc, 0, a), NULL),
+                                   dg_op2(gc, "GreaterOrEqual", b, gk(gc, 0, b), NULL), NULL);
+        dl_value *d = dg_op3(gc, "Where", at_zero, gk(gc, 0, a),
+                             gmul(gc, y, dg_op1(gc, "Log", a, NULL)), NULL);
+        dx[1] = dg_sum_to(gc, gcast(gc, gmul(gc, dy[0], d), b->type.dtype), b);
+    }
+    return dg_status(gc);
+}
+
+static dl_status grad_neg(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    (void)n;
+    dx[0] = dg_op1(gc, "Neg", dy[0], NULL);
+    return dg_status(gc);
+}
+
+/* Sign, Ceil, Floor, Round: piecewise constant, so zero gradient (PyTorch's convention): the
+ * input gets no contribution. */
+static dl_status grad_step(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    (void)n, (void)dy, (void)dx;
+    return dg_status(gc);
+}
+
+/* Unary rules dx = dy OP D, D built from x (the input) and y (the output); OP is Mul, or Div
+ * where the derivative is a reciprocal. Abs: sign(x), 0 at 0 (PyTorch). */
+#define UNARY_GRAD(NAME, OP, D)                                                                    \
+    static dl_status grad_##NAME(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,           \
+                                 dl_value **dx) {                                                  \
+        dl_value *x = n->in[0], *y = n->out[0];                                                    \
+        (void)x, (void)y;                                                                          \
+        dx[0] = dg_op2(gc, OP, dy[0], D, NULL);                                                    \
+        return dg_status(gc);                                                                      \
+    }
+#define G1(OP, A)    dg_op1(gc, OP, A, NULL)
+#define G2(OP, A, B) dg_op2(gc, OP, A, B, NULL)
+UNARY_GRAD(abs, "Mul", G1("Sign", x))
+UNARY_GRAD(reciprocal, "Mul", G1("Neg", gsq(gc, y)))
+UNARY_GRAD(sqrt, "Div", gmul(gc, y, gk(gc, 2, x)))
+UNARY_GRAD(exp, "Mul", y)
+UNARY_GRAD(log, "Div", x)
+UNARY_GRAD(erf, "Mul", gmul(gc, gk(gc, 1.1283791670955126, x), G1("Exp", G1("Neg", gsq(gc, x)))))
+UNARY_GRAD(sin, "Mul", G1("Cos", x))
+UNARY_GRAD(cos, "Mul", G1("Neg", G1("Sin", x)))
+UNARY_GRAD(tan, "Mul", G2("Add", gk(gc, 1, x), gsq(gc, y)))
+UNARY_GRAD(asin, "Div", G1("Sqrt", G2("Sub", gk(gc, 1, x), gsq(gc, x))))
+UNARY_GRAD(acos, "Div", G1("Neg", G1("Sqrt", G2("Sub", gk(gc, 1, x), gsq(gc, x)))))
+UNARY_GRAD(atan, "Div", G2("Add", gk(gc, 1, x), gsq(gc, x)))
+UNARY_GRAD(sinh, "Mul", G1("Cosh", x))
+UNARY_GRAD(cosh, "Mul", G1("Sinh", x))
+UNARY_GRAD(asinh, "Div", G1("Sqrt", G2("Add", gsq(gc, x), gk(gc, 1, x))))
+UNARY_GRAD(acosh, "Div",
+           G1("Sqrt", gmul(gc, G2("Sub", x, gk(gc, 1, x)), G2("Add", x, gk(gc, 1, x)))))
+UNARY_GRAD(atanh, "Div", G2("Sub", gk(gc, 1, x), gsq(gc, x)))
+#undef G1
+#undef G2
+#undef UNARY_GRAD
+
+/* Sum / Mean: dy (divided by the input count for Mean) summed back to each input's shape. */
+static dl_status grad_sum(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    dl_value *g = dy[0];
+    if (strcmp(n->op->name, "Mean") == 0) g = gmul(gc, g, gk(gc, 1.0 / n->n_in, n->out[0]));
+    for (int i = 0; i < n->n_in; i++)
+        if (dg_needs(gc, n, i)) dx[i] = dg_sum_to(gc, g, n->in[i]);
+    return dg_status(gc);
+}
+
+/* Min / Max: dy goes to the inputs equal to the result; a tie splits it evenly among the tied
+ * inputs (PyTorch's maximum/minimum for two inputs, generalised). Where the result is NaN no
+ * input equals it and the gradient is NaN. */
+static dl_status grad_minmax(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                             dl_value **dx) {
+    dl_value *y = n->out[0];
+    if (n->n_in == 1) {
+        dx[0] = dy[0];
+        return dg_status(gc);
+    }
+    dl_value *mask[64];
+    if (n->n_in > 64) {
+        char nd[200];
+        if (gc->g->status == DL_OK)
+            gc->g->status = dl_fail(gc->g->ctx, DL_ERR_UNSUPPORTED, "autodiff: %s: over 64 inputs",
+                                    dl_node_desc(n, nd, sizeof nd));
+        return dg_status(gc);
+    }
+    for (int i = 0; i < n->n_in; i++)
+        mask[i] = gcast(gc, dg_op2(gc, "Equal", n->in[i], y, NULL), y->type.dtype);
+    dl_value *share = dg_op2(gc, "Div", dy[0], dg_op(gc, "Sum", n->n_in, mask, NULL), NULL);
+    for (int i = 0; i < n->n_in; i++)
+        if (dg_needs(gc, n, i)) dx[i] = dg_sum_to(gc, gmul(gc, share, mask[i]), n->in[i]);
+    return dg_status(gc);
+}
+
+/* A Clip bound: input i (opset 11+) or the attribute (earlier) as a constant; NULL if absent. */
+static dl_value *clip_bound(dl_grad_ctx *gc, const dl_node *n, int i) {
+    if (n->opset >= 11) return i < n->n_in ? n->in[i] : NULL;
+    const char *name = i == 1 ? "min" : "max";
+    if (!dl_node_attr(n, name)) return NULL;
+    return gk(gc, dl_attr_float(n, name, 0.0f), n->in[0]);
+}
+
+/* dy restricted to pred, summed to a bound's shape. */
+static dl_value *clip_bound_grad(dl_grad_ctx *gc, dl_value *pred, dl_value *dy, dl_value *bound) {
+    dl_value *g = dg_op3(gc, "Where", pred, dy, gk(gc, 0, dy), NULL);
+    return dg_reshape_like(gc, dg_op1(gc, "ReduceSum", g, "keepdims=0"), bound);
+}
+
+/* As PyTorch's clamp: x gets dy where min <= x <= max; min gets it where x < min (and
+ * min < max); max where x > max (or max < min, where the result is max everywhere). */
+static dl_status grad_clip(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    dl_value *x = n->in[0], *lo = clip_bound(gc, n, 1), *hi = clip_bound(gc, n, 2);
+    if (dg_needs(gc, n, 0)) {
+        dl_value *in = NULL;
+        if (lo) in = dg_op2(gc, "GreaterOrEqual", x, lo, NULL);
+        if (hi) {
+            dl_value *below = dg_op2(gc, "LessOrEqual", x, hi, NULL);
+            in = in ? dg_op2(gc, "And", in, below, NULL) : below;
+        }
+        dx[0] =
+            in ? dg_reshape_like(gc, dg_op3(gc, "Where", in, dy[0], gk(gc, 0, x), NULL), x) : dy[0];
+    }
+    if (lo && dg_needs(gc, n, 1)) {
+        dl_value *pred = dg_op2(gc, "Less", x, lo, NULL);
+        if (hi) pred = dg_op2(gc, "And", pred, dg_op2(gc, "Less", lo, hi, NULL), NULL);
+        dx[1] = clip_bound_grad(gc, pred, dy[0], lo);
+    }
+    if (hi && dg_needs(gc, n, 2)) {
+        dl_value *pred = dg_op2(gc, "Greater", x, hi, NULL);
+        if (lo) pred = dg_op2(gc, "Or", pred, dg_op2(gc, "Less", hi, lo, NULL), NULL);
+        dx[2] = clip_bound_grad(gc, pred, dy[0], hi);
+    }
+    return dg_status(gc);
+}
+
 #define BINARY(NAME, INFER, REF, GRAD)                                                             \
     {                                                                                              \
         .name = NAME, .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1, .infer = INFER,        \
         .ref = REF, .grad = GRAD                                                                   \
     }
-#define UNARY(NAME, INFER, REF)                                                                    \
+#define UNARY(NAME, INFER, REF, GRAD)                                                              \
     {                                                                                              \
         .name = NAME, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1, .infer = INFER,        \
-        .ref = REF                                                                                 \
+        .ref = REF, .grad = GRAD                                                                   \
     }
-#define VARIADIC(NAME, INFER, REF)                                                                 \
+#define VARIADIC(NAME, INFER, REF, GRAD)                                                           \
     {                                                                                              \
         .name = NAME, .min_in = 1, .max_in = DL_VARIADIC, .min_out = 1, .max_out = 1,              \
-        .infer = INFER, .ref = REF                                                                 \
+        .infer = INFER, .ref = REF, .grad = GRAD                                                   \
     }
 
 const dl_op_def dl_ops_elementwise[] = {
@@ -656,7 +828,7 @@ const dl_op_def dl_ops_elementwise[] = {
     BINARY("Sub", infer_arith, ref_sub, grad_sub),
     BINARY("Mul", infer_arith, ref_mul, grad_mul),
     BINARY("Div", infer_arith, ref_div, grad_div),
-    BINARY("Pow", infer_pow, ref_pow, NULL),
+    BINARY("Pow", infer_pow, ref_pow, grad_pow),
     {.name = "Mod",
      .min_in = 2,
      .max_in = 2,
@@ -673,32 +845,32 @@ const dl_op_def dl_ops_elementwise[] = {
      .attrs = bitshift_attrs,
      .infer = infer_bitshift,
      .ref = ref_bitshift},
-    UNARY("Neg", infer_unary_signed, ref_neg),
-    UNARY("Abs", infer_unary_numeric, ref_abs),
-    UNARY("Sign", infer_unary_numeric, ref_sign),
-    UNARY("Reciprocal", infer_unary_float, ref_reciprocal),
-    UNARY("Sqrt", infer_unary_float, ref_sqrt),
-    UNARY("Exp", infer_unary_float, ref_exp),
-    UNARY("Log", infer_unary_float, ref_log),
-    UNARY("Ceil", infer_unary_float, ref_ceil),
-    UNARY("Floor", infer_unary_float, ref_floor),
-    UNARY("Round", infer_unary_float, ref_round),
-    UNARY("Erf", infer_unary_float, ref_erf),
-    UNARY("Sin", infer_unary_float, ref_sin),
-    UNARY("Cos", infer_unary_float, ref_cos),
-    UNARY("Tan", infer_unary_float, ref_tan),
-    UNARY("Asin", infer_unary_float, ref_asin),
-    UNARY("Acos", infer_unary_float, ref_acos),
-    UNARY("Atan", infer_unary_float, ref_atan),
-    UNARY("Sinh", infer_unary_float, ref_sinh),
-    UNARY("Cosh", infer_unary_float, ref_cosh),
-    UNARY("Asinh", infer_unary_float, ref_asinh),
-    UNARY("Acosh", infer_unary_float, ref_acosh),
-    UNARY("Atanh", infer_unary_float, ref_atanh),
-    VARIADIC("Sum", infer_sum, ref_sum),
-    VARIADIC("Mean", infer_mean, ref_mean),
-    VARIADIC("Min", infer_sum, ref_min),
-    VARIADIC("Max", infer_sum, ref_max),
+    UNARY("Neg", infer_unary_signed, ref_neg, grad_neg),
+    UNARY("Abs", infer_unary_numeric, ref_abs, grad_abs),
+    UNARY("Sign", infer_unary_numeric, ref_sign, grad_step),
+    UNARY("Reciprocal", infer_unary_float, ref_reciprocal, grad_reciprocal),
+    UNARY("Sqrt", infer_unary_float, ref_sqrt, grad_sqrt),
+    UNARY("Exp", infer_unary_float, ref_exp, grad_exp),
+    UNARY("Log", infer_unary_float, ref_log, grad_log),
+    UNARY("Ceil", infer_unary_float, ref_ceil, grad_step),
+    UNARY("Floor", infer_unary_float, ref_floor, grad_step),
+    UNARY("Round", infer_unary_float, ref_round, grad_step),
+    UNARY("Erf", infer_unary_float, ref_erf, grad_erf),
+    UNARY("Sin", infer_unary_float, ref_sin, grad_sin),
+    UNARY("Cos", infer_unary_float, ref_cos, grad_cos),
+    UNARY("Tan", infer_unary_float, ref_tan, grad_tan),
+    UNARY("Asin", infer_unary_float, ref_asin, grad_asin),
+    UNARY("Acos", infer_unary_float, ref_acos, grad_acos),
+    UNARY("Atan", infer_unary_float, ref_atan, grad_atan),
+    UNARY("Sinh", infer_unary_float, ref_sinh, grad_sinh),
+    UNARY("Cosh", infer_unary_float, ref_cosh, grad_cosh),
+    UNARY("Asinh", infer_unary_float, ref_asinh, grad_asinh),
+    UNARY("Acosh", infer_unary_float, ref_acosh, grad_acosh),
+    UNARY("Atanh", infer_unary_float, ref_atanh, grad_atanh),
+    VARIADIC("Sum", infer_sum, ref_sum, grad_sum),
+    VARIADIC("Mean", infer_mean, ref_mean, grad_sum),
+    VARIADIC("Min", infer_sum, ref_min, grad_minmax),
+    VARIADIC("Max", infer_sum, ref_max, grad_minmax),
     {.name = "Clip",
      .min_in = 1,
      .max_in = 3,
@@ -706,6 +878,7 @@ const dl_op_def dl_ops_elementwise[] = {
      .max_out = 1,
      .attrs = clip_attrs,
      .infer = infer_clip,
-     .ref = ref_clip},
+     .ref = ref_clip,
+     .grad = grad_clip},
     {.name = NULL},
 };

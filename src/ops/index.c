@@ -1,7 +1,9 @@
 /* index.c — op family "index" (rows of the op table): gathers, scatters and index-producing ops
  * (Gather, GatherElements, GatherND, ScatterElements, Scatter, ScatterND, Compress, NonZero,
- * OneHot). Indices come from the model or from data, so every one is range-checked at run time. */
+ * OneHot). Indices come from the model or from data, so every one is range-checked at run time.
+ * The gathers' gradient rules scatter-add dy back. */
 #include "op-impl.h"
+#include "../train/grad.h"
 
 #define R DL_MAX_RANK
 
@@ -641,16 +643,171 @@ static dl_status onehot_ref(dl_kernel *kc) {
     return DL_OK;
 }
 
+/* ---- gradient rules (grad.h) ---- */
+/* A gather's gradient scatter-adds dy into zeros shaped like the data (ScatterElements /
+ * ScatterND with reduction="add", so repeated indices accumulate). Negative indices are
+ * normalized first: folded into a new constant when the indices are constant. */
+
+static dl_status grad_refuse(dl_grad_ctx *gc, const dl_node *n, const char *why) {
+    char nd[200];
+    if (gc->g->status == DL_OK)
+        gc->g->status = dl_fail(gc->g->ctx, DL_ERR_UNSUPPORTED, "autodiff: %s: %s",
+                                dl_node_desc(n, nd, sizeof nd), why);
+    return gc->g->status;
+}
+
+static dl_value *grad_const(dl_grad_ctx *gc, dl_tensor *t) {
+    return dl_constant(gc->g, dl_graph_fresh_name(gc->g, "grad_const"), t);
+}
+
+/* Dims [from, to) of data as an int64 vector (a constant when known). */
+static dl_value *grad_dims(dl_grad_ctx *gc, dl_value *data, int from, int to) {
+    bool known = true;
+    for (int i = from; i < to; i++) known = known && data->type.dims[i] >= 0;
+    if (known) return dg_ints(gc, to - from, data->type.dims + from);
+    char a[48];
+    snprintf(a, sizeof a, "start=%d;end=%d", from, to);
+    return dg_op1(gc, "Shape", data, a);
+}
+
+/* Zeros shaped like data, to scatter into. */
+static dl_value *grad_zeros(dl_grad_ctx *gc, dl_value *data) {
+    return dg_expand_like(gc, dg_scalar(gc, 0, data->type.dtype), data);
+}
+
+/* idx with each negative entry raised by its bound: bound is data's dims [from, to), broadcast
+ * along the last axis of idx (one dim when to = from + 1). */
+static dl_value *nonneg_indices(dl_grad_ctx *gc, dl_value *idx, dl_value *data, int from, int to) {
+    const dl_tensor *c = idx->constant;
+    int k = to - from;
+    bool known = true;
+    for (int i = from; i < to; i++) known = known && data->type.dims[i] >= 0;
+    if (c && known) {
+        bool neg = false;
+        for (int64_t i = 0; i < c->numel; i++) neg = neg || dl_get_i64(c, i) < 0;
+        if (!neg) return idx;
+        dl_tensor *t = NULL;
+        if (dl_tensor_new(gc->g->ctx, DL_I64, c->rank, c->dims, &t) != DL_OK) {
+            if (gc->g->status == DL_OK) gc->g->status = gc->g->ctx->status;
+            return NULL;
+        }
+        for (int64_t i = 0; i < c->numel; i++) {
+            int64_t v = dl_get_i64(c, i);
+            dl_set_i64(t, i, v < 0 ? v + data->type.dims[from + (k > 1 ? i % k : 0)] : v);
+        }
+        return grad_const(gc, t);
+    }
+    dl_value *bound = grad_dims(gc, data, from, to);
+    if (idx->type.dtype != DL_I64) {
+        char a[16];
+        snprintf(a, sizeof a, "to=%d", (int)dl_dtype_to_onnx(idx->type.dtype));
+        bound = dg_op1(gc, "Cast", bound, a);
+    }
+    dl_value *zero = dg_scalar(gc, 0, idx->type.dtype);
+    return dg_op3(gc, "Where", dg_op2(gc, "Less", idx, zero, NULL),
+                  dg_op2(gc, "Add", idx, bound, NULL), idx, NULL);
+}
+
+/* Gather along axis a: dy [data[:a], I..., data[a+1:]] is viewed as [data[:a], |I|, data[a+1:]],
+ * the indices as [1.., |I|, ..1] expanded to it, and scattered along a. */
+static dl_status gather_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                             dl_value **dx) {
+    dl_value *data = n->in[0], *idx = n->in[1];
+    int r = data->type.rank, q = idx->type.rank;
+    if (r < 1 || q < 0) return grad_refuse(gc, n, "the data and indices ranks must be known");
+    int64_t axis = dl_attr_int(n, "axis", 0);
+    if (axis < 0) axis += r;
+    dl_value *g = dy[0], *shape;
+    if (dl_type_known(&data->type) && dl_type_known(&idx->type)) {
+        int64_t dims[R];
+        memcpy(dims, data->type.dims, sizeof(int64_t) * (size_t)r);
+        dims[axis] = prod_dims(idx->type.dims, 0, q);
+        shape = dg_ints(gc, r, dims);
+    } else {
+        int64_t m1 = -1;
+        dl_value *parts[3] = {grad_dims(gc, data, 0, (int)axis), dg_ints(gc, 1, &m1),
+                              grad_dims(gc, data, (int)axis + 1, r)};
+        shape = dg_op(gc, "Concat", 3, parts, "axis=0");
+    }
+    if (q != 1) g = dg_op2(gc, "Reshape", g, shape, NULL);
+    int64_t ones[R];
+    for (int i = 0; i < r; i++) ones[i] = i == axis ? -1 : 1;
+    dl_value *iv = nonneg_indices(gc, idx, data, (int)axis, (int)axis + 1);
+    iv = dg_op2(gc, "Reshape", iv, dg_ints(gc, r, ones), NULL);
+    iv = dg_expand_like(gc, iv, g);
+    char a[64];
+    snprintf(a, sizeof a, "axis=%d;reduction=add", (int)axis);
+    dx[0] = dg_op3(gc, "ScatterElements", grad_zeros(gc, data), iv, g, a);
+    return dg_status(gc);
+}
+
+static dl_status gather_elements_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                                      dl_value **dx) {
+    dl_value *data = n->in[0];
+    int r = data->type.rank;
+    if (r < 1) return grad_refuse(gc, n, "the data rank must be known");
+    int64_t axis = dl_attr_int(n, "axis", 0);
+    if (axis < 0) axis += r;
+    char a[64];
+    snprintf(a, sizeof a, "axis=%d;reduction=add", (int)axis);
+    dl_value *iv = nonneg_indices(gc, n->in[1], data, (int)axis, (int)axis + 1);
+    dx[0] = dg_op3(gc, "ScatterElements", grad_zeros(gc, data), iv, dy[0], a);
+    return dg_status(gc);
+}
+
+/* GatherND: ScatterND-add of dy at the same index tuples. With b batch dims the tuples are
+ * prefixed with their batch coordinates (a constant grid) so ScatterND, which has no batch
+ * dims, addresses the whole data tensor. */
+static dl_status gathernd_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                               dl_value **dx) {
+    dl_value *data = n->in[0], *idx = n->in[1];
+    int r = data->type.rank, q = idx->type.rank;
+    int b = n->opset >= 12 ? (int)dl_attr_int(n, "batch_dims", 0) : 0;
+    if (r < 1 || q < 1 || idx->type.dims[q - 1] < 0)
+        return grad_refuse(gc, n, "the ranks and the index tuple length must be known");
+    int k = (int)idx->type.dims[q - 1];
+    dl_value *iv = nonneg_indices(gc, idx, data, b, b + k);
+    if (b > 0) {
+        if (!dl_type_known(&idx->type))
+            return grad_refuse(gc, n, "batch_dims > 0 needs indices of known shape");
+        if (iv && iv->type.dtype != DL_I64) iv = dg_op1(gc, "Cast", iv, "to=7");
+        int64_t gd[R];
+        memcpy(gd, idx->type.dims, sizeof(int64_t) * (size_t)q);
+        gd[q - 1] = b;
+        dl_tensor *t = NULL;
+        if (dl_tensor_new(gc->g->ctx, DL_I64, q, gd, &t) != DL_OK) {
+            if (gc->g->status == DL_OK) gc->g->status = gc->g->ctx->status;
+            return dg_status(gc);
+        }
+        /* tuple j's batch coordinates: the first b digits of j in the dims idx[:q-1] */
+        int64_t tuples = prod_dims(gd, 0, q - 1);
+        for (int64_t j = 0; j < tuples; j++) {
+            int64_t rest = j;
+            for (int d = q - 2; d >= 0; d--) {
+                if (d < b) dl_set_i64(t, j * b + d, rest % gd[d]);
+                rest /= gd[d];
+            }
+        }
+        dl_value *both[2] = {grad_const(gc, t), iv};
+        iv = dg_op(gc, "Concat", 2, both, "axis=-1");
+    }
+    dx[0] = dg_op3(gc, "ScatterND", grad_zeros(gc, data), iv, dy[0], "reduction=add");
+    return dg_status(gc);
+}
+
 /* ---- the table ---- */
 
 /* clang-format off */
 const dl_op_def dl_ops_index[] = {
     {.name = "Gather", .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = axis_attrs, .infer = gather_infer, .ref = gather_ref},
+     .attrs = axis_attrs, .infer = gather_infer, .ref = gather_ref,
+     .grad = gather_grad},
     {.name = "GatherElements", .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = axis_attrs, .infer = gather_elements_infer, .ref = gather_elements_ref},
+     .attrs = axis_attrs, .infer = gather_elements_infer, .ref = gather_elements_ref,
+     .grad = gather_elements_grad},
     {.name = "GatherND", .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = gathernd_attrs, .infer = gathernd_infer, .ref = gathernd_ref},
+     .attrs = gathernd_attrs, .infer = gathernd_infer, .ref = gathernd_ref,
+     .grad = gathernd_grad},
     {.name = "ScatterElements", .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,
      .attrs = scatter_elements_attrs, .infer = scatter_elements_infer, .ref = scatter_elements_ref},
     {.name = "Scatter", .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1,

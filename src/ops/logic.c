@@ -2,6 +2,7 @@
  * Where, bitwise ops. Comparisons are exact per dtype (double for floats, int64 for signed,
  * uint64 for unsigned). */
 #include "op-impl.h"
+#include "../train/grad.h"
 
 #include <math.h>
 
@@ -271,6 +272,18 @@ static dl_status ref_where(dl_kernel *kc) {
     return DL_OK;
 }
 
+/* Where: dy goes to X where the condition holds and to Y elsewhere, summed back over the axes
+ * each was broadcast along. The condition (bool) and the comparisons and logic ops (bool
+ * results) carry no gradient and have no rule. */
+static dl_status grad_where(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    dl_value *zero = dg_scalar(gc, 0, n->out[0]->type.dtype);
+    if (dg_needs(gc, n, 1))
+        dx[1] = dg_sum_to(gc, dg_op3(gc, "Where", n->in[0], dy[0], zero, NULL), n->in[1]);
+    if (dg_needs(gc, n, 2))
+        dx[2] = dg_sum_to(gc, dg_op3(gc, "Where", n->in[0], zero, dy[0], NULL), n->in[2]);
+    return dg_status(gc);
+}
+
 /* ---------------------------------------------------------------- the rows */
 
 static const dl_attr_spec isinf_attrs[] = {
@@ -280,6 +293,11 @@ static const dl_attr_spec isinf_attrs[] = {
     {                                                                                              \
         .name = NAME, .min_in = NIN, .max_in = NIN, .min_out = 1, .max_out = 1, .attrs = ATTRS,    \
         .infer = INFER, .ref = REF                                                                 \
+    }
+#define OP_GRAD(NAME, NIN, INFER, REF, GRAD)                                                       \
+    {                                                                                              \
+        .name = NAME, .min_in = NIN, .max_in = NIN, .min_out = 1, .max_out = 1, .infer = INFER,    \
+        .ref = REF, .grad = GRAD                                                                   \
     }
 
 const dl_op_def dl_ops_logic[] = {
@@ -294,7 +312,7 @@ const dl_op_def dl_ops_logic[] = {
     OP("Not", 1, NULL, infer_not, ref_not),
     OP("IsNaN", 1, NULL, infer_isx, ref_isnan),
     OP("IsInf", 1, isinf_attrs, infer_isx, ref_isinf),
-    OP("Where", 3, NULL, infer_where, ref_where),
+    OP_GRAD("Where", 3, infer_where, ref_where, grad_where),
     OP("BitwiseAnd", 2, NULL, infer_bitwise, ref_bitwise_and),
     OP("BitwiseOr", 2, NULL, infer_bitwise, ref_bitwise_or),
     OP("BitwiseXor", 2, NULL, infer_bitwise, ref_bitwise_xor),

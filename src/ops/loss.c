@@ -1,11 +1,12 @@
 /* loss.c — op family "loss" (rows of the op table): NegativeLogLikelihoodLoss and
- * SoftmaxCrossEntropyLoss.
+ * SoftmaxCrossEntropyLoss, and their gradient rules (with respect to the scores).
  *
  * Inputs are [N, C] or [N, C, d1, ..., dk] with targets [N] or [N, d1, ..., dk]; both are viewed
  * as [N, C, D] / [N, D] with D = d1 * ... * dk. Per element: loss = -weight[t] * logp[n, t, d],
  * with weight 0 for t == ignore_index. reduction: none (shape of the target), sum, or mean
  * (sum / sum of the weights used). Accumulation is in double. */
 #include "op-impl.h"
+#include "../train/grad.h"
 
 #include <math.h>
 
@@ -202,12 +203,94 @@ static dl_status sce_ref(dl_kernel *kc) {
     return st;
 }
 
+/* ---- gradient rules (grad.h) ---- */
+
+static dl_status grad_refuse(dl_grad_ctx *gc, const dl_node *n, const char *why) {
+    char nd[200];
+    if (gc->g->status == DL_OK)
+        gc->g->status = dl_fail(gc->g->ctx, DL_ERR_UNSUPPORTED, "autodiff: %s: %s",
+                                dl_node_desc(n, nd, sizeof nd), why);
+    return gc->g->status;
+}
+
+/* d loss / d logp, shaped like the input [N, C, d...]: -dy * w[t] at the target class of each
+ * non-ignored element (one-hot from Equal(target, class index), so targets may be symbolic),
+ * divided by the summed weights for reduction mean. NULL (an error on the graph) when the class
+ * count is unknown or the weights would need a gradient. */
+static dl_value *nll_logp_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *dy) {
+    dl_value *x = n->in[0], *t = n->in[1], *w = n->n_in > 2 ? n->in[2] : NULL;
+    int r = x->type.rank;
+    if (r < 2 || x->type.dims[1] < 0) {
+        grad_refuse(gc, n, "the class count must be known");
+        return NULL;
+    }
+    if (w && dg_needs(gc, n, 2)) {
+        grad_refuse(gc, n, "no gradient for the class weights");
+        return NULL;
+    }
+    int64_t C = x->type.dims[1], one = 1, shape[DL_MAX_RANK];
+    dl_tensor *cls = NULL;
+    for (int i = 0; i < r; i++) shape[i] = i == 1 ? C : 1;
+    if (dl_tensor_new(gc->g->ctx, DL_I64, r, shape, &cls) != DL_OK) {
+        if (gc->g->status == DL_OK) gc->g->status = gc->g->ctx->status;
+        return NULL;
+    }
+    for (int64_t c = 0; c < C; c++) dl_set_i64(cls, c, c);
+    dl_value *tu = t->type.dtype == DL_I64 ? t : dg_op1(gc, "Cast", t, "to=7");
+    tu = dg_op2(gc, "Unsqueeze", tu, dg_ints(gc, 1, &one), NULL);
+    dl_value *hit = dg_op2(gc, "Equal", tu,
+                           dl_constant(gc->g, dl_graph_fresh_name(gc->g, "grad_const"), cls), NULL);
+    int64_t ii = dl_attr_int(n, "ignore_index", 0);
+    if (dl_node_attr(n, "ignore_index") && ii >= 0 && ii < C) {
+        dl_value *kept =
+            dg_op1(gc, "Not", dg_op2(gc, "Equal", tu, dg_ints(gc, 1, &ii), NULL), NULL);
+        hit = dg_op2(gc, "And", hit, kept, NULL);
+    }
+    char to[32];
+    snprintf(to, sizeof to, "to=%d", (int)dl_dtype_to_onnx(x->type.dtype));
+    dl_value *m = dg_op1(gc, "Cast", hit, to);
+    if (w) m = dg_op2(gc, "Mul", m, dg_op2(gc, "Reshape", w, dg_ints(gc, r, shape), NULL), NULL);
+    red rd = parse_reduction(n);
+    if (rd == RED_NONE) dy = dg_op2(gc, "Unsqueeze", dy, dg_ints(gc, 1, &one), NULL);
+    if (rd == RED_MEAN) dy = dg_op2(gc, "Div", dy, dg_op1(gc, "ReduceSum", m, "keepdims=0"), NULL);
+    return dg_op1(gc, "Neg", dg_op2(gc, "Mul", m, dy, NULL), NULL);
+}
+
+static dl_status nll_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    if (dg_needs(gc, n, 0))
+        dx[0] = nll_logp_grad(gc, n, dy[0]);
+    else if (dg_needs(gc, n, 2))
+        grad_refuse(gc, n, "no gradient for the class weights");
+    return dg_status(gc);
+}
+
+/* SoftmaxCrossEntropyLoss = NLL of log-softmax over axis 1: the log-prob gradient (from the loss
+ * and from the log_prob output) goes through LogSoftmax's backward, g - softmax(x) * sum_C(g). */
+static dl_status sce_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    if (!dg_needs(gc, n, 0)) {
+        if (dg_needs(gc, n, 2)) grad_refuse(gc, n, "no gradient for the class weights");
+        return dg_status(gc);
+    }
+    dl_value *g = dy[0] ? nll_logp_grad(gc, n, dy[0]) : NULL;
+    if (dy[0] && !g) return dg_status(gc);
+    if (n->n_out > 1 && dy[1]) g = g ? dg_op2(gc, "Add", g, dy[1], NULL) : dy[1];
+    if (!g) return dg_status(gc);
+    dl_value *lp = n->n_out > 1 ? n->out[1] : NULL;
+    dl_value *p = lp ? dg_op1(gc, "Exp", lp, NULL) : dg_op1(gc, "Softmax", n->in[0], "axis=1");
+    int64_t one = 1;
+    dl_value *s = dg_op2(gc, "ReduceSum", g, dg_ints(gc, 1, &one), "keepdims=1");
+    dx[0] = dg_op2(gc, "Sub", g, dg_op2(gc, "Mul", p, s, NULL), NULL);
+    return dg_status(gc);
+}
+
 /* clang-format off */
 const dl_op_def dl_ops_loss[] = {
     {.name = "NegativeLogLikelihoodLoss", .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 1,
-     .attrs = loss_attrs, .infer = nll_infer, .ref = nll_ref},
+     .attrs = loss_attrs, .infer = nll_infer, .ref = nll_ref,
+     .grad = nll_grad},
     {.name = "SoftmaxCrossEntropyLoss", .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 2,
-     .attrs = loss_attrs, .infer = sce_infer, .ref = sce_ref},
+     .attrs = loss_attrs, .infer = sce_infer, .ref = sce_ref,
+     .grad = sce_grad},
     {.name = NULL},
 };
 /* clang-format on */

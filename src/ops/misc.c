@@ -1,6 +1,7 @@
 /* misc.c — op family "misc" (rows of the op table): TopK, Det, Unique, NonMaxSuppression,
- * HannWindow, HammingWindow, BlackmanWindow. */
+ * HannWindow, HammingWindow, BlackmanWindow; TopK's gradient rule. */
 #include "op-impl.h"
+#include "../train/grad.h"
 
 #include <math.h>
 
@@ -617,10 +618,24 @@ static dl_status blackman_ref(dl_kernel *kc) {
     return window_ref(kc, W_BLACKMAN);
 }
 
+/* ---- gradient rules (grad.h) ---- */
+
+/* TopK: the values' gradient lands at the selected indices (distinct along the axis); the rest
+ * of the input gets zero. */
+static dl_status topk_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    dl_value *x = n->in[0];
+    dl_value *zeros = dg_expand_like(gc, dg_scalar(gc, 0, x->type.dtype), x);
+    char a[64];
+    snprintf(a, sizeof a, "axis=%lld;reduction=add", (long long)dl_attr_int(n, "axis", -1));
+    dx[0] = dg_op3(gc, "ScatterElements", zeros, n->out[1], dy[0], a);
+    return dg_status(gc);
+}
+
 /* clang-format off */
 const dl_op_def dl_ops_misc[] = {
     {.name = "TopK", .min_in = 1, .max_in = 2, .min_out = 2, .max_out = 2,
-     .attrs = topk_attrs, .infer = topk_infer, .ref = topk_ref},
+     .attrs = topk_attrs, .infer = topk_infer, .ref = topk_ref,
+     .grad = topk_grad},
     {.name = "Det", .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
      .infer = det_infer, .ref = det_ref},
     {.name = "Unique", .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 4,

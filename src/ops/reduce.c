@@ -1,5 +1,6 @@
 /* reduce.c — op family "reduce" (rows of the op table): ReduceSum/Mean/Max/Min/Prod/L1/L2/
- * LogSum/LogSumExp/SumSquare, ArgMax/ArgMin, CumSum.
+ * LogSum/LogSumExp/SumSquare, ArgMax/ArgMin, CumSum, and the gradient rules of all but the
+ * arg-reductions.
  *
  * Reductions accumulate in double for floating types (log-sum-exp subtracts the maximum) and in
  * wrapping 64-bit integers for integer types. */
@@ -546,21 +547,30 @@ static bool grad_reduced_axes(dl_grad_ctx *gc, const dl_node *n, rkind k, bool *
     return true;
 }
 
+/* The reduced axes as an int64 list value. */
+static dl_value *grad_axes_list(dl_grad_ctx *gc, int rank, const bool *reduced) {
+    int64_t ax[DL_MAX_RANK];
+    int c = 0;
+    for (int d = 0; d < rank; d++)
+        if (reduced[d]) ax[c++] = d;
+    return dg_ints(gc, c, ax);
+}
+
+/* v (shaped like the node's output) with the reduced axes kept as size 1 (keepdims=0 undone), so
+ * it broadcasts against the input. */
+static dl_value *grad_keep(dl_grad_ctx *gc, const dl_node *n, dl_value *v, const bool *reduced) {
+    int rank = n->in[0]->type.rank;
+    bool any = false;
+    for (int d = 0; d < rank; d++) any = any || reduced[d];
+    if (dl_attr_int(n, "keepdims", 1) || !any) return v;
+    return dg_op2(gc, "Unsqueeze", v, grad_axes_list(gc, rank, reduced), NULL);
+}
+
 /* dy brought back to the input's shape: the reduced axes restored (keepdims=0) and expanded. */
 static dl_value *grad_reduce_expand(dl_grad_ctx *gc, const dl_node *n, rkind k, dl_value *dy,
                                     const bool *reduced) {
-    dl_value *x = n->in[0], *g = dy;
-    int rank = x->type.rank;
-    if (!dl_attr_int(n, "keepdims", 1)) {
-        int64_t ax[DL_MAX_RANK];
-        int c = 0;
-        for (int d = 0; d < rank; d++)
-            if (reduced[d]) ax[c++] = d;
-        if (c) g = dg_op2(gc, "Unsqueeze", g, dg_ints(gc, c, ax), NULL);
-    }
     (void)k;
-    dl_value *shape = dl_type_known(&x->type) ? dg_ints(gc, rank, x->type.dims) : dg_shape(gc, x);
-    return dg_op2(gc, "Expand", g, shape, NULL);
+    return dg_expand_like(gc, grad_keep(gc, n, dy, reduced), n->in[0]);
 }
 
 static dl_status rsum_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
@@ -597,33 +607,131 @@ static dl_status rmean_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *
     return dg_status(gc);
 }
 
+/* The other reductions: dx = dy' * f(x, y') with dy' and y' (the output) kept at size 1 on the
+ * reduced axes so they broadcast against x:
+ *   Max/Min      dy' * [x == y'] / count(x == y'): ties share the gradient evenly (PyTorch's
+ *                amax/amin; its max(dim) gives it all to one index instead)
+ *   Prod         dy' * y' / x (inputs without zeros: a zero input gives inf/NaN)
+ *   L1           dy' * sign(x)             L2         dy' * x / y' (0 where y' = 0, like PyTorch)
+ *   LogSum       dy' / exp(y')             LogSumExp  dy' * exp(x - y')
+ *   SumSquare    dy' * 2x */
+static dl_status rother_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                             dl_value **dx, rkind k) {
+    bool reduced[DL_MAX_RANK];
+    if (n->in[0]->type.rank < 0) {
+        char nd[200];
+        if (gc->g->status == DL_OK)
+            gc->g->status = dl_fail(gc->g->ctx, DL_ERR_UNSUPPORTED,
+                                    "autodiff: %s: the input rank is unknown",
+                                    dl_node_desc(n, nd, sizeof nd));
+        return dg_status(gc);
+    }
+    if (!grad_reduced_axes(gc, n, k, reduced)) return dg_status(gc);
+    dl_value *x = n->in[0], *g = grad_keep(gc, n, dy[0], reduced);
+    dl_value *y = grad_keep(gc, n, n->out[0], reduced), *f = NULL;
+    dl_dtype dt = x->type.dtype;
+    char to[32];
+    snprintf(to, sizeof to, "to=%d", (int)dl_dtype_to_onnx(dt));
+    switch (k) {
+    case R_MAX:
+    case R_MIN: {
+        dl_value *hit = dg_op1(gc, "Cast", dg_op2(gc, "Equal", x, y, NULL), to);
+        dl_value *count = dg_op2(gc, "ReduceSum", hit,
+                                 grad_axes_list(gc, x->type.rank, reduced), "keepdims=1");
+        dx[0] = dg_op2(gc, "Mul", hit, dg_op2(gc, "Div", g, count, NULL), NULL);
+        return dg_status(gc);
+    }
+    case R_PROD:
+        f = dg_op2(gc, "Div", y, x, NULL);
+        break;
+    case R_L1:
+        f = dg_op1(gc, "Sign", x, NULL);
+        break;
+    case R_L2: {
+        dl_value *zero = dg_scalar(gc, 0, dt);
+        f = dg_op3(gc, "Where", dg_op2(gc, "Equal", y, zero, NULL), zero,
+                   dg_op2(gc, "Div", x, y, NULL), NULL);
+        break;
+    }
+    case R_LOGSUM: {
+        dl_value *sum = dg_op1(gc, "Exp", n->out[0], NULL);
+        dx[0] = grad_reduce_expand(gc, n, k, dg_op2(gc, "Div", dy[0], sum, NULL), reduced);
+        return dg_status(gc);
+    }
+    case R_LOGSUMEXP:
+        f = dg_op1(gc, "Exp", dg_op2(gc, "Sub", x, y, NULL), NULL);
+        break;
+    case R_SUMSQ:
+        f = dg_op2(gc, "Mul", x, dg_scalar(gc, 2, dt), NULL);
+        break;
+    default:
+        return dg_status(gc);
+    }
+    dx[0] = dg_op2(gc, "Mul", g, f, NULL);
+    return dg_status(gc);
+}
+
+#define ROTHER_GRAD(fn, kind)                                                                      \
+    static dl_status fn##_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,             \
+                               dl_value **dx) {                                                    \
+        return rother_grad(gc, n, dy, dx, kind);                                                   \
+    }
+
+ROTHER_GRAD(rmax, R_MAX)
+ROTHER_GRAD(rmin, R_MIN)
+ROTHER_GRAD(rprod, R_PROD)
+ROTHER_GRAD(rl1, R_L1)
+ROTHER_GRAD(rl2, R_L2)
+ROTHER_GRAD(rlogsum, R_LOGSUM)
+ROTHER_GRAD(rlogsumexp, R_LOGSUMEXP)
+ROTHER_GRAD(rsumsq, R_SUMSQ)
+
+/* CumSum's adjoint is the cumulative sum running the other way (same exclusive flag). */
+static dl_status cumsum_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                             dl_value **dx) {
+    char a[32];
+    snprintf(a, sizeof a, "reverse=%d", dl_attr_int(n, "reverse", 0) == 0);
+    dl_value *in[2] = {dy[0], n->in[1]};
+    dg_op_like(gc, NULL, "CumSum", 2, in, n, a, 1, &dx[0]);
+    return dg_status(gc);
+}
+
 const dl_op_def dl_ops_reduce[] = {
     {.name = "ReduceSum", .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
      .attrs = reduce_attrs, .infer = rsum_infer, .ref = rsum_ref, .grad = rsum_grad},
     {.name = "ReduceMean", .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
      .attrs = reduce_attrs, .infer = rmean_infer, .ref = rmean_ref, .grad = rmean_grad},
     {.name = "ReduceMax", .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = reduce_attrs, .infer = rmax_infer, .ref = rmax_ref},
+     .attrs = reduce_attrs, .infer = rmax_infer, .ref = rmax_ref,
+     .grad = rmax_grad},
     {.name = "ReduceMin", .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = reduce_attrs, .infer = rmin_infer, .ref = rmin_ref},
+     .attrs = reduce_attrs, .infer = rmin_infer, .ref = rmin_ref,
+     .grad = rmin_grad},
     {.name = "ReduceProd", .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = reduce_attrs, .infer = rprod_infer, .ref = rprod_ref},
+     .attrs = reduce_attrs, .infer = rprod_infer, .ref = rprod_ref,
+     .grad = rprod_grad},
     {.name = "ReduceL1", .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = reduce_attrs, .infer = rl1_infer, .ref = rl1_ref},
+     .attrs = reduce_attrs, .infer = rl1_infer, .ref = rl1_ref,
+     .grad = rl1_grad},
     {.name = "ReduceL2", .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = reduce_attrs, .infer = rl2_infer, .ref = rl2_ref},
+     .attrs = reduce_attrs, .infer = rl2_infer, .ref = rl2_ref,
+     .grad = rl2_grad},
     {.name = "ReduceLogSum", .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = reduce_attrs, .infer = rlogsum_infer, .ref = rlogsum_ref},
+     .attrs = reduce_attrs, .infer = rlogsum_infer, .ref = rlogsum_ref,
+     .grad = rlogsum_grad},
     {.name = "ReduceLogSumExp", .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = reduce_attrs, .infer = rlogsumexp_infer, .ref = rlogsumexp_ref},
+     .attrs = reduce_attrs, .infer = rlogsumexp_infer, .ref = rlogsumexp_ref,
+     .grad = rlogsumexp_grad},
     {.name = "ReduceSumSquare", .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = reduce_attrs, .infer = rsumsq_infer, .ref = rsumsq_ref},
+     .attrs = reduce_attrs, .infer = rsumsq_infer, .ref = rsumsq_ref,
+     .grad = rsumsq_grad},
     {.name = "ArgMax", .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
      .attrs = arg_attrs, .infer = arg_infer, .ref = argmax_ref},
     {.name = "ArgMin", .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
      .attrs = arg_attrs, .infer = arg_infer, .ref = argmin_ref},
     {.name = "CumSum", .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = cumsum_attrs, .infer = cumsum_infer, .ref = cumsum_ref},
+     .attrs = cumsum_attrs, .infer = cumsum_infer, .ref = cumsum_ref,
+     .grad = cumsum_grad},
     {.name = NULL},
 };
 /* clang-format on */

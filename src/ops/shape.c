@@ -1,10 +1,12 @@
 /* shape.c — op family "shape" (rows of the op table): ops that move data without computing on it
  * (Reshape, Transpose, Concat, Split, Slice, Expand, Squeeze, Unsqueeze, Flatten, Shape, Size,
- * Identity, Tile, Pad, DepthToSpace, SpaceToDepth, Dropout in inference, Trilu, ReverseSequence).
+ * Identity, Tile, Pad, DepthToSpace, SpaceToDepth, Dropout in inference, Trilu, ReverseSequence),
+ * with the gradient rules of all but Shape and Size.
  *
  * Shape-computing ops are how exporters build shapes, so inference uses known input values (shape
  * tensors, axes, pads) to give exact output shapes, and keeps symbolic dims where it can. */
 #include "op-impl.h"
+#include "../train/grad.h"
 
 /* ---- local helpers ---- */
 
@@ -1211,48 +1213,448 @@ static dl_status revseq_ref(dl_kernel *kc) {
     return DL_OK;
 }
 
+/* ---- gradient rules (grad.h) ---- */
+
+/* Records an UNSUPPORTED error naming n (the first error on the graph wins) and returns it. */
+static dl_status grad_refuse(dl_grad_ctx *gc, const dl_node *n, const char *why) {
+    char nd[200];
+    if (gc->g->status == DL_OK)
+        gc->g->status = dl_fail(gc->g->ctx, DL_ERR_UNSUPPORTED, "autodiff: %s: %s",
+                                dl_node_desc(n, nd, sizeof nd), why);
+    return gc->g->status;
+}
+
+/* The node seen as an inference context over its inputs' static types and constant values, so a
+ * rule reads perm, slice starts or pads with the row's own parsing. */
+typedef struct grad_view {
+    dl_infer ic;
+    const dl_type *ty[8];
+    const dl_tensor *val[8];
+} grad_view;
+
+static dl_infer *grad_view_of(dl_grad_ctx *gc, const dl_node *n, grad_view *v) {
+    int k = n->n_in < 8 ? n->n_in : 8;
+    for (int i = 0; i < k; i++) {
+        v->ty[i] = n->in[i] ? &n->in[i]->type : NULL;
+        v->val[i] = n->in[i] ? n->in[i]->constant : NULL;
+    }
+    v->ic = (dl_infer){.ctx = gc->g->ctx,
+                       .g = gc->g,
+                       .node = n,
+                       .opset = n->opset,
+                       .n_in = k,
+                       .in = v->ty,
+                       .value = v->val};
+    return &v->ic;
+}
+
+/* A parsing failure of the row's own code (the node passed inference, so unexpected). */
+static dl_status grad_parse(dl_grad_ctx *gc, dl_status s) {
+    if (s != DL_OK && gc->g->status == DL_OK) gc->g->status = s;
+    return gc->g->status;
+}
+
+static dl_value *grad_zeros_like(dl_grad_ctx *gc, dl_value *v) {
+    return dg_expand_like(gc, dg_scalar(gc, 0, v->type.dtype), v);
+}
+
+/* Slice of one axis. */
+static dl_value *grad_slice1(dl_grad_ctx *gc, dl_value *v, int axis, int64_t start, int64_t end,
+                             int64_t step) {
+    int64_t a = axis;
+    dl_value *in[5] = {v, dg_ints(gc, 1, &start), dg_ints(gc, 1, &end), dg_ints(gc, 1, &a),
+                       dg_ints(gc, 1, &step)};
+    return dg_op(gc, "Slice", 5, in, NULL);
+}
+
+/* Constant zero padding of one axis of a rank-r value. */
+static dl_value *grad_pad1(dl_grad_ctx *gc, dl_value *v, int r, int axis, int64_t before,
+                           int64_t after) {
+    int64_t pads[2 * R] = {0};
+    pads[axis] = before;
+    pads[axis + r] = after;
+    return dg_op2(gc, "Pad", v, dg_ints(gc, 2 * r, pads), NULL);
+}
+
+static dl_value *grad_sum1(dl_grad_ctx *gc, dl_value *v, int axis) {
+    int64_t a = axis;
+    return dg_op2(gc, "ReduceSum", v, dg_ints(gc, 1, &a), "keepdims=1");
+}
+
+/* Views and Identity: the gradient is dy in the input's shape. */
+static dl_status view_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    dx[0] = dg_reshape_like(gc, dy[0], n->in[0]);
+    return dg_status(gc);
+}
+
+static dl_status transpose_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                                dl_value **dx) {
+    int rank = n->in[0]->type.rank, perm[R];
+    if (rank < 0) return grad_refuse(gc, n, "the input rank is unknown");
+    grad_view v;
+    if (grad_parse(gc, transpose_perm(grad_view_of(gc, n, &v), rank, perm)) != DL_OK)
+        return dg_status(gc);
+    int inv[R];
+    for (int i = 0; i < rank; i++) inv[perm[i]] = i;
+    char attrs[64] = "perm=[";
+    for (int i = 0; i < rank; i++)
+        snprintf(attrs + strlen(attrs), sizeof attrs - strlen(attrs), "%s%d", i ? "," : "", inv[i]);
+    strcat(attrs, "]");
+    dx[0] = dg_op1(gc, "Transpose", dy[0], attrs);
+    return dg_status(gc);
+}
+
+/* Concat: dy split back into the inputs' extents along the axis. */
+static dl_status concat_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                             dl_value **dx) {
+    int rank = n->out[0]->type.rank, k = n->n_in;
+    if (rank < 0) return grad_refuse(gc, n, "the rank is unknown");
+    int64_t axis = dl_attr_int(n, "axis", 0), sizes[64];
+    if (axis < 0) axis += rank;
+    if (k == 1) {
+        dx[0] = dy[0];
+        return dg_status(gc);
+    }
+    bool known = true;
+    for (int i = 0; i < k; i++) {
+        if (n->in[i]->type.rank != rank) return grad_refuse(gc, n, "an input rank is unknown");
+        sizes[i] = n->in[i]->type.dims[axis];
+        known = known && sizes[i] >= 0;
+    }
+    dl_value *split;
+    if (known) {
+        split = dg_ints(gc, k, sizes);
+    } else {
+        dl_value *ext[64];
+        char a[64];
+        snprintf(a, sizeof a, "start=%d;end=%d", (int)axis, (int)axis + 1);
+        for (int i = 0; i < k; i++) ext[i] = dg_op1(gc, "Shape", n->in[i], a);
+        split = dg_op(gc, "Concat", k, ext, "axis=0");
+    }
+    dl_value *in[2] = {dy[0], split}, *out[64];
+    char a[32];
+    snprintf(a, sizeof a, "axis=%d", (int)axis);
+    if (dg_op_like(gc, NULL, "Split", 2, in, NULL, a, k, out) != DL_OK) return dg_status(gc);
+    for (int i = 0; i < k; i++)
+        if (dg_needs(gc, n, i)) dx[i] = out[i];
+    return dg_status(gc);
+}
+
+/* Split: the outputs' gradients concatenated (zeros for an output that does not reach the loss). */
+static dl_status split_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    int rank = n->in[0]->type.rank;
+    if (rank < 0) return grad_refuse(gc, n, "the input rank is unknown");
+    int64_t axis = dl_attr_int(n, "axis", 0);
+    if (axis < 0) axis += rank;
+    dl_value *parts[64];
+    for (int o = 0; o < n->n_out; o++) {
+        if (!n->out[o]) return grad_refuse(gc, n, "an output is omitted");
+        parts[o] = dy[o] ? dy[o] : grad_zeros_like(gc, n->out[o]);
+    }
+    char a[32];
+    snprintf(a, sizeof a, "axis=%d", (int)axis);
+    dx[0] = n->n_out == 1 ? parts[0] : dg_op(gc, "Concat", n->n_out, parts, a);
+    return dg_status(gc);
+}
+
+/* Spreads g along axis so element i lands at i*step: a new axis after it padded to step, merged
+ * back, and cut to span elements. g must have known dims. */
+static dl_value *spread_axis(dl_grad_ctx *gc, dl_value *g, int axis, int64_t step, int64_t span) {
+    if (!g) return NULL;
+    int r = g->type.rank;
+    int64_t a1 = axis + 1, dims[R];
+    dl_value *u = dg_op2(gc, "Unsqueeze", g, dg_ints(gc, 1, &a1), NULL);
+    u = grad_pad1(gc, u, r + 1, axis + 1, 0, step - 1);
+    memcpy(dims, g->type.dims, sizeof(int64_t) * (size_t)r);
+    int64_t full = dims[axis] * step;
+    dims[axis] = full;
+    u = dg_op2(gc, "Reshape", u, dg_ints(gc, r, dims), NULL);
+    return span < full ? grad_slice1(gc, u, axis, 0, span, 1) : u;
+}
+
+/* Slice: dy placed back at the sliced positions (zero elsewhere). Negative steps reverse dy first;
+ * steps beyond 1 interleave zeros; one Pad puts the result at the start offsets. */
+static dl_status slice_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    dl_value *x = n->in[0], *g = dy[0];
+    int r = x->type.rank;
+    if (r < 1) return grad_refuse(gc, n, "the input rank is unknown");
+    slice_p p;
+    grad_view v;
+    if (grad_parse(gc, slice_params(grad_view_of(gc, n, &v), r, &p)) != DL_OK) return dg_status(gc);
+    if (!p.known) return grad_refuse(gc, n, "starts, ends, axes and steps must be constants");
+    int64_t pads[2 * R] = {0};
+    bool any = false;
+    for (int a = 0; a < r && g; a++) {
+        if (!p.sliced[a]) continue;
+        int64_t d = x->type.dims[a], s0, len, st = p.step[a] < 0 ? -p.step[a] : p.step[a];
+        if (d < 0) return grad_refuse(gc, n, "a sliced axis has a symbolic size");
+        slice_axis(d, p.start[a], p.end[a], p.step[a], &s0, &len);
+        if (len == 0) {
+            dx[0] = grad_zeros_like(gc, x);
+            return dg_status(gc);
+        }
+        if (p.step[a] < 0) {
+            g = grad_slice1(gc, g, a, -1, INT64_MIN, -1);
+            s0 -= (len - 1) * st;
+        }
+        int64_t span = (len - 1) * st + 1; /* from the first to the last sliced element */
+        if (st > 1) {
+            if (!dl_type_known(&x->type) || r >= R)
+                return grad_refuse(gc, n, "steps other than 1 need known dims and rank < 8");
+            g = spread_axis(gc, g, a, st, span);
+        }
+        pads[a] = s0;
+        pads[a + r] = d - s0 - span;
+        any = any || pads[a] || pads[a + r];
+    }
+    dx[0] = any ? dg_op2(gc, "Pad", g, dg_ints(gc, 2 * r, pads), NULL) : g;
+    return dg_status(gc);
+}
+
+static dl_status expand_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                             dl_value **dx) {
+    dx[0] = dg_sum_to(gc, dy[0], n->in[0]);
+    return dg_status(gc);
+}
+
+/* Tile: y viewed as [r0, d0, r1, d1, ...] (only the repeated axes split), summed over the r's. */
+static dl_status tile_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    dl_value *x = n->in[0];
+    const dl_tensor *rep = n->in[1]->constant;
+    int r = x->type.rank;
+    if (!rep) return grad_refuse(gc, n, "repeats must be a constant");
+    if (!dl_type_known(&x->type)) return grad_refuse(gc, n, "the input dims must be known");
+    int64_t dims[R], axes[R];
+    int nd = 0, na = 0;
+    for (int i = 0; i < r; i++) {
+        int64_t k = dl_get_i64(rep, i);
+        if (nd + (k != 1) >= R)
+            return grad_refuse(gc, n, "too many repeated axes for the rank limit");
+        if (k != 1) {
+            axes[na++] = nd;
+            dims[nd++] = k;
+        }
+        dims[nd++] = x->type.dims[i];
+    }
+    if (na == 0) {
+        dx[0] = dy[0];
+        return dg_status(gc);
+    }
+    dl_value *g = dg_op2(gc, "Reshape", dy[0], dg_ints(gc, nd, dims), NULL);
+    dx[0] = dg_op2(gc, "ReduceSum", g, dg_ints(gc, na, axes), "keepdims=0");
+    return dg_status(gc);
+}
+
+/* Edge padding of one axis (d > 0 input elements, pads b and e): the first and last input
+ * elements also receive the gradients of the copies padded next to them. */
+static dl_value *edge_axis_grad(dl_grad_ctx *gc, dl_value *g, int axis, int64_t d, int64_t b,
+                                int64_t e) {
+    if (d == 1) return grad_sum1(gc, g, axis);
+    dl_value *first = grad_slice1(gc, g, axis, 0, b + 1, 1);
+    dl_value *last = grad_slice1(gc, g, axis, b + d - 1, b + d + e, 1);
+    if (b) first = grad_sum1(gc, first, axis);
+    if (e) last = grad_sum1(gc, last, axis);
+    dl_value *parts[3] = {first, grad_slice1(gc, g, axis, b + 1, b + d - 1, 1), last};
+    char a[32];
+    snprintf(a, sizeof a, "axis=%d", axis);
+    if (d == 2) {
+        parts[1] = last;
+        return dg_op(gc, "Concat", 2, parts, a);
+    }
+    return dg_op(gc, "Concat", 3, parts, a);
+}
+
+/* Reflect padding of one axis (pads b, e <= d - 1): padded element b-1-j copies input 1+j, padded
+ * element b+d+j copies input d-2-j; their gradients are reversed and added there. */
+static dl_value *reflect_axis_grad(dl_grad_ctx *gc, dl_value *g, int r, int axis, int64_t d,
+                                   int64_t b, int64_t e) {
+    dl_value *core = grad_slice1(gc, g, axis, b, b + d, 1);
+    if (b) {
+        dl_value *left = grad_slice1(gc, g, axis, b - 1, INT64_MIN, -1);
+        core = dg_op2(gc, "Add", core, grad_pad1(gc, left, r, axis, 1, d - 1 - b), NULL);
+    }
+    if (e) {
+        dl_value *right = grad_slice1(gc, g, axis, b + d + e - 1, b + d - 1, -1);
+        core = dg_op2(gc, "Add", core, grad_pad1(gc, right, r, axis, d - 1 - e, 1), NULL);
+    }
+    return core;
+}
+
+/* Pad. Constant mode: dy cut back to the input's extent (a Pad with the pads negated when the
+ * forward cropped); the pad value gets the sum of dy over the padded positions. Edge and reflect:
+ * per axis, the gradients of the copies folded back onto the elements they copy. */
+static dl_status pad_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    dl_value *x = n->in[0];
+    int r = x->type.rank, mode;
+    if (r < 0) return grad_refuse(gc, n, "the input rank is unknown");
+    int64_t pads[2 * R];
+    bool known = false;
+    grad_view v;
+    if (grad_parse(gc, pad_params(grad_view_of(gc, n, &v), r, &mode, pads, &known)) != DL_OK)
+        return dg_status(gc);
+    if (!known) return grad_refuse(gc, n, "pads must be a constant");
+    bool nonneg = true;
+    for (int i = 0; i < 2 * r; i++) nonneg = nonneg && pads[i] >= 0;
+    dl_value *g = dy[0];
+    if (mode == PAD_CONSTANT) {
+        if (nonneg) {
+            int64_t st[R], en[R], ax[R];
+            int k = 0;
+            for (int i = 0; i < r; i++) {
+                if (!pads[i] && !pads[i + r]) continue;
+                st[k] = pads[i];
+                en[k] = pads[i + r] ? -pads[i + r] : INT64_MAX;
+                ax[k++] = i;
+            }
+            if (k) {
+                dl_value *in[4] = {g, dg_ints(gc, k, st), dg_ints(gc, k, en), dg_ints(gc, k, ax)};
+                g = dg_op(gc, "Slice", 4, in, NULL);
+            }
+        } else {
+            int64_t neg[2 * R];
+            for (int i = 0; i < 2 * r; i++) neg[i] = -pads[i];
+            g = dg_op2(gc, "Pad", g, dg_ints(gc, 2 * r, neg), NULL);
+        }
+        if (dg_needs(gc, n, 0)) dx[0] = g;
+        if (dg_needs(gc, n, 2)) {
+            dl_value *all = dg_op1(gc, "ReduceSum", dy[0], "keepdims=0");
+            dl_value *kept = dg_op1(gc, "ReduceSum", g, "keepdims=0");
+            dx[2] = dg_reshape_like(gc, dg_op2(gc, "Sub", all, kept, NULL), n->in[2]);
+        }
+        return dg_status(gc);
+    }
+    if (!nonneg) return grad_refuse(gc, n, "edge/reflect padding with negative pads");
+    for (int a = 0; a < r && g; a++) {
+        int64_t b = pads[a], e = pads[a + r], d = x->type.dims[a];
+        if (!b && !e) continue;
+        if (d < 0) return grad_refuse(gc, n, "a padded axis has a symbolic size");
+        if (mode == PAD_EDGE) {
+            g = edge_axis_grad(gc, g, a, d, b, e);
+        } else {
+            if (b > d - 1 || e > d - 1)
+                return grad_refuse(gc, n, "reflect pads wider than the axis size minus one");
+            g = reflect_axis_grad(gc, g, r, a, d, b, e);
+        }
+    }
+    dx[0] = g;
+    return dg_status(gc);
+}
+
+/* DepthToSpace (DCR) and SpaceToDepth are inverses; CRD mode is undone by its reshape/transpose
+ * chain run backwards: dy [N, C, H*b, W*b] -> [N, C, H, b, W, b] -> [N, C, b, b, H, W]. */
+static dl_status d2s_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    int64_t b = dl_attr_int(n, "blocksize", 1);
+    bool crd = n->opset >= 11 && !strcmp(dl_attr_str(n, "mode", "DCR"), "CRD");
+    char a[48];
+    snprintf(a, sizeof a, "blocksize=%lld", (long long)b);
+    if (!crd) {
+        dx[0] = dg_op1(gc, "SpaceToDepth", dy[0], a);
+        return dg_status(gc);
+    }
+    const dl_type *y = &n->out[0]->type;
+    if (y->rank != 4 || y->dims[1] < 0 || y->dims[2] < 0 || y->dims[3] < 0)
+        return grad_refuse(gc, n, "CRD mode needs known C, H and W");
+    int64_t six[6] = {0, y->dims[1], y->dims[2] / b, b, y->dims[3] / b, b};
+    dl_value *g = dg_op2(gc, "Reshape", dy[0], dg_ints(gc, 6, six), NULL);
+    g = dg_op1(gc, "Transpose", g, "perm=[0,1,3,5,2,4]");
+    dx[0] = dg_reshape_like(gc, g, n->in[0]);
+    return dg_status(gc);
+}
+
+static dl_status s2d_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    char a[64];
+    snprintf(a, sizeof a, "blocksize=%lld;mode=DCR", (long long)dl_attr_int(n, "blocksize", 1));
+    dx[0] = dg_op1(gc, "DepthToSpace", dy[0], a);
+    return dg_status(gc);
+}
+
+/* Dropout passes the gradient through in inference (no training_mode, or ratio 0); random
+ * training-mode masks are refused. */
+static dl_status dropout_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                              dl_value **dx) {
+    if (!dy[0] || !dg_needs(gc, n, 0)) return dg_status(gc);
+    if (n->opset >= 12 && n->n_in > 2 && n->in[2]) {
+        const dl_tensor *tm = n->in[2]->constant;
+        const dl_tensor *rt = n->n_in > 1 && n->in[1] ? n->in[1]->constant : NULL;
+        if (!tm) return grad_refuse(gc, n, "training_mode must be a constant");
+        bool training = tm->numel > 0 && dl_get_i64(tm, 0) != 0;
+        if (training && n->n_in > 1 && n->in[1] && !rt)
+            return grad_refuse(gc, n, "ratio must be a constant in training mode");
+        double ratio = rt && rt->numel > 0 ? dl_get_f64(rt, 0) : 0.5;
+        if (training && ratio != 0.0)
+            return grad_refuse(gc, n, "training-mode Dropout (a random mask) is not supported");
+    }
+    dx[0] = dy[0];
+    return dg_status(gc);
+}
+
+/* Trilu and ReverseSequence are their own adjoints (same k / same lengths). */
+static dl_status self_adjoint_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                                   dl_value **dx) {
+    dl_value *in[2] = {dy[0], n->n_in > 1 ? n->in[1] : NULL};
+    dg_op_like(gc, NULL, n->op->name, n->n_in, in, n, NULL, 1, &dx[0]);
+    return dg_status(gc);
+}
+
 /* ---- the table ---- */
 
 /* clang-format off */
 const dl_op_def dl_ops_shape[] = {
     {.name = "Reshape", .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = reshape_attrs, .infer = reshape_infer, .ref = copy_kernel},
+     .attrs = reshape_attrs, .infer = reshape_infer, .ref = copy_kernel,
+     .grad = view_grad},
     {.name = "Transpose", .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
-     .attrs = transpose_attrs, .infer = transpose_infer, .ref = transpose_ref},
+     .attrs = transpose_attrs, .infer = transpose_infer, .ref = transpose_ref,
+     .grad = transpose_grad},
     {.name = "Concat", .min_in = 1, .max_in = DL_VARIADIC, .min_out = 1, .max_out = 1,
-     .attrs = concat_attrs, .infer = concat_infer, .ref = concat_ref},
+     .attrs = concat_attrs, .infer = concat_infer, .ref = concat_ref,
+     .grad = concat_grad},
     {.name = "Split", .min_in = 1, .max_in = 2, .min_out = 1, .max_out = DL_VARIADIC,
-     .attrs = split_attrs, .infer = split_infer, .ref = split_ref},
+     .attrs = split_attrs, .infer = split_infer, .ref = split_ref,
+     .grad = split_grad},
     {.name = "Slice", .min_in = 1, .max_in = 5, .min_out = 1, .max_out = 1,
-     .attrs = slice_attrs, .infer = slice_infer, .ref = slice_ref},
+     .attrs = slice_attrs, .infer = slice_infer, .ref = slice_ref,
+     .grad = slice_grad},
     {.name = "Expand", .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
-     .infer = expand_infer, .ref = expand_ref},
+     .infer = expand_infer, .ref = expand_ref,
+     .grad = expand_grad},
     {.name = "Squeeze", .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = axes_attrs, .infer = squeeze_infer, .ref = copy_kernel},
+     .attrs = axes_attrs, .infer = squeeze_infer, .ref = copy_kernel,
+     .grad = view_grad},
     {.name = "Unsqueeze", .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = axes_attrs, .infer = unsqueeze_infer, .ref = copy_kernel},
+     .attrs = axes_attrs, .infer = unsqueeze_infer, .ref = copy_kernel,
+     .grad = view_grad},
     {.name = "Flatten", .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
-     .attrs = flatten_attrs, .infer = flatten_infer, .ref = copy_kernel},
+     .attrs = flatten_attrs, .infer = flatten_infer, .ref = copy_kernel,
+     .grad = view_grad},
     {.name = "Shape", .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
      .attrs = shape_attrs, .infer = shape_infer, .ref = shape_ref},
     {.name = "Size", .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
      .infer = size_infer, .ref = size_ref},
     {.name = "Identity", .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
-     .infer = identity_infer, .ref = copy_kernel},
+     .infer = identity_infer, .ref = copy_kernel,
+     .grad = view_grad},
     {.name = "Tile", .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
-     .infer = tile_infer, .ref = tile_ref},
+     .infer = tile_infer, .ref = tile_ref,
+     .grad = tile_grad},
     {.name = "Pad", .min_in = 1, .max_in = 3, .min_out = 1, .max_out = 1,
-     .attrs = pad_attrs, .infer = pad_infer, .ref = pad_ref},
+     .attrs = pad_attrs, .infer = pad_infer, .ref = pad_ref,
+     .grad = pad_grad},
     {.name = "DepthToSpace", .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
-     .attrs = d2s_attrs, .infer = d2s_infer, .ref = d2s_ref},
+     .attrs = d2s_attrs, .infer = d2s_infer, .ref = d2s_ref,
+     .grad = d2s_grad},
     {.name = "SpaceToDepth", .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
-     .attrs = s2d_attrs, .infer = s2d_infer, .ref = s2d_ref},
+     .attrs = s2d_attrs, .infer = s2d_infer, .ref = s2d_ref,
+     .grad = s2d_grad},
     {.name = "Dropout", .min_in = 1, .max_in = 3, .min_out = 1, .max_out = 2,
-     .attrs = dropout_attrs, .infer = dropout_infer, .ref = dropout_ref},
+     .attrs = dropout_attrs, .infer = dropout_infer, .ref = dropout_ref,
+     .grad = dropout_grad},
     {.name = "Trilu", .min_in = 1, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = trilu_attrs, .infer = trilu_infer, .ref = trilu_ref},
+     .attrs = trilu_attrs, .infer = trilu_infer, .ref = trilu_ref,
+     .grad = self_adjoint_grad},
     {.name = "ReverseSequence", .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1,
-     .attrs = revseq_attrs, .infer = revseq_infer, .ref = revseq_ref},
+     .attrs = revseq_attrs, .infer = revseq_infer, .ref = revseq_ref,
+     .grad = self_adjoint_grad},
     {.name = NULL},
 };
 /* clang-format on */

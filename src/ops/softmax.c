@@ -1,10 +1,12 @@
-/* softmax.c — op family "softmax" (rows of the op table): Softmax, LogSoftmax, Hardmax.
+/* softmax.c — op family "softmax" (rows of the op table): Softmax, LogSoftmax, Hardmax, and
+ * their gradient rules.
  *
  * Before opset 13 the input is coerced to 2-D [prod(dims[:axis]), prod(dims[axis:])] and the op
  * runs over the second dimension; from opset 13 it runs along the one axis. Both are expressed as
  * (outer, n, inner) with the op running over n. Softmax subtracts the maximum and accumulates in
  * double. */
 #include "op-impl.h"
+#include "../train/grad.h"
 
 #include <math.h>
 
@@ -123,14 +125,71 @@ static dl_status hardmax_k(dl_kernel *kc) {
     return softmax_ref(kc, SM_HARDMAX);
 }
 
+/* ---- gradient rules (grad.h) ---- */
+
+/* With s = sum over the axis: Softmax dx = y * (dy - s(dy * y)); LogSoftmax dx = dy - exp(y) *
+ * s(dy). Before opset 13 dy and y are flattened to 2-D around the axis (the op's own coercion),
+ * handled along axis 1 and reshaped back. */
+static dl_status softmax_grad_k(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                                dl_value **dx, smkind k) {
+    dl_value *x = n->in[0], *g = dy[0], *y = n->out[0];
+    int rank = x->type.rank, axis;
+    int64_t a = dl_attr_int(n, "axis", default_axis(n->opset));
+    if (rank < 0 || !norm_axis(a, rank, n->opset, &axis)) {
+        char nd[200];
+        if (gc->g->status == DL_OK)
+            gc->g->status =
+                dl_fail(gc->g->ctx, DL_ERR_UNSUPPORTED, "autodiff: %s: the input rank is unknown",
+                        dl_node_desc(n, nd, sizeof nd));
+        return dg_status(gc);
+    }
+    if (n->opset < 13) {
+        char fa[32];
+        snprintf(fa, sizeof fa, "axis=%d", axis);
+        g = dg_op1(gc, "Flatten", g, fa);
+        y = dg_op1(gc, "Flatten", y, fa);
+        axis = 1;
+    }
+    int64_t ax = axis;
+    dl_value *axes = dg_ints(gc, 1, &ax), *r;
+    if (k == SM_SOFTMAX) {
+        dl_value *gy = dg_op2(gc, "Mul", g, y, NULL);
+        dl_value *s = dg_op2(gc, "ReduceSum", gy, axes, "keepdims=1");
+        r = dg_op2(gc, "Sub", gy, dg_op2(gc, "Mul", y, s, NULL), NULL);
+    } else {
+        dl_value *s = dg_op2(gc, "ReduceSum", g, axes, "keepdims=1");
+        r = dg_op2(gc, "Sub", g, dg_op2(gc, "Mul", dg_op1(gc, "Exp", y, NULL), s, NULL), NULL);
+    }
+    dx[0] = dg_reshape_like(gc, r, x);
+    return dg_status(gc);
+}
+
+static dl_status softmax_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                              dl_value **dx) {
+    return softmax_grad_k(gc, n, dy, dx, SM_SOFTMAX);
+}
+static dl_status logsoftmax_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                                 dl_value **dx) {
+    return softmax_grad_k(gc, n, dy, dx, SM_LOGSOFTMAX);
+}
+/* Hardmax is piecewise constant: zero gradient (nothing set). */
+static dl_status hardmax_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                              dl_value **dx) {
+    (void)n, (void)dy, (void)dx;
+    return dg_status(gc);
+}
+
 /* clang-format off */
 const dl_op_def dl_ops_softmax[] = {
     {.name = "Softmax", .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
-     .attrs = softmax_attrs, .infer = softmax_infer, .ref = softmax_k},
+     .attrs = softmax_attrs, .infer = softmax_infer, .ref = softmax_k,
+     .grad = softmax_grad},
     {.name = "LogSoftmax", .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
-     .attrs = softmax_attrs, .infer = softmax_infer, .ref = logsoftmax_k},
+     .attrs = softmax_attrs, .infer = softmax_infer, .ref = logsoftmax_k,
+     .grad = logsoftmax_grad},
     {.name = "Hardmax", .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1,
-     .attrs = softmax_attrs, .infer = softmax_infer, .ref = hardmax_k},
+     .attrs = softmax_attrs, .infer = softmax_infer, .ref = hardmax_k,
+     .grad = hardmax_grad},
     {.name = NULL},
 };
 /* clang-format on */

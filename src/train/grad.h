@@ -51,6 +51,8 @@ dl_value *dg_shape(dl_grad_ctx *gc, dl_value *v);
 dl_value *dg_sum_to(dl_grad_ctx *gc, dl_value *grad, const dl_value *x);
 /* Reshape(v, Shape(like)) — for views; v itself when the shapes already agree statically. */
 dl_value *dg_reshape_like(dl_grad_ctx *gc, dl_value *v, dl_value *like);
+/* Expand(v, Shape(like)) with like's shape (v broadcasts to it); v itself when equal. */
+dl_value *dg_expand_like(dl_grad_ctx *gc, dl_value *v, dl_value *like);
 /* Transpose of the last two axes. */
 dl_value *dg_transpose_last2(dl_grad_ctx *gc, dl_value *v);
 

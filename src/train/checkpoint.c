@@ -1,0 +1,130 @@
+/* checkpoint.c — a trainer's state in one safetensors file: parameters ("param/NAME"), optimizer
+ * state ("stateK/NAME"), the step count and the optimizer in the metadata, plus whatever the
+ * caller adds (the CLI: data order and RNG state). The file is written atomically with a
+ * checksum (safetensors.c); loading checks that it belongs to this model and optimizer. */
+#include "safetensors.h"
+#include "train.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char *const opt_names[DL_OPT_COUNT] = {"sgd", "adam", "adamw"};
+
+static char *join(const char *a, const char *b) {
+    size_t n = strlen(a) + strlen(b) + 1;
+    char *s = dl_malloc(n);
+    if (s) snprintf(s, n, "%s%s", a, b);
+    return s;
+}
+
+static char *state_prefix(int k) {
+    char p[32];
+    snprintf(p, sizeof p, "state%d/", k);
+    return dl_strdup(p);
+}
+
+dl_status dl_trainer_save(dl_ctx *ctx, dl_trainer *t, const char *path, int n_extra,
+                          const char *const *extra_names, const dl_tensor *const *extra,
+                          int n_meta, const char *const *keys, const char *const *vals) {
+    if (!t || !path || n_extra < 0 || n_meta < 0 || n_meta > 60)
+        return dl_fail(ctx, DL_ERR_INVALID, "dl_trainer_save: bad argument");
+    int np = dl_trainer_num_params(t), ns = dl_trainer_num_states(t), sp = dl_trainer_states_per_param(t);
+    int n = np + ns + n_extra;
+    char **names = dl_calloc((size_t)n + 1, sizeof *names);
+    const dl_tensor **ts = dl_calloc((size_t)n + 1, sizeof *ts);
+    dl_status s = (names && ts) ? DL_OK : dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < np && s == DL_OK; i++) {
+        names[i] = join("param/", dl_trainer_param_name(t, i));
+        ts[i] = dl_trainer_params(t)[i];
+        if (!names[i]) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < ns && s == DL_OK; i++) {
+        char *pre = state_prefix(i % sp);
+        names[np + i] = pre ? join(pre, dl_trainer_param_name(t, i / sp)) : NULL;
+        dl_free(pre);
+        ts[np + i] = dl_trainer_states(t)[i];
+        if (!names[np + i]) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < n_extra && s == DL_OK; i++) {
+        names[np + ns + i] = join("extra/", extra_names[i]);
+        ts[np + ns + i] = extra[i];
+        if (!names[np + ns + i]) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
+    }
+    const char *mk[64], *mv[64];
+    char step[32], npar[32];
+    snprintf(step, sizeof step, "%" PRId64, dl_trainer_steps(t));
+    snprintf(npar, sizeof npar, "%d", np);
+    int m = 0;
+    mk[m] = "train.step", mv[m++] = step;
+    mk[m] = "train.optimizer", mv[m++] = opt_names[dl_trainer_options(t)->optimizer];
+    mk[m] = "train.params", mv[m++] = npar;
+    for (int i = 0; i < n_meta; i++) mk[m] = keys[i], mv[m++] = vals[i];
+    if (s == DL_OK)
+        s = dl_st_save(ctx, path, n, (const char *const *)names, ts, m, mk, mv);
+    for (int i = 0; names && i < n; i++) dl_free(names[i]);
+    dl_free(names);
+    dl_free(ts);
+    return s;
+}
+
+static dl_status restore(dl_ctx *ctx, const char *path, const dl_st_file *f, const char *name,
+                         dl_tensor *into) {
+    const dl_tensor *src = dl_st_find(f, name);
+    if (!src)
+        return dl_fail(ctx, DL_ERR_INVALID, "checkpoint '%s': no tensor '%s' (a checkpoint of "
+                       "another model or optimizer?)", path, name);
+    bool same = src->dtype == into->dtype && src->rank == into->rank;
+    for (int d = 0; same && d < src->rank; d++) same = src->dims[d] == into->dims[d];
+    if (!same)
+        return dl_fail(ctx, DL_ERR_SHAPE, "checkpoint '%s': tensor '%s' has another dtype or "
+                       "shape than the model's", path, name);
+    if (into->nbytes) memcpy(into->data, src->data, into->nbytes);
+    return DL_OK;
+}
+
+dl_status dl_trainer_load(dl_ctx *ctx, dl_trainer *t, const char *path, dl_st_file **rest) {
+    if (!t || !path || !rest) return dl_fail(ctx, DL_ERR_INVALID, "dl_trainer_load: bad argument");
+    *rest = NULL;
+    dl_st_file *f = NULL;
+    DL_TRY(dl_st_load(ctx, path, &f));
+    dl_status s = DL_OK;
+    const char *opt = dl_st_meta(f, "train.optimizer"), *step = dl_st_meta(f, "train.step");
+    const char *want = opt_names[dl_trainer_options(t)->optimizer];
+    char *end = NULL;
+    long long st = step ? strtoll(step, &end, 10) : -1;
+    if (!opt || !step || !end || *end || st < 0)
+        s = dl_fail(ctx, DL_ERR_PARSE, "checkpoint '%s': not a dlcc training checkpoint", path);
+    else if (strcmp(opt, want) != 0)
+        s = dl_fail(ctx, DL_ERR_INVALID, "checkpoint '%s' was saved by optimizer %s, this run uses %s",
+                    path, opt, want);
+    /* restore into copies first, so a mismatch half-way leaves the trainer as it was */
+    int np = dl_trainer_num_params(t), ns = dl_trainer_num_states(t), sp = dl_trainer_states_per_param(t);
+    dl_tensor **tmp = dl_calloc((size_t)(np + ns) + 1, sizeof *tmp);
+    if (s == DL_OK && !tmp) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < np + ns && s == DL_OK; i++) {
+        dl_tensor *cur = i < np ? dl_trainer_params(t)[i] : dl_trainer_states(t)[i - np];
+        s = dl_tensor_clone(ctx, cur, &tmp[i]);
+        char *pre = i < np ? dl_strdup("param/") : state_prefix((i - np) % sp);
+        char *nm = pre ? join(pre, dl_trainer_param_name(t, i < np ? i : (i - np) / sp)) : NULL;
+        dl_free(pre);
+        if (s == DL_OK && !nm) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
+        if (s == DL_OK) s = restore(ctx, path, f, nm, tmp[i]);
+        dl_free(nm);
+    }
+    if (s == DL_OK) {
+        for (int i = 0; i < np + ns; i++) {
+            dl_tensor **slot = i < np ? &dl_trainer_params(t)[i] : &dl_trainer_states(t)[i - np];
+            dl_tensor_free(*slot);
+            *slot = tmp[i];
+            tmp[i] = NULL;
+        }
+        dl_trainer_set_steps(t, st);
+        *rest = f;
+        f = NULL;
+    }
+    for (int i = 0; tmp && i < np + ns; i++) dl_tensor_free(tmp[i]);
+    dl_free(tmp);
+    dl_st_free(f);
+    return s;
+}
