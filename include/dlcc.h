@@ -80,6 +80,9 @@ dl_status dl_npy_save(dl_ctx *ctx, const char *path, const dl_tensor *t);
 
 /* ---- graphs ---- */
 dl_status dl_load_onnx(dl_ctx *ctx, const char *path, dl_graph **out);
+/* Writes g as an ONNX model (atomically): initializers for weights, Constant nodes for the
+ * other constants, symbolic dims by name. */
+dl_status dl_save_onnx(dl_ctx *ctx, dl_graph *g, const char *path);
 dl_graph *dl_graph_new(dl_ctx *ctx);
 void dl_graph_free(dl_graph *g);
 dl_status dl_graph_status(const dl_graph *g); /* first builder error, or DL_OK */

@@ -35,6 +35,8 @@ static const char help[] =
     "  --threads N         threads (default: all cores); --backend native|ref\n"
     "  --checkpoint FILE   save (atomically) after every epoch, every --save-every N steps and\n"
     "                      at the end; --resume continues from FILE when it exists\n"
+    "  --stop-after N      stop after N steps of this run (schedules still span the whole run;\n"
+    "                      the checkpoint is saved first), to be continued with --resume\n"
     "  --export OUT.onnx   write the trained model\n"
     "  --log FILE.jsonl    one line per step: {\"step\":N,\"loss\":X,\"lr\":Y,\"ms\":T}\n"
     "  --quiet             no progress bar or per-epoch lines\n";
@@ -44,7 +46,7 @@ typedef struct train_args {
     dl_train_options o;
     dl_hparams hp;
     int lr_set, wd_set, threads, quiet, resume, shuffle, save_every;
-    int64_t batch, epochs, steps, warmup, step_size;
+    int64_t batch, epochs, steps, warmup, step_size, stop_after;
     double val_split, gamma;
     uint64_t seed;
 } train_args;
@@ -148,6 +150,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
         else if (OPT("--batch")) rc = parse_int("--batch", v, 1, &a->batch);
         else if (OPT("--epochs")) rc = parse_int("--epochs", v, 1, &a->epochs);
         else if (OPT("--steps")) rc = parse_int("--steps", v, 1, &a->steps);
+        else if (OPT("--stop-after")) rc = parse_int("--stop-after", v, 1, &a->stop_after);
         else if (OPT("--val-split")) rc = parse_num("--val-split", v, 0, &a->val_split);
         else if (OPT("--seed")) {
             rc = parse_int("--seed", v, 0, &k);
@@ -470,7 +473,8 @@ int cmd_train(int argc, char **argv) {
         progress(&a, epoch, epochs, pos + 1, per_epoch, epoch_loss / (double)epoch_steps,
                  el > 0 ? (double)(epoch_steps * a.batch) / el : 0);
         bool end_epoch = pos + 1 == per_epoch || step + 1 == total;
-        if (a.ckpt && (end_epoch || (a.save_every && (step + 1) % a.save_every == 0)))
+        bool stop = a.stop_after && timed >= a.stop_after;
+        if (a.ckpt && (end_epoch || stop || (a.save_every && (step + 1) % a.save_every == 0)))
             if (save_ckpt(ctx, t, &a, order, d.n_train, rngs)) goto done;
         if (end_epoch) {
             double vl = NAN, va = NAN;
@@ -488,6 +492,7 @@ int cmd_train(int argc, char **argv) {
             epoch_steps = 0;
             t_epoch = cli_now();
         }
+        if (stop) break;
     }
     if (a.export_path && dl_trainer_export_onnx(ctx, t, a.export_path) != DL_OK) {
         cli_error("export: %s", dl_errmsg(ctx));

@@ -30,7 +30,8 @@ typedef struct writer {
     dl_status status;   /* first allocation failure */
 } writer;
 
-/* WRITE_DEFINED: a graph input or a live node's output; WRITE_CONSTANT: an initializer to write */
+/* WRITE_DEFINED: a graph input or a live node's output; WRITE_CONSTANT: a constant still to write
+ * (an initializer, or a Constant node for one that was no model initializer) */
 enum { WRITE_DEFINED = 1, WRITE_CONSTANT = 2 };
 
 static dl_status nomem(writer *w) {

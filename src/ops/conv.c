@@ -4,6 +4,7 @@
  * Reference kernels: Conv is im2col + a simple cache-blocked GEMM, typed for float32 (float
  * accumulation) and float64; other float dtypes (float16, bfloat16) are converted to double
  * buffers first. ConvTranspose is a direct scatter loop accumulating in double. */
+#include "../train/grad.h"
 #include "op-impl.h"
 #include "ref-gemm.h"
 #include "spatial.h"
@@ -234,9 +235,10 @@ static dl_status kernel_geometry(dl_kernel *kc, bool transpose, conv_geom *g, in
 /* ---- Conv: im2col + GEMM, instantiated for float and double ---- */
 
 /* col[r, p] for rows r = (c, kernel index) over the channels of one group and p = output
- * positions: the input value the kernel tap sees, 0 in the padding. */
+ * positions: the input value the kernel tap sees, 0 in the padding. Shared with the backward
+ * ops (grad-ops.c, which declares these). */
 #define DEFINE_IM2COL(T, SUF)                                                                      \
-    static void im2col_##SUF(const conv_geom *g, int64_t Cg, const T *x, T *col) {                 \
+    void dl_conv_im2col_##SUF(const conv_geom *g, int64_t Cg, const T *x, T *col) {                \
         int ns = g->ns;                                                                            \
         int64_t K = prod(ns, g->k), P = prod(ns, g->out), IN = prod(ns, g->in);                    \
         int64_t OW = g->out[ns - 1], IW = g->in[ns - 1];                                           \
@@ -286,7 +288,7 @@ static dl_status kernel_geometry(dl_kernel *kc, bool transpose, conv_geom *g, in
                 T *yg = y + (n * M + gi * Mg) * P;                                                 \
                 const T *src = xg;                                                                 \
                 if (!pointwise) {                                                                  \
-                    im2col_##SUF(g, Cg, xg, col);                                                  \
+                    dl_conv_im2col_##SUF(g, Cg, xg, col);                                          \
                     src = col;                                                                     \
                 }                                                                                  \
                 for (int64_t m = 0; m < Mg; m++) {                                                 \
@@ -342,42 +344,47 @@ static dl_status conv_ref(dl_kernel *kc) {
 /* ---- ConvTranspose: GEMM + col2im in double ---- */
 
 /* Adds col[(m, k), i] (one group, rows m * K + k) into y at i * stride + k * dil - pad. The
- * innermost loop runs over the last input dim within its valid range. */
-static void col2im(const conv_geom *g, int64_t Mg, const double *col, double *y) {
-    int ns = g->ns;
-    int64_t K = prod(ns, g->k), P = prod(ns, g->out), IN = prod(ns, g->in);
-    int64_t IW = g->in[ns - 1], OW = g->out[ns - 1], sw = g->stride[ns - 1];
-    if (IW == 0) return;
-    for (int64_t m = 0; m < Mg; m++) {
-        double *yp = y + m * P;
-        for (int64_t kk = 0; kk < K; kk++) {
-            const double *crow = col + (m * K + kk) * IN;
-            int64_t kidx[MAX_SPATIAL], r = kk;
-            for (int d = ns - 1; d >= 0; d--) {
-                kidx[d] = r % g->k[d];
-                r /= g->k[d];
-            }
-            int64_t kw = kidx[ns - 1] * g->dil[ns - 1] - g->pb[ns - 1]; /* ow = iw * sw + kw */
-            int64_t lo = kw >= 0 ? 0 : (-kw + sw - 1) / sw;
-            int64_t hi = OW - 1 - kw < 0 ? -1 : (OW - 1 - kw) / sw;
-            if (hi > IW - 1) hi = IW - 1;
-            int64_t ipos[MAX_SPATIAL] = {0};
-            for (int64_t row = 0; row < IN / IW; row++, dl_index_next(ns - 1, g->in, ipos)) {
-                int64_t off = 0;
-                bool valid = true;
-                for (int d = 0; d < ns - 1 && valid; d++) {
-                    int64_t o = ipos[d] * g->stride[d] + kidx[d] * g->dil[d] - g->pb[d];
-                    valid = o >= 0 && o < g->out[d];
-                    off = off * g->out[d] + o;
-                }
-                if (!valid) continue;
-                double *yrow = yp + off * OW;
-                const double *xrow = crow + row * IW;
-                for (int64_t iw = lo; iw <= hi; iw++) yrow[iw * sw + kw] += xrow[iw];
-            }
-        }
+ * innermost loop runs over the last input dim within its valid range. ConvTranspose's scatter;
+ * with the geometry's in and out swapped it is also the input gradient of Conv (grad-ops.c). */
+#define DEFINE_COL2IM(T, SUF)                                                                      \
+    void dl_conv_col2im_##SUF(const conv_geom *g, int64_t Mg, const T *col, T *y) {                \
+        int ns = g->ns;                                                                            \
+        int64_t K = prod(ns, g->k), P = prod(ns, g->out), IN = prod(ns, g->in);                    \
+        int64_t IW = g->in[ns - 1], OW = g->out[ns - 1], sw = g->stride[ns - 1];                   \
+        if (IW == 0) return;                                                                       \
+        for (int64_t m = 0; m < Mg; m++) {                                                         \
+            T *yp = y + m * P;                                                                     \
+            for (int64_t kk = 0; kk < K; kk++) {                                                   \
+                const T *crow = col + (m * K + kk) * IN;                                           \
+                int64_t kidx[MAX_SPATIAL], r = kk;                                                 \
+                for (int d = ns - 1; d >= 0; d--) {                                                \
+                    kidx[d] = r % g->k[d];                                                         \
+                    r /= g->k[d];                                                                  \
+                }                                                                                  \
+                int64_t kw = kidx[ns - 1] * g->dil[ns - 1] - g->pb[ns - 1]; /* ow = iw*sw + kw */ \
+                int64_t lo = kw >= 0 ? 0 : (-kw + sw - 1) / sw;                                    \
+                int64_t hi = OW - 1 - kw < 0 ? -1 : (OW - 1 - kw) / sw;                            \
+                if (hi > IW - 1) hi = IW - 1;                                                      \
+                int64_t ipos[MAX_SPATIAL] = {0};                                                   \
+                for (int64_t row = 0; row < IN / IW; row++, dl_index_next(ns - 1, g->in, ipos)) {  \
+                    int64_t off = 0;                                                               \
+                    bool valid = true;                                                             \
+                    for (int d = 0; d < ns - 1 && valid; d++) {                                    \
+                        int64_t o = ipos[d] * g->stride[d] + kidx[d] * g->dil[d] - g->pb[d];       \
+                        valid = o >= 0 && o < g->out[d];                                           \
+                        off = off * g->out[d] + o;                                                 \
+                    }                                                                              \
+                    if (!valid) continue;                                                          \
+                    T *yrow = yp + off * OW;                                                       \
+                    const T *xrow = crow + row * IW;                                               \
+                    for (int64_t iw = lo; iw <= hi; iw++) yrow[iw * sw + kw] += xrow[iw];          \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
     }
-}
+
+DEFINE_COL2IM(float, f32)
+DEFINE_COL2IM(double, f64)
 
 static dl_status convtr_ref(dl_kernel *kc) {
     conv_geom g;
@@ -411,7 +418,7 @@ static dl_status convtr_ref(dl_kernel *kc) {
                 memset(col, 0, bytes);
                 dl_ref_gemm_f64(R, IN, Cg, wt + gi * Cg * R, Cg, xd + (n * C + gi * Cg) * IN, IN,
                                 col, IN);
-                col2im(&g, Mg, col, yd + (n * M + gi * Mg) * P);
+                dl_conv_col2im_f64(&g, Mg, col, yd + (n * M + gi * Mg) * P);
             }
         for (int64_t i = 0; i < y->numel; i++) dl_set_f64(y, i, yd[i]);
     }
@@ -423,6 +430,113 @@ static dl_status convtr_ref(dl_kernel *kc) {
     return s;
 }
 
+/* ---- gradient rules (grad.h) ---- */
+
+static dl_status grad_fail(dl_grad_ctx *gc, const dl_node *n, const char *why) {
+    char nd[200];
+    if (gc->g->status == DL_OK)
+        gc->g->status = dl_fail(gc->g->ctx, DL_ERR_UNSUPPORTED, "autodiff: %s: %s",
+                                dl_node_desc(n, nd, sizeof nd), why);
+    return gc->g->status;
+}
+
+/* The bias gradient: dy summed over every axis but the channels. */
+static dl_value *grad_bias(dl_grad_ctx *gc, dl_value *dy) {
+    int64_t axes[DL_MAX_RANK];
+    int na = 0;
+    for (int d = 0; d < dy->type.rank; d++)
+        if (d != 1) axes[na++] = d;
+    return dg_op2(gc, "ReduceSum", dy, dg_ints(gc, na, axes), "keepdims=0");
+}
+
+/* "name=[v0,v1,...]" appended to buf. */
+static void put_ints(char *buf, size_t len, const char *name, int n, const int64_t *v) {
+    size_t at = strlen(buf);
+    at += (size_t)snprintf(buf + at, len - at, "%s%s=[", at ? ";" : "", name);
+    for (int i = 0; i < n && at < len; i++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%lld", i ? "," : "", (long long)v[i]);
+    if (at < len) snprintf(buf + at, len - at, "]");
+}
+
+/* Y = conv(X, W) + B. dX is the transposed convolution of dY (ConvGradInput, which takes X's
+ * shape since strides make it ambiguous), dW the correlation of X with dY (ConvGradWeight),
+ * dB the sum of dY over batch and space. Both internal ops re-read the node's attributes, so
+ * auto_pad is resolved against the actual shapes at run time. */
+static dl_status conv_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                           dl_value **dx) {
+    dl_value *x = n->in[0], *w = n->in[1];
+    int rank = x->type.rank;
+    if (rank < 3 || w->type.rank != rank) return grad_fail(gc, n, "X and W need a known rank");
+    if (dg_needs(gc, n, 0)) {
+        dl_value *shape = dl_type_known(&x->type) ? dg_ints(gc, rank, x->type.dims) : dg_shape(gc, x);
+        dl_value *in[3] = {dy[0], w, shape};
+        DL_TRY(dg_op_like(gc, DG_DOMAIN, "ConvGradInput", 3, in, n, NULL, 1, &dx[0]));
+    }
+    if (dg_needs(gc, n, 1)) {
+        for (int d = 2; d < rank; d++)
+            if (w->type.dims[d] < 0) return grad_fail(gc, n, "the kernel size of W must be known");
+        char at[256] = "";
+        put_ints(at, sizeof at, "kernel_shape", rank - 2, w->type.dims + 2);
+        dl_value *in[2] = {x, dy[0]};
+        DL_TRY(dg_op_like(gc, DG_DOMAIN, "ConvGradWeight", 2, in, n, at, 1, &dx[1]));
+    }
+    if (dg_needs(gc, n, 2)) dx[2] = grad_bias(gc, dy[0]);
+    return dg_status(gc);
+}
+
+/* Y = convT(X, W) + B is the input gradient of a Conv mapping Y's shape to X's with the same
+ * W, strides, dilations, group and the pads ConvTranspose resolved: so dX = Conv(dY, W) and
+ * dW = ConvGradWeight(dY, X) of that Conv. Output padding (< stride) only adds positions that
+ * Conv's floor drops. */
+static dl_status convtr_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                             dl_value **dx) {
+    dl_value *x = n->in[0], *w = n->in[1];
+    int rank = x->type.rank, ns = rank - 2;
+    if (rank < 3 || w->type.rank != rank) return grad_fail(gc, n, "X and W need a known rank");
+    dl_auto_pad ap;
+    char err[200];
+    if (dl_sp_auto_pad(n, &ap, err, sizeof err)) return grad_fail(gc, n, err);
+    const int64_t *os;
+    bool need_in = ap != DL_AUTO_PAD_NOTSET || dl_attr_ints(n, "output_shape", &os) >= 0;
+    for (int d = 0; d < ns; d++) {
+        if (w->type.dims[d + 2] < 0) return grad_fail(gc, n, "the kernel size of W must be known");
+        if (need_in && x->type.dims[d + 2] < 0)
+            return grad_fail(gc, n, "auto_pad or output_shape with a symbolic spatial size");
+    }
+    conv_geom g;
+    if (conv_geometry(n, true, ns, x->type.dims + 2, w->type.dims + 2, &g, err, sizeof err))
+        return grad_fail(gc, n, err);
+    int64_t opad[MAX_SPATIAL], pads[2 * MAX_SPATIAL];
+    if (dl_sp_read_ints(n, "output_padding", ns, 0, 0, opad, err, sizeof err))
+        return grad_fail(gc, n, err);
+    for (int d = 0; d < ns; d++) {
+        int64_t in_d = g.in[d], eff = (g.k[d] - 1) * g.dil[d] + 1;
+        if (opad[d] >= g.stride[d]) return grad_fail(gc, n, "output_padding must be < strides");
+        /* the Conv of Y's positions must land back on X's (not so when output_shape asks for
+         * more than the full output: those positions only hold the bias) */
+        if (in_d >= 0 && g.out[d] >= 0 &&
+            (g.out[d] + g.pb[d] + g.pe[d] < eff ||
+             (g.out[d] + g.pb[d] + g.pe[d] - eff) / g.stride[d] + 1 != in_d))
+            return grad_fail(gc, n, "output_shape larger than the full transposed output");
+        pads[d] = g.pb[d];
+        pads[d + ns] = g.pe[d];
+    }
+    char at[512] = "auto_pad=NOTSET";
+    snprintf(at + strlen(at), sizeof at - strlen(at), ";group=%lld",
+             (long long)dl_attr_int(n, "group", 1));
+    put_ints(at, sizeof at, "kernel_shape", ns, g.k);
+    put_ints(at, sizeof at, "strides", ns, g.stride);
+    put_ints(at, sizeof at, "dilations", ns, g.dil);
+    put_ints(at, sizeof at, "pads", 2 * ns, pads);
+    if (dg_needs(gc, n, 0)) dx[0] = dg_op2(gc, "Conv", dy[0], w, at);
+    if (dg_needs(gc, n, 1)) {
+        dl_value *in[2] = {dy[0], x};
+        DL_TRY(dg_op_like(gc, DG_DOMAIN, "ConvGradWeight", 2, in, NULL, at, 1, &dx[1]));
+    }
+    if (dg_needs(gc, n, 2)) dx[2] = grad_bias(gc, dy[0]);
+    return dg_status(gc);
+}
+
 const dl_op_def dl_ops_conv[] = {
     {.name = "Conv",
      .min_in = 2,
@@ -431,7 +545,8 @@ const dl_op_def dl_ops_conv[] = {
      .max_out = 1,
      .attrs = conv_attrs,
      .infer = conv_infer,
-     .ref = conv_ref},
+     .ref = conv_ref,
+     .grad = conv_grad},
     {.name = "ConvTranspose",
      .min_in = 2,
      .max_in = 3,
@@ -439,6 +554,7 @@ const dl_op_def dl_ops_conv[] = {
      .max_out = 1,
      .attrs = convtr_attrs,
      .infer = convtr_infer,
-     .ref = convtr_ref},
+     .ref = convtr_ref,
+     .grad = convtr_grad},
     {.name = NULL},
 };

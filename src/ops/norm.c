@@ -3,6 +3,7 @@
  * MeanVarianceNormalization.
  *
  * Reference kernels compute statistics in double through the dtype-generic accessors. */
+#include "../train/grad.h"
 #include "op-impl.h"
 
 #include <math.h>
@@ -473,6 +474,243 @@ static dl_status mvn_ref(dl_kernel *kc) {
     return DL_OK;
 }
 
+/* ---- gradient rules (grad.h) ----
+ * Built from ReduceMean/ReduceSum and elementwise ops, which the compiler fuses. Statistics are
+ * recomputed in X's dtype (LayerNormalization reuses its Mean/InvStdDev outputs when they have
+ * it). With xhat = (x - mean) * inv over the normalized axes and g = dL/dxhat:
+ *   dx = inv * (g - mean(g) - xhat * mean(g * xhat)). */
+
+static dl_status grad_fail(dl_grad_ctx *gc, const dl_node *n, const char *why) {
+    char nd[200];
+    if (gc->g->status == DL_OK)
+        gc->g->status = dl_fail(gc->g->ctx, DL_ERR_UNSUPPORTED, "autodiff: %s: %s",
+                                dl_node_desc(n, nd, sizeof nd), why);
+    return gc->g->status;
+}
+
+static dl_value *cast_to(dl_grad_ctx *gc, dl_value *v, dl_dtype dt) {
+    if (!v || v->type.dtype == dt) return v;
+    char to[32];
+    snprintf(to, sizeof to, "to=%d", (int)dl_dtype_to_onnx(dt));
+    return dg_op1(gc, "Cast", v, to);
+}
+
+/* Axes a..b-1 into axes[] (axis 0 first when with0); returns their count. */
+static int axes_list(int a, int b, bool with0, int64_t *axes) {
+    int n = 0;
+    if (with0) axes[n++] = 0;
+    for (int d = a; d < b; d++) axes[n++] = d;
+    return n;
+}
+
+static dl_value *mean_over(dl_grad_ctx *gc, dl_value *v, int n, const int64_t *axes) {
+    char at[160] = "keepdims=1;axes=[";
+    for (int i = 0; i < n; i++)
+        snprintf(at + strlen(at), sizeof at - strlen(at), "%s%lld", i ? "," : "", (long long)axes[i]);
+    strcat(at, "]");
+    return dg_op1(gc, "ReduceMean", v, at);
+}
+
+static dl_value *sum_over(dl_grad_ctx *gc, dl_value *v, int n, const int64_t *axes) {
+    return dg_op2(gc, "ReduceSum", v, dg_ints(gc, n, axes), "keepdims=0");
+}
+
+/* x - mean and 1 / sqrt(var + eps) over axes (keepdims). */
+static void norm_stats(dl_grad_ctx *gc, dl_value *x, int n, const int64_t *axes, double eps,
+                       dl_value **xc, dl_value **inv) {
+    dl_dtype dt = x->type.dtype;
+    *xc = dg_op2(gc, "Sub", x, mean_over(gc, x, n, axes), NULL);
+    dl_value *var = mean_over(gc, dg_op2(gc, "Mul", *xc, *xc, NULL), n, axes);
+    dl_value *sd = dg_op1(gc, "Sqrt", dg_op2(gc, "Add", var, dg_scalar(gc, eps, dt), NULL), NULL);
+    *inv = dg_op2(gc, "Div", dg_scalar(gc, 1.0, dt), sd, NULL);
+}
+
+/* inv * (g - mean(g) - xhat * mean(g * xhat)) */
+static dl_value *norm_backward(dl_grad_ctx *gc, dl_value *g, dl_value *xhat, dl_value *inv, int n,
+                               const int64_t *axes) {
+    dl_value *mg = mean_over(gc, g, n, axes);
+    dl_value *mgx = mean_over(gc, dg_op2(gc, "Mul", g, xhat, NULL), n, axes);
+    dl_value *t = dg_op2(gc, "Sub", dg_op2(gc, "Sub", g, mg, NULL),
+                         dg_op2(gc, "Mul", xhat, mgx, NULL), NULL);
+    return dg_op2(gc, "Mul", t, inv, NULL);
+}
+
+/* A per-channel [C] vector shaped [C, 1, ...] to broadcast against a rank-r [N, C, ...]. */
+static dl_value *per_channel(dl_grad_ctx *gc, dl_value *v, int r) {
+    if (r <= 2) return v;
+    int64_t axes[DL_MAX_RANK];
+    int n = axes_list(1, r - 1, false, axes);
+    return dg_op2(gc, "Unsqueeze", v, dg_ints(gc, n, axes), NULL);
+}
+
+/* 1 / (the element count of x per element of stat), static when known. */
+static dl_value *inv_count(dl_grad_ctx *gc, dl_value *x, dl_value *stat, int from) {
+    dl_dtype dt = x->type.dtype;
+    int64_t c = 1;
+    bool known = true;
+    for (int d = from; d < x->type.rank; d++) {
+        if (x->type.dims[d] < 0) known = false;
+        c *= known ? x->type.dims[d] : 1;
+    }
+    if (known) return dg_scalar(gc, 1.0 / (double)(c ? c : 1), dt);
+    return dg_op2(gc, "Div", cast_to(gc, dg_op1(gc, "Size", stat, NULL), dt),
+                  cast_to(gc, dg_op1(gc, "Size", x, NULL), dt), NULL);
+}
+
+/* Y = xhat * scale + bias over axes [axis, rank); the optional Mean and InvStdDev outputs
+ * contribute dMean / H and -dInv * inv³ * (x - mean) / H (H: the normalized count). */
+static dl_status ln_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    dl_value *x = n->in[0], *scale = n->in[1], *bias = n->n_in > 2 ? n->in[2] : NULL;
+    int rank = x->type.rank;
+    dl_dtype dt = x->type.dtype;
+    if (rank < 1) return grad_fail(gc, n, "X needs a known rank");
+    int64_t axis = dl_attr_int(n, "axis", -1);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return grad_fail(gc, n, "axis out of range");
+    double eps = dl_attr_float(n, "epsilon", 1e-5f);
+    int64_t axes[DL_MAX_RANK];
+    int na = axes_list((int)axis, rank, false, axes);
+    dl_value *mo = n->n_out > 1 ? n->out[1] : NULL, *io = n->n_out > 2 ? n->out[2] : NULL;
+    dl_value *xc, *inv;
+    if (mo && io && mo->type.dtype == dt && io->type.dtype == dt) {
+        xc = dg_op2(gc, "Sub", x, mo, NULL);
+        inv = io;
+    } else {
+        norm_stats(gc, x, na, axes, eps, &xc, &inv);
+    }
+    dl_value *xhat = dg_op2(gc, "Mul", xc, inv, NULL);
+    dl_value *dxv = NULL;
+    if (dy[0] && dg_needs(gc, n, 0)) {
+        dl_value *g = scale ? dg_op2(gc, "Mul", dy[0], scale, NULL) : dy[0];
+        dxv = norm_backward(gc, g, xhat, inv, na, axes);
+    }
+    if (dg_needs(gc, n, 0) && ((n->n_out > 1 && dy[1]) || (n->n_out > 2 && dy[2]))) {
+        dl_value *ic = inv_count(gc, x, inv, (int)axis), *extra = NULL;
+        if (n->n_out > 1 && dy[1])
+            extra = dg_op2(gc, "Mul", cast_to(gc, dy[1], dt), ic, NULL);
+        if (n->n_out > 2 && dy[2]) {
+            dl_value *i3 = dg_op2(gc, "Mul", dg_op2(gc, "Mul", inv, inv, NULL), inv, NULL);
+            dl_value *t = dg_op2(gc, "Mul", dg_op2(gc, "Mul", cast_to(gc, dy[2], dt), i3, NULL),
+                                 dg_op2(gc, "Mul", xc, ic, NULL), NULL);
+            t = dg_op1(gc, "Neg", t, NULL);
+            extra = extra ? dg_op2(gc, "Add", extra, t, NULL) : t;
+        }
+        /* extra has the statistics' shape when only dMean came: broadcast it to X's */
+        dxv = dxv ? dg_op2(gc, "Add", dxv, extra, NULL)
+                  : dg_op2(gc, "Expand", extra,
+                           dl_type_known(&x->type) ? dg_ints(gc, rank, x->type.dims)
+                                                   : dg_shape(gc, x),
+                           NULL);
+    }
+    if (dg_needs(gc, n, 0)) dx[0] = dxv;
+    if (dy[0] && dg_needs(gc, n, 1))
+        dx[1] = dg_sum_to(gc, dg_op2(gc, "Mul", dy[0], xhat, NULL), scale);
+    if (dy[0] && dg_needs(gc, n, 2)) dx[2] = dg_sum_to(gc, dy[0], bias);
+    return dg_status(gc);
+}
+
+/* Inference form: y = (x - mean) * a + B with a = scale / sqrt(var + eps), per channel. */
+static dl_status bn_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    if (bn_training(n, n->opset))
+        return grad_fail(gc, n,
+                         "training mode (batch statistics) is not differentiable here; use the "
+                         "inference form (training_mode=0) with running statistics");
+    if (n->opset < 9 && dl_attr_int(n, "spatial", 1) == 0)
+        return grad_fail(gc, n, "spatial=0 is not supported");
+    dl_value *x = n->in[0];
+    int rank = x->type.rank;
+    dl_dtype dt = x->type.dtype;
+    if (rank < 2) return grad_fail(gc, n, "X needs a known rank >= 2");
+    double eps = dl_attr_float(n, "epsilon", 1e-5f);
+    dl_value *p[5] = {NULL}; /* scale, B, mean, var in X's dtype */
+    for (int i = 1; i <= 4; i++) p[i] = cast_to(gc, n->in[i], dt);
+    dl_value *inv = dg_op2(gc, "Div", dg_scalar(gc, 1.0, dt),
+                           dg_op1(gc, "Sqrt", dg_op2(gc, "Add", p[4], dg_scalar(gc, eps, dt), NULL),
+                                  NULL),
+                           NULL); /* [C] */
+    dl_value *a = dg_op2(gc, "Mul", p[1], inv, NULL);
+    int64_t red[DL_MAX_RANK];
+    int nr = axes_list(2, rank, true, red);
+    if (dg_needs(gc, n, 0)) dx[0] = dg_op2(gc, "Mul", dy[0], per_channel(gc, a, rank), NULL);
+    dl_value *xc = NULL, *sdy = NULL, *sdyxc = NULL;
+    if (dg_needs(gc, n, 1) || dg_needs(gc, n, 4)) {
+        xc = dg_op2(gc, "Sub", x, per_channel(gc, p[3], rank), NULL);
+        sdyxc = sum_over(gc, dg_op2(gc, "Mul", dy[0], xc, NULL), nr, red); /* [C] */
+    }
+    if (dg_needs(gc, n, 2) || dg_needs(gc, n, 3)) sdy = sum_over(gc, dy[0], nr, red);
+    if (dg_needs(gc, n, 1))
+        dx[1] = cast_to(gc, dg_op2(gc, "Mul", sdyxc, inv, NULL), n->in[1]->type.dtype);
+    if (dg_needs(gc, n, 2)) dx[2] = cast_to(gc, sdy, n->in[2]->type.dtype);
+    if (dg_needs(gc, n, 3))
+        dx[3] = cast_to(gc, dg_op1(gc, "Neg", dg_op2(gc, "Mul", sdy, a, NULL), NULL),
+                        n->in[3]->type.dtype);
+    if (dg_needs(gc, n, 4)) { /* d/dvar = sum(dy * xc) * scale * -inv³ / 2 */
+        dl_value *i3 = dg_op2(gc, "Mul", dg_op2(gc, "Mul", inv, inv, NULL), inv, NULL);
+        dl_value *t = dg_op2(gc, "Mul", dg_op2(gc, "Mul", sdyxc, p[1], NULL), i3, NULL);
+        dx[4] = cast_to(gc, dg_op2(gc, "Mul", t, dg_scalar(gc, -0.5, dt), NULL),
+                        n->in[4]->type.dtype);
+    }
+    return dg_status(gc);
+}
+
+/* Shared by InstanceNormalization (groups = channels) and GroupNormalization: x viewed as
+ * [N, G, rest] normalized over rest; scale and bias per channel ([C]) or per group ([G]). */
+static dl_status group_norm_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                                 dl_value **dx, int64_t G, bool per_group) {
+    dl_value *x = n->in[0], *scale = n->in[1];
+    int rank = x->type.rank;
+    double eps = dl_attr_float(n, "epsilon", 1e-5f);
+    int64_t gshape[3] = {0, G, -1}, stat_axis = 2, red_g[2] = {0, 2}, red[DL_MAX_RANK];
+    int nr = axes_list(2, rank, true, red);
+    dl_value *xg = dg_op2(gc, "Reshape", x, dg_ints(gc, 3, gshape), NULL);
+    dl_value *xc, *inv;
+    norm_stats(gc, xg, 1, &stat_axis, eps, &xc, &inv);
+    dl_value *xhat_g = dg_op2(gc, "Mul", xc, inv, NULL); /* [N, G, rest] */
+    dl_value *dyg = dg_op2(gc, "Reshape", dy[0], dg_ints(gc, 3, gshape), NULL);
+    if (dg_needs(gc, n, 0)) {
+        dl_value *gg;
+        if (per_group) {
+            int64_t gs[2] = {G, 1};
+            gg = dg_op2(gc, "Mul", dyg, dg_op2(gc, "Reshape", scale, dg_ints(gc, 2, gs), NULL),
+                        NULL);
+        } else {
+            dl_value *g = dg_op2(gc, "Mul", dy[0], per_channel(gc, scale, rank), NULL);
+            gg = dg_op2(gc, "Reshape", g, dg_ints(gc, 3, gshape), NULL);
+        }
+        dx[0] = dg_reshape_like(gc, norm_backward(gc, gg, xhat_g, inv, 1, &stat_axis), x);
+    }
+    if (per_group) {
+        if (dg_needs(gc, n, 1))
+            dx[1] = sum_over(gc, dg_op2(gc, "Mul", dyg, xhat_g, NULL), 2, red_g);
+        if (dg_needs(gc, n, 2)) dx[2] = sum_over(gc, dyg, 2, red_g);
+    } else {
+        if (dg_needs(gc, n, 1)) {
+            dl_value *xhat = dg_reshape_like(gc, xhat_g, x);
+            dx[1] = sum_over(gc, dg_op2(gc, "Mul", dy[0], xhat, NULL), nr, red);
+        }
+        if (dg_needs(gc, n, 2)) dx[2] = sum_over(gc, dy[0], nr, red);
+    }
+    return dg_status(gc);
+}
+
+static dl_status instnorm_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                               dl_value **dx) {
+    const dl_type *xt = &n->in[0]->type;
+    if (xt->rank < 2 || xt->dims[1] < 0)
+        return grad_fail(gc, n, "X needs a known rank and channel count");
+    return group_norm_grad(gc, n, dy, dx, xt->dims[1], false);
+}
+
+/* Scale and bias have num_groups values (opset 18) or C (opset 21): the same when G == C. */
+static dl_status groupnorm_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                                dl_value **dx) {
+    const dl_type *xt = &n->in[0]->type, *st = &n->in[1]->type;
+    int64_t G = dl_attr_int(n, "num_groups", -1);
+    if (xt->rank < 2 || xt->dims[1] < 0 || st->rank != 1 || st->dims[0] < 0)
+        return grad_fail(gc, n, "X's rank and channels and the scale's size must be known");
+    return group_norm_grad(gc, n, dy, dx, G, st->dims[0] == G);
+}
+
 const dl_op_def dl_ops_norm[] = {
     {.name = "BatchNormalization",
      .min_in = 5,
@@ -481,7 +719,8 @@ const dl_op_def dl_ops_norm[] = {
      .max_out = 5,
      .attrs = bn_attrs,
      .infer = bn_infer,
-     .ref = bn_ref},
+     .ref = bn_ref,
+     .grad = bn_grad},
     {.name = "LayerNormalization",
      .min_in = 2,
      .max_in = 3,
@@ -489,7 +728,8 @@ const dl_op_def dl_ops_norm[] = {
      .max_out = 3,
      .attrs = ln_attrs,
      .infer = ln_infer,
-     .ref = ln_ref},
+     .ref = ln_ref,
+     .grad = ln_grad},
     {.name = "InstanceNormalization",
      .min_in = 3,
      .max_in = 3,
@@ -497,7 +737,8 @@ const dl_op_def dl_ops_norm[] = {
      .max_out = 1,
      .attrs = in_attrs,
      .infer = instnorm_infer,
-     .ref = instnorm_ref},
+     .ref = instnorm_ref,
+     .grad = instnorm_grad},
     {.name = "GroupNormalization",
      .min_in = 3,
      .max_in = 3,
@@ -505,7 +746,8 @@ const dl_op_def dl_ops_norm[] = {
      .max_out = 1,
      .attrs = gn_attrs,
      .infer = groupnorm_infer,
-     .ref = groupnorm_ref},
+     .ref = groupnorm_ref,
+     .grad = groupnorm_grad},
     {.name = "LRN",
      .min_in = 1,
      .max_in = 1,

@@ -162,5 +162,6 @@ extern const dl_op_def dl_ops_signal[];
 extern const dl_op_def dl_ops_optim[];
 extern const dl_op_def dl_ops_text[];
 extern const dl_op_def dl_ops_roi[];
+extern const dl_op_def dl_ops_grad[];
 
 #endif

@@ -10,6 +10,7 @@ static const dl_op_def *const families[] = {
     dl_ops_norm,        dl_ops_resize,     dl_ops_reduce, dl_ops_softmax, dl_ops_loss,
     dl_ops_rnn,         dl_ops_quant,      dl_ops_misc,  dl_ops_signal, dl_ops_optim,
     dl_ops_text,        dl_ops_roi,
+    dl_ops_grad,
 };
 
 static bool is_default_domain(const char *d) {

@@ -2,6 +2,7 @@
  *
  * Reference kernels walk every output position and every kernel tap, reading through the
  * dtype-generic accessors (values go through double: exact for the int8/uint8 MaxPool case). */
+#include "../train/grad.h"
 #include "op-impl.h"
 #include "spatial.h"
 
@@ -337,6 +338,64 @@ static dl_status unpool_ref(dl_kernel *kc) {
     return DL_OK;
 }
 
+/* ---- gradient rules (grad.h) ---- */
+
+/* The windows are re-derived from the node's attributes by the internal backward ops
+ * (grad-ops.c), so auto_pad and ceil_mode resolve against the actual shapes at run time. */
+
+/* dX gets each dY at its window's first maximum (PyTorch's tie rule). The Indices output is
+ * integer and has no gradient. */
+static dl_status maxpool_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                              dl_value **dx) {
+    if (!dy[0]) return dg_status(gc);
+    dl_value *in[2] = {n->in[0], dy[0]};
+    return dg_op_like(gc, DG_DOMAIN, "MaxPoolGrad", 2, in, n, NULL, 1, &dx[0]);
+}
+
+static dl_status gmax_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    if (n->in[0]->type.rank == 2) { /* no spatial dims: the identity */
+        dx[0] = dy[0];
+        return dg_status(gc);
+    }
+    dl_value *in[2] = {n->in[0], dy[0]};
+    return dg_op_like(gc, DG_DOMAIN, "MaxPoolGrad", 2, in, NULL, "global=1", 1, &dx[0]);
+}
+
+/* Each dY spread evenly over the taps its average counted. */
+static dl_status avgpool_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
+                              dl_value **dx) {
+    dl_value *x = n->in[0];
+    dl_value *shape =
+        dl_type_known(&x->type) ? dg_ints(gc, x->type.rank, x->type.dims) : dg_shape(gc, x);
+    dl_value *in[2] = {dy[0], shape};
+    return dg_op_like(gc, DG_DOMAIN, "AveragePoolGrad", 2, in, n, NULL, 1, &dx[0]);
+}
+
+/* dX = dY / (spatial size), broadcast over space: elementwise ops the compiler fuses. */
+static dl_status gavg_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
+    dl_value *x = n->in[0];
+    dl_dtype dt = x->type.dtype;
+    int64_t count = 1;
+    bool known = x->type.rank >= 2;
+    for (int d = 2; known && d < x->type.rank; d++) {
+        if (x->type.dims[d] < 0) known = false;
+        count *= known ? x->type.dims[d] : 1;
+    }
+    dl_value *scale;
+    if (known) {
+        scale = dg_scalar(gc, 1.0 / (double)(count ? count : 1), dt);
+    } else { /* Size(Y) / Size(X) at run time */
+        char to[32];
+        snprintf(to, sizeof to, "to=%d", (int)dl_dtype_to_onnx(dt));
+        scale = dg_op2(gc, "Div", dg_op1(gc, "Cast", dg_op1(gc, "Size", n->out[0], NULL), to),
+                       dg_op1(gc, "Cast", dg_op1(gc, "Size", x, NULL), to), NULL);
+    }
+    dl_value *shape =
+        dl_type_known(&x->type) ? dg_ints(gc, x->type.rank, x->type.dims) : dg_shape(gc, x);
+    dx[0] = dg_op2(gc, "Expand", dg_op2(gc, "Mul", dy[0], scale, NULL), shape, NULL);
+    return dg_status(gc);
+}
+
 const dl_op_def dl_ops_pool[] = {
     {.name = "MaxPool",
      .min_in = 1,
@@ -345,7 +404,8 @@ const dl_op_def dl_ops_pool[] = {
      .max_out = 2,
      .attrs = maxpool_attrs,
      .infer = maxpool_infer,
-     .ref = maxpool_ref},
+     .ref = maxpool_ref,
+     .grad = maxpool_grad},
     {.name = "AveragePool",
      .min_in = 1,
      .max_in = 1,
@@ -353,7 +413,8 @@ const dl_op_def dl_ops_pool[] = {
      .max_out = 1,
      .attrs = avgpool_attrs,
      .infer = avgpool_infer,
-     .ref = avgpool_ref},
+     .ref = avgpool_ref,
+     .grad = avgpool_grad},
     {.name = "LpPool",
      .min_in = 1,
      .max_in = 1,
@@ -368,14 +429,16 @@ const dl_op_def dl_ops_pool[] = {
      .min_out = 1,
      .max_out = 1,
      .infer = global_infer,
-     .ref = gavg_ref},
+     .ref = gavg_ref,
+     .grad = gavg_grad},
     {.name = "GlobalMaxPool",
      .min_in = 1,
      .max_in = 1,
      .min_out = 1,
      .max_out = 1,
      .infer = globalmax_infer,
-     .ref = gmax_ref},
+     .ref = gmax_ref,
+     .grad = gmax_grad},
     {.name = "GlobalLpPool",
      .min_in = 1,
      .max_in = 1,

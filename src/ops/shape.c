@@ -175,6 +175,8 @@ static dl_status reshape_infer(dl_infer *ic) {
                                      "cannot reshape %lld elements into %lld elements",
                                      (long long)in_known, (long long)out_known);
             }
+        } else if (out_ok && nsym == 1 && neg >= 0 && in_known == out_known && out_known != 0) {
+            out[neg] = syms[0]; /* [N, a, b] -> [-1, a·b...]: the -1 is N itself */
         } else if (neg >= 0) {
             out[neg] = dl_infer_fresh_dim(ic);
         }

@@ -24,6 +24,8 @@ typedef struct dl_pass {
 
 /* The inference pipeline: NULL-name-terminated. */
 extern const dl_pass dl_inference_passes[];
+/* The cleanup a model gets before autodiff (train-graph.c). */
+extern const dl_pass dl_training_prep_passes[];
 
 /* Runs each pass in order; verifies the graph after each (dl_graph_verify) and dumps it when
  * pc->dump_ir names that pass or is "all". An unknown dump_ir name is an error listing the names. */

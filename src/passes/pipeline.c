@@ -22,6 +22,19 @@ const dl_pass dl_inference_passes[] = {
     {NULL, NULL},
 };
 
+/* Before autodiff (train-graph.c), with the parameters already graph inputs so nothing folds
+ * them away: folding resolves computed shapes (Shape→Gather→Concat→Reshape) to the model's own
+ * symbols, so the gradient rules can relate the dims of values that meet in a broadcast. */
+const dl_pass dl_training_prep_passes[] = {
+    {"infer_shapes", dl_pass_infer_shapes},
+    {"fold_constants", dl_pass_fold_constants},
+    {"simplify", dl_pass_simplify},
+    {"cse", dl_pass_cse},
+    {"dce", dl_pass_dce},
+    {"infer_shapes", dl_pass_infer_shapes},
+    {NULL, NULL},
+};
+
 bool dl_node_is(const dl_node *n, const char *name) {
     const char *d = n->op->domain;
     return (!d || !d[0]) && strcmp(n->op->name, name) == 0;

@@ -6,6 +6,7 @@
 #include "train.h"
 
 #include "../ir/rewrite.h"
+#include "../passes/passes-impl.h"
 
 #include <stdio.h>
 
@@ -237,44 +238,88 @@ static dl_status build(builder *b, dl_graph *model, bool eval) {
     }
     if (!x) return fail_g(b, DL_ERR_INVALID, "the model has no input", NULL);
     if (g->outputs.len < 1) return fail_g(b, DL_ERR_INVALID, "the model has no output", NULL);
-    dl_value *pred = g->outputs.items[0];
-    if (!dl_dtype_is_float(pred->type.dtype))
-        return fail_g(b, DL_ERR_TYPE, "the model's first output is not floating: ", pred->name);
-    for (int i = 0; i < g->outputs.len; i++) ((dl_value *)g->outputs.items[i])->is_output = false;
-    g->outputs.len = 0;
     /* keep only x: constant inputs (old-style initializers listed as inputs) stay constants */
     g->inputs.len = 0;
     DL_TRY(dl_ptrvec_push(&g->inputs, x));
+    /* candidate parameters become inputs before the cleanup passes, so none is folded into a
+     * constant (a Transpose of a weight, say); those the loss turns out not to need go back */
+    int nv0 = g->values.len, nc = 0;
+    dl_value **cand = dl_calloc((size_t)nv0 + 1, sizeof *cand);
+    dl_tensor **cand_t = dl_calloc((size_t)nv0 + 1, sizeof *cand_t);
+    if (!cand || !cand_t) {
+        dl_free(cand);
+        dl_free(cand_t);
+        return dl_fail(b->ctx, DL_ERR_NOMEM, "out of memory");
+    }
+    dl_status s = DL_OK;
+    for (int i = 0; i < nv0 && s == DL_OK; i++) {
+        dl_value *v = g->values.items[i];
+        if (v->constant && v->is_initializer && dl_dtype_is_float(v->type.dtype) && !frozen(o, v->name)) {
+            cand[nc] = v;
+            cand_t[nc++] = v->constant;
+            s = make_input(g, v);
+        }
+    }
+    if (s == DL_OK) {
+        dl_pass_ctx pc = {.ctx = b->ctx, .g = g};
+        s = dl_run_passes(&pc, dl_training_prep_passes);
+    }
+    dl_value *pred = s == DL_OK ? g->outputs.items[0] : NULL;
+    if (s == DL_OK && !dl_dtype_is_float(pred->type.dtype))
+        s = fail_g(b, DL_ERR_TYPE, "the model's first output is not floating: ", pred->name);
+    if (s != DL_OK) {
+        dl_free(cand);
+        dl_free(cand_t);
+        return s;
+    }
+    for (int i = 0; i < g->outputs.len; i++) ((dl_value *)g->outputs.items[i])->is_output = false;
+    g->outputs.len = 0;
     tg->pred = pred;
     dl_value *y = label_input(b, pred), *loss = NULL;
-    DL_TRY(dl_graph_status(g));
     switch (o->loss) {
     case DL_LOSS_CROSS_ENTROPY: loss = loss_cross_entropy(b, pred, y); break;
     case DL_LOSS_MSE: loss = loss_mse(b, pred, y); break;
     case DL_LOSS_BCE_LOGITS: loss = loss_bce_logits(b, pred, y); break;
-    default: return fail_g(b, DL_ERR_INVALID, "unknown loss", NULL);
+    default: fail_g(b, DL_ERR_INVALID, "unknown loss", NULL);
     }
-    DL_TRY(dl_graph_status(g));
     loss = cast_to(b, loss, DL_F32);
-    DL_TRY(dl_graph_status(g));
-    DL_TRY(dl_graph_toposort(g));
-    /* parameters: float initializers the loss depends on, not frozen */
-    bool *mark = float_ancestors(g, loss);
-    if (!mark) return dl_fail(b->ctx, DL_ERR_NOMEM, "out of memory");
-    dl_value **params = dl_calloc((size_t)g->values.len + 1, sizeof *params);
-    if (!params) {
-        dl_free(mark);
-        return dl_fail(b->ctx, DL_ERR_NOMEM, "out of memory");
-    }
+    s = dl_graph_status(g);
+    if (s == DL_OK) s = dl_graph_toposort(g);
+    /* parameters: candidates the loss depends on; the others become constants again */
+    bool *mark = s == DL_OK ? float_ancestors(g, loss) : NULL;
+    dl_value **params = dl_calloc((size_t)nc + 1, sizeof *params);
+    if (s == DL_OK && (!mark || !params)) s = dl_fail(b->ctx, DL_ERR_NOMEM, "out of memory");
     int np = 0;
-    for (int i = 0; i < g->values.len; i++) {
-        dl_value *v = g->values.items[i];
-        if (v->constant && v->is_initializer && mark[v->id] && dl_dtype_is_float(v->type.dtype) &&
-            !frozen(o, v->name))
+    for (int i = 0; i < nc && s == DL_OK; i++) {
+        dl_value *v = cand[i];
+        /* a candidate DCE dropped has no id any more: it is no longer in g->values */
+        bool alive = v->id < g->values.len && g->values.items[v->id] == v;
+        if (alive && mark[v->id]) {
             params[np++] = v;
+            continue;
+        }
+        v->constant = cand_t[i];
+        v->is_input = false;
+    }
+    if (s == DL_OK) { /* inputs: x, y, then the parameters (hyper-parameters so far: kept last) */
+        int k = 0;
+        dl_value *hps[DL_HP_COUNT];
+        int nh = 0;
+        for (int i = 0; i < g->inputs.len; i++) {
+            dl_value *v = g->inputs.items[i];
+            if (v != x && v != y && !v->constant && nh < DL_HP_COUNT && v->type.rank == 0 &&
+                strncmp(v->name, "hp.", 3) == 0)
+                hps[nh++] = v;
+        }
+        g->inputs.items[k++] = x;
+        g->inputs.items[k++] = y;
+        for (int i = 0; i < np; i++) g->inputs.items[k++] = params[i];
+        for (int i = 0; i < nh; i++) g->inputs.items[k++] = hps[i];
+        g->inputs.len = k;
     }
     dl_free(mark);
-    dl_status s = DL_OK;
+    dl_free(cand);
+    dl_free(cand_t);
     tg->n_params = np;
     tg->param_names = dl_arena_alloc(&g->arena, sizeof(char *) * (size_t)(np + 1));
     if (!tg->param_names) s = dl_fail(b->ctx, DL_ERR_NOMEM, "out of memory");
@@ -283,7 +328,6 @@ static dl_status build(builder *b, dl_graph *model, bool eval) {
             s = fail_g(b, DL_ERR_UNSUPPORTED, "training float16/bfloat16 parameters is not supported: ", params[i]->name);
         tg->param_names[i] = params[i]->name;
     }
-    for (int i = 0; i < np && s == DL_OK; i++) s = make_input(g, params[i]);
     if (s == DL_OK && eval) {
         dl_output(g, loss, NULL);
         dl_output(g, pred, NULL);
