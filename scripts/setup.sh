@@ -4,7 +4,7 @@
 set -euo pipefail
 
 build_pkgs=(gcc make protobuf-c-compiler libprotobuf-c-dev libonnx-dev libxxhash-dev)
-test_pkgs=(libonnx-testdata python3 python3-numpy python3-onnx python3-torch python3-torchvision)
+test_pkgs=(libonnx-testdata python3 python3-numpy python3-onnx python3-torch python3-torchvision python3-sklearn)
 want=("${build_pkgs[@]}")
 [ "${DLCC_SETUP_BUILD_ONLY:-0}" = 1 ] || want+=("${test_pkgs[@]}")
 

@@ -182,6 +182,12 @@ for isa in avx2 generic; do
 done
 DLCC_BACKEND=ref run_suite torch-parity-ref tests/torch/run.sh "$BUILD"
 run_suite aot tests/aot/run.sh "$BUILD"
+# Training: every gradient graph also compiled natively; PyTorch parity of 20 steps; resume,
+# kill -9 and corrupt checkpoints; the digits example's accuracy.
+DLCC_GRAD_NATIVE=1 run_suite grad-native "$BUILD/tests/test_grad"
+run_suite train-parity tests/train/run.sh "$BUILD"
+run_suite train-resume tests/train/resume.sh "$BUILD"
+run_suite train-digits examples/digits/train.sh "$BUILD"
 
 echo "=== total"
 echo "$total_pass passed, $total_fail failed"

@@ -39,13 +39,15 @@ static const char help[] =
     "                      the checkpoint is saved first), to be continued with --resume\n"
     "  --export OUT.onnx   write the trained model\n"
     "  --log FILE.jsonl    one line per step: {\"step\":N,\"loss\":X,\"lr\":Y,\"ms\":T}\n"
-    "  --quiet             no progress bar or per-epoch lines\n";
+    "  --quiet             no progress bar or per-epoch lines\n"
+    "  --profile           at the end, time each kernel of the step program on the last batch\n"
+    "                      (the table of dlcc profile; the weights are not updated by it)\n";
 
 typedef struct train_args {
     const char *model, *x, *y, *ckpt, *export_path, *log, *freeze, *schedule;
     dl_train_options o;
     dl_hparams hp;
-    int lr_set, wd_set, threads, quiet, resume, shuffle, save_every;
+    int lr_set, wd_set, threads, quiet, resume, shuffle, save_every, profile;
     int64_t batch, epochs, steps, warmup, step_size, stop_after;
     double val_split, gamma;
     uint64_t seed;
@@ -168,6 +170,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
         else if (strcmp(argv[i], "--no-shuffle") == 0) a->shuffle = 0;
         else if (strcmp(argv[i], "--resume") == 0) a->resume = 1;
         else if (strcmp(argv[i], "--quiet") == 0) a->quiet = 1;
+        else if (strcmp(argv[i], "--profile") == 0) a->profile = 1;
         else if (argv[i][0] == '-') return cli_error("train: unknown option '%s' (see dlcc train --help)", argv[i]) + 1;
         else if (!a->model) a->model = argv[i];
         else return cli_error("train: unexpected argument '%s'", argv[i]) + 1;
@@ -493,6 +496,10 @@ int cmd_train(int argc, char **argv) {
             t_epoch = cli_now();
         }
         if (stop) break;
+    }
+    if (a.profile && dl_trainer_profile(ctx, t, bx, by, &a.hp, 30, stdout) != DL_OK) {
+        cli_error("profile: %s", dl_errmsg(ctx));
+        goto done;
     }
     if (a.export_path && dl_trainer_export_onnx(ctx, t, a.export_path) != DL_OK) {
         cli_error("export: %s", dl_errmsg(ctx));

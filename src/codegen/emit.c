@@ -178,10 +178,11 @@ static dl_status emit_gemm(dl_ctx *ctx, const dl_group *gr, const char *name, dl
     int pk;
     DL_TRY(request_pack(ctx, packs, n->in[1], 1, gp.N, gp.K, gp.ldb, gp.trans_b, &pk));
     char m[32], nn[32], kk[32], lda[32], ldb[32];
-    snprintf(nn, sizeof nn, "%lld", (long long)gp.N);
-    snprintf(kk, sizeof kk, "%lld", (long long)gp.K);
-    snprintf(lda, sizeof lda, "%lld", (long long)gp.lda);
-    snprintf(ldb, sizeof ldb, "%lld", (long long)gp.ldb);
+    const dl_value *a = n->in[0], *b = n->in[1];
+    dim_c(n->out[0], 1, nn, sizeof nn);
+    dim_c(a, gp.trans_a ? 0 : 1, kk, sizeof kk);
+    dim_c(a, 1, lda, sizeof lda);
+    dim_c(b, 1, ldb, sizeof ldb);
     emit_open(sb, name);
     emit_epilogue(sb, &gp.epi);
     emit_residual(sb, &gp.epi, "");

@@ -220,6 +220,37 @@ static dl_lexpr *finish(dl_lfunc *f, dl_reduce_kind k, dl_dtype t, dl_lexpr *acc
     return dl_le_cast(f, t, acc);
 }
 
+/* A float sum (or mean) over leading dims of a contiguous input — a bias gradient, [R, C] ->
+ * [C]: reading it kept-index by kept-index strides across all of memory for every output, so
+ * instead the output rows accumulate the input rows in order: out = 0; for r: out[:] += x[r, :]
+ * (the inner loop vectorized; the r loop carries the accumulation, so it is never parallel). */
+static dl_status lower_row_sum(dl_ctx *ctx, const dl_reduce_desc *d, dl_lfunc *f, lgroup *g,
+                               dl_lexpr *count) {
+    dl_dtype t = d->in.dtype;
+    dl_lexpr *R = hoist(f, g[0].extent, "n%d", 0), *C = hoist(f, g[1].extent, "n%d", 1);
+    int in_buf = dl_lf_buf(f, d->in.slot, t), out_buf = dl_lf_buf(f, d->out.slot, t);
+    int i0 = dl_lf_var(f, "i0", DL_I64, DL_LV_LOOP), i1 = dl_lf_var(f, "i1", DL_I64, DL_LV_LOOP);
+    int r = dl_lf_var(f, "r0", DL_I64, DL_LV_LOOP), i2 = dl_lf_var(f, "i2", DL_I64, DL_LV_LOOP);
+    dl_lstmt *zero = dl_ls_for(f, i0, C, dl_ls_store(f, out_buf, dl_le_var(f, i0), dl_le_float(f, t, 0)));
+    if (zero) zero->unit_stride = true;
+    dl_lexpr *xi = dl_le_iadd(f, dl_le_imul(f, dl_le_var(f, r), C), dl_le_var(f, i1));
+    dl_lexpr *sum = dl_le_bin(f, DL_LOP_ADD, dl_le_load(f, out_buf, dl_le_var(f, i1)), dl_le_load(f, in_buf, xi));
+    dl_lstmt *row = dl_ls_for(f, i1, C, dl_ls_store(f, out_buf, dl_le_var(f, i1), sum));
+    if (row) row->unit_stride = true;
+    dl_lstmt *rows = dl_ls_for(f, r, R, row);
+    if (rows) rows->red_op = DL_REDOP_OTHER;
+    dl_ls_append(f, f->body, zero);
+    dl_ls_append(f, f->body, rows);
+    if (d->kind == DL_RED_MEAN) {
+        dl_lexpr *q = dl_le_bin(f, DL_LOP_DIV, dl_le_load(f, out_buf, dl_le_var(f, i2)),
+                                dl_le_cast(f, t, hoist(f, count, "count%d", 0)));
+        dl_lstmt *div = dl_ls_for(f, i2, C, dl_ls_store(f, out_buf, dl_le_var(f, i2), q));
+        if (div) div->unit_stride = true;
+        dl_ls_append(f, f->body, div);
+    }
+    return dl_lfunc_status(ctx, f);
+}
+
 dl_status dl_lower_reduce(dl_ctx *ctx, const dl_reduce_desc *d, const char *name, dl_lfunc **out) {
     *out = NULL;
     DL_TRY(check_reduce(ctx, d));
@@ -229,6 +260,18 @@ dl_status dl_lower_reduce(dl_ctx *ctx, const dl_reduce_desc *d, const char *name
     lgroup g[DL_MAX_RANK];
     dl_lexpr *count;
     int n = reduce_groups(f, d, g, &count);
+    int64_t st1;
+    if (n == 2 && g[0].reduced && !g[1].reduced && (t == DL_F32 || t == DL_F64) &&
+        (d->kind == DL_RED_SUM || d->kind == DL_RED_MEAN) &&
+        dl_le_is_const(g[1].in_stride, &st1) && st1 == 1) {
+        dl_status s = lower_row_sum(ctx, d, f, g, count);
+        if (s != DL_OK) {
+            dl_lfunc_free(f);
+            return s;
+        }
+        *out = f;
+        return DL_OK;
+    }
     /* hoisted extents and strides; output strides run over the kept groups */
     dl_lexpr *ost = dl_le_i64(f, 1);
     for (int j = n - 1; j >= 0; j--) {

@@ -618,6 +618,18 @@ static dl_status matmul_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const 
         if (dg_needs(gc, n, 1)) dx[1] = dg_op2(gc, "Mul", g, a, NULL);
         return dg_status(gc);
     }
+    if (ra >= 2 && rb == 2 && a->type.dims[ra - 1] >= 0 && b->type.dims[1] >= 0) {
+        /* A shared matrix B (a dense layer): fold A's batch dims into rows, so each gradient is
+         * one GEMM with the transpose in its flags — no Transpose node, and dB needs no sum
+         * over the batch (that is what the GEMM's inner dim does). */
+        int64_t ka[2] = {-1, a->type.dims[ra - 1]}, ny[2] = {-1, b->type.dims[1]};
+        dl_value *a2 = ra == 2 ? a : dg_op2(gc, "Reshape", a, dg_ints(gc, 2, ka), NULL);
+        dl_value *g2 = ra == 2 ? g : dg_op2(gc, "Reshape", g, dg_ints(gc, 2, ny), NULL);
+        if (dg_needs(gc, n, 0))
+            dx[0] = dg_reshape_like(gc, dg_op2(gc, "Gemm", g2, b, "transB=1"), a);
+        if (dg_needs(gc, n, 1)) dx[1] = dg_op2(gc, "Gemm", a2, g2, "transA=1");
+        return dg_status(gc);
+    }
     dl_value *a2 = ra == 1 ? unsqueeze(gc, a, 0) : a, *b2 = rb == 1 ? unsqueeze(gc, b, 1) : b;
     if (ra == 1) g = unsqueeze(gc, g, -2);
     if (rb == 1) g = unsqueeze(gc, g, -1);

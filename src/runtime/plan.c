@@ -77,10 +77,34 @@ mismatch:
                    got, want);
 }
 
+/* The value of Shape(x) (with its start/end) once x's concrete type is known: shapes that
+ * gradients compute this way (Expand(dy, Shape(x))) are then known to the plan, which stays
+ * static. NULL (no error) when x's type is not known. */
+static dl_status shape_value(dl_ctx *ctx, const dl_node *n, const dl_type *x, dl_tensor **out) {
+    *out = NULL;
+    if (!x || x->rank < 0 || !dl_type_known(x)) return DL_OK;
+    int64_t r = x->rank, start = dl_attr_int(n, "start", 0), end = dl_attr_int(n, "end", r);
+    if (start < 0) start += r;
+    if (end < 0) end += r;
+    start = start < 0 ? 0 : start > r ? r : start;
+    end = end < 0 ? 0 : end > r ? r : end;
+    int64_t len = end > start ? end - start : 0;
+    DL_TRY(dl_tensor_new(ctx, DL_I64, 1, &len, out));
+    for (int64_t i = 0; i < len; i++) ((int64_t *)(*out)->data)[i] = x->dims[start + i];
+    return DL_OK;
+}
+
+static bool is_shape_node(const dl_node *n) {
+    return (!n->op->domain || !n->op->domain[0]) && strcmp(n->op->name, "Shape") == 0 && n->out[0];
+}
+
 /* Concrete types of every value from the bound inputs; false in *dynamic when a shape needs
  * data that only exists at run time. */
 static dl_status concrete_types(dl_ctx *ctx, dl_program *p, dl_tensor *const *in, dl_plan *pl) {
     dl_graph *g = p->g;
+    dl_tensor **known = dl_calloc((size_t)g->values.len + 1, sizeof *known);
+    if (!known) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
+    dl_status s = DL_OK;
     for (int i = 0; i < g->values.len; i++) {
         dl_value *v = g->values.items[i];
         pl->ctype[i].rank = DL_RANK_UNKNOWN;
@@ -94,26 +118,30 @@ static dl_status concrete_types(dl_ctx *ctx, dl_program *p, dl_tensor *const *in
     const dl_type *tin[64];
     const dl_tensor *vin[64];
     dl_type tout[64];
-    for (int k = 0; k < g->nodes.len; k++) {
+    for (int k = 0; k < g->nodes.len && s == DL_OK && !pl->dynamic; k++) {
         dl_node *n = g->nodes.items[k];
         if (n->n_in > 64 || n->n_out > 64) {
             pl->dynamic = true;
-            return DL_OK;
+            break;
         }
         for (int i = 0; i < n->n_in; i++) {
             tin[i] = n->in[i] ? &pl->ctype[n->in[i]->id] : NULL;
-            vin[i] = n->in[i] ? n->in[i]->constant : NULL;
+            vin[i] = n->in[i] ? (n->in[i]->constant ? n->in[i]->constant : known[n->in[i]->id]) : NULL;
         }
-        DL_TRY(dl_node_infer(ctx, NULL, n, tin, vin, tout));
-        for (int i = 0; i < n->n_out; i++) {
+        s = dl_node_infer(ctx, NULL, n, tin, vin, tout);
+        for (int i = 0; i < n->n_out && s == DL_OK; i++) {
             if (!n->out[i]) continue;
             if (!dl_type_known(&tout[i])) {
                 pl->dynamic = true;
-                return DL_OK;
+                break;
             }
             pl->ctype[n->out[i]->id] = tout[i];
         }
+        if (s == DL_OK && is_shape_node(n)) s = shape_value(ctx, n, tin[0], &known[n->out[0]->id]);
     }
+    for (int i = 0; i < g->values.len; i++) dl_tensor_free(known[i]);
+    dl_free(known);
+    if (s != DL_OK || pl->dynamic) return s;
     for (int i = 0; i < g->values.len; i++) {
         dl_value *v = g->values.items[i];
         if (pl->ctype[i].rank >= 0 && !v->is_input)

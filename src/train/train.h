@@ -51,6 +51,11 @@ void dl_trainer_set_steps(dl_trainer *t, int64_t steps);
 const dl_train_options *dl_trainer_options(const dl_trainer *t);
 int64_t dl_trainer_classes(const dl_trainer *t);
 
+/* Times the step program's kernels on one batch (warm-up + 5 runs, weights not updated) and
+ * prints the per-kernel table of `dlcc profile` (top rows; file: FILE*). Native backend only. */
+dl_status dl_trainer_profile(dl_ctx *ctx, dl_trainer *t, dl_tensor *x, dl_tensor *y,
+                             const dl_hparams *hp, int top, void *file);
+
 /* ---- checkpoints (checkpoint.c) ---- */
 typedef struct dl_st_file dl_st_file;
 /* Parameters, optimizer state, the step count and the caller's extra tensors ("extra/NAME")

@@ -6,6 +6,7 @@
 #include "../frontend/onnx-impl.h"
 #include "../ir/rewrite.h"
 #include "../runtime/program-impl.h"
+#include "../runtime/profile.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -196,6 +197,40 @@ static dl_status check_hparams(dl_ctx *ctx, const dl_hparams *h) {
     return DL_OK;
 }
 
+/* The step program's inputs in order: x, y, parameters, state, hyper-parameters. */
+static void step_inputs(dl_trainer *t, dl_tensor *x, dl_tensor *yv, dl_tensor **in) {
+    int k = 0;
+    in[k++] = x;
+    in[k++] = yv;
+    for (int i = 0; i < t->n_params; i++) in[k++] = t->params[i];
+    for (int i = 0; i < t->n_states; i++) in[k++] = t->states[i];
+    for (int i = 0; i < t->step.n_hp; i++) in[k++] = t->hp[t->step.hp[i]];
+}
+
+dl_status dl_trainer_profile(dl_ctx *ctx, dl_trainer *t, dl_tensor *x, dl_tensor *y,
+                             const dl_hparams *hp, int top, void *file) {
+    if (!t || !x || !y || !hp) return dl_fail(ctx, DL_ERR_INVALID, "dl_trainer_profile: NULL argument");
+    if (!t->p_step) return dl_fail(ctx, DL_ERR_INVALID, "profiling needs the native backend");
+    dl_tensor *yv = NULL;
+    DL_TRY(label_view(t, &t->step, y, &yv));
+    set_hparams(t, hp);
+    int n_in = 2 + t->n_params + t->n_states + t->step.n_hp;
+    dl_tensor **in = dl_calloc((size_t)n_in, sizeof *in);
+    dl_profile pr = {0};
+    dl_machine m;
+    dl_status s = in ? DL_OK : dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
+    if (s == DL_OK) {
+        step_inputs(t, x, yv, in);
+        s = dl_profile_program(ctx, t->p_step, n_in, NULL, in, 1, 5, &pr);
+    }
+    if (s == DL_OK) s = dl_measure_machine(ctx, t->p_step->threads, &m);
+    if (s == DL_OK) s = dl_profile_print(ctx, &pr, t->p_step, &m, top, file);
+    dl_profile_free(&pr);
+    dl_free(in);
+    dl_tensor_free(yv);
+    return s;
+}
+
 dl_status dl_train_step(dl_ctx *ctx, dl_trainer *t, dl_tensor *x, dl_tensor *y,
                         const dl_hparams *hp, float *loss) {
     if (!t || !x || !y || !hp) return dl_fail(ctx, DL_ERR_INVALID, "dl_train_step: NULL argument");
@@ -209,12 +244,7 @@ dl_status dl_train_step(dl_ctx *ctx, dl_trainer *t, dl_tensor *x, dl_tensor *y,
     dl_tensor **in = dl_calloc((size_t)n_in, sizeof *in), **outs = dl_calloc((size_t)n_out, sizeof *outs);
     dl_status s = (in && outs) ? DL_OK : dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
     if (s == DL_OK) {
-        int k = 0;
-        in[k++] = x;
-        in[k++] = yv;
-        for (int i = 0; i < t->n_params; i++) in[k++] = t->params[i];
-        for (int i = 0; i < t->n_states; i++) in[k++] = t->states[i];
-        for (int i = 0; i < t->step.n_hp; i++) in[k++] = t->hp[t->step.hp[i]];
+        step_inputs(t, x, yv, in);
         s = run(t, &t->step, t->p_step, n_in, in, outs);
     }
     if (s == DL_OK) {
