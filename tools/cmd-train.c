@@ -497,7 +497,7 @@ int cmd_train(int argc, char **argv) {
         }
         if (stop) break;
     }
-    if (a.profile && dl_trainer_profile(ctx, t, bx, by, &a.hp, 30, stdout) != DL_OK) {
+    if (a.profile && dl_trainer_profile(ctx, t, bx, by, &a.hp, getenv("DLCC_PROFILE_TOP") ? atoi(getenv("DLCC_PROFILE_TOP")) : 30, stdout) != DL_OK) {
         cli_error("profile: %s", dl_errmsg(ctx));
         goto done;
     }

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Training step time: `dlcc train` against PyTorch eager on the same models, data and optimizer.
+#
+# usage: bench/train.sh [--threads N] [--steps N] [--models "mlp lenet gpt"] [--build DIR]
+#                       [--models-dir DIR]
+#
+#   --threads N     threads for both (default 1): torch.set_num_threads, dlcc --threads
+#   --steps N       training steps per model (default 30); the first 3 are warm-up, not counted
+#   --models LIST   of bench/train_models.py's models (default: mlp lenet gpt)
+#   --build DIR     where dlcc is (default build)
+#   --models-dir D  exported models (default bench/models/train); missing ones are exported with
+#                   bench/train_models.py
+#
+# Per model: bench/train_torch.py (median step time after the warm-up) and
+#   dlcc train MODEL --x X.npy --y Y.npy --loss cross_entropy --optimizer ... --batch B
+#        --steps N --val-split 0 --threads T --quiet --log FILE
+# (median of the log's "ms" after the warm-up), with the batch size and optimizer of the
+# model's train.json (mlp: batch 128, lenet: 64, SGD lr 0.01 momentum 0.9; gpt: batch 8 of 128
+# tokens, AdamW lr 3e-4). Prints a table: model, torch ms, dlcc ms, dlcc/torch (< 1: dlcc is
+# faster). A runtime that fails on a model is reported with its error and "n/a".
+# Python: DLCC_TORCH_PYTHON (default /usr/bin/python3: Debian's torch 1.13, onnx, numpy).
+set -u -o pipefail
+cd "$(dirname "$0")/.." || exit 1
+
+THREADS=1
+STEPS=30
+WARMUP=3
+MODELS="mlp lenet gpt"
+BUILD=build
+MODELS_DIR=bench/models/train
+PY=${DLCC_TORCH_PYTHON:-/usr/bin/python3}
+
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit "$1"; }
+while [ $# -gt 0 ]; do
+    case $1 in
+        --threads) THREADS=${2:?}; shift 2 ;;
+        --steps) STEPS=${2:?}; shift 2 ;;
+        --models) MODELS=${2//,/ }; shift 2 ;;
+        --build) BUILD=${2:?}; shift 2 ;;
+        --models-dir) MODELS_DIR=${2:?}; shift 2 ;;
+        -h|--help) usage 0 ;;
+        *) echo "bench/train.sh: unknown option $1" >&2; usage 2 ;;
+    esac
+done
+if [ "$STEPS" -le "$WARMUP" ]; then
+    echo "bench/train.sh: --steps must be larger than $WARMUP" >&2
+    exit 2
+fi
+case $BUILD in /*) cache_default=$BUILD/cache ;; *) cache_default=$PWD/$BUILD/cache ;; esac
+export DLCC_CACHE_DIR=${DLCC_CACHE_DIR:-$cache_default}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/dlcc-train-bench.XXXXXX") || exit 1
+trap 'rm -rf "$WORK"' EXIT
+
+for m in $MODELS; do
+    if [ ! -f "$MODELS_DIR/$m/train.json" ] || [ ! -f "$MODELS_DIR/$m/model.onnx" ]; then
+        "$PY" bench/train_models.py "$MODELS_DIR" "$m" || exit 1
+    fi
+done
+
+# field FILE KEY: KEY of the JSON object in FILE (one line), empty when absent.
+field() {
+    "$PY" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+v = d.get(sys.argv[2])
+print("" if v is None else v)' "$1" "$2" 2>/dev/null
+}
+
+# median_log FILE: median "ms" of the step records after the warm-up, empty when too few.
+median_log() {
+    "$PY" -c 'import json, sys
+ms = [json.loads(l)["ms"] for l in open(sys.argv[1]) if l.strip()][int(sys.argv[2]):]
+ms = [r for r in ms if isinstance(r, (int, float))]
+if ms:
+    ms.sort()
+    n = len(ms)
+    print("%.3f" % (ms[n // 2] if n % 2 else (ms[n // 2 - 1] + ms[n // 2]) / 2))' "$1" "$WARMUP" \
+        2>/dev/null
+}
+
+declare -A TORCH_MS DLCC_MS
+for m in $MODELS; do
+    # Torch, one model per process: a model that fails does not take the others with it.
+    if "$PY" bench/train_torch.py "$MODELS_DIR" --threads "$THREADS" --steps "$STEPS" \
+            --warmup "$WARMUP" --models "$m" >"$WORK/$m.torch.json" 2>"$WORK/$m.torch.err"; then
+        TORCH_MS[$m]=$(field "$WORK/$m.torch.json" median_ms)
+    else
+        echo "torch failed on $m: $(tail -1 "$WORK/$m.torch.err")"
+    fi
+
+    cfg=$MODELS_DIR/$m/train.json
+    opt=$(field "$cfg" optimizer)
+    args=(--optimizer "$opt" --lr "$(field "$cfg" lr)" --weight-decay "$(field "$cfg" weight_decay)"
+          --batch "$(field "$cfg" batch)")
+    [ "$opt" = sgd ] && args+=(--momentum "$(field "$cfg" momentum)")
+    if "$BUILD/dlcc" train "$MODELS_DIR/$m/model.onnx" --x "$MODELS_DIR/$m/X.npy" \
+            --y "$MODELS_DIR/$m/Y.npy" --loss cross_entropy "${args[@]}" --steps "$STEPS" \
+            --val-split 0 --threads "$THREADS" --quiet --log "$WORK/$m.jsonl" \
+            >"$WORK/$m.dlcc.out" 2>&1; then
+        DLCC_MS[$m]=$(median_log "$WORK/$m.jsonl")
+        [ -n "${DLCC_MS[$m]}" ] || echo "dlcc wrote no step times for $m"
+    else
+        echo "dlcc failed on $m: $(grep -v '^\s*$' "$WORK/$m.dlcc.out" | tail -3 | tr '\n' ' ')"
+    fi
+done
+
+echo
+echo "training step, median ms after $WARMUP warm-up steps of $STEPS, $THREADS thread(s)"
+printf '%-8s %12s %12s %12s\n' model torch_ms dlcc_ms dlcc/torch
+for m in $MODELS; do
+    t=${TORCH_MS[$m]:-}
+    d=${DLCC_MS[$m]:-}
+    ratio=n/a
+    if [ -n "$t" ] && [ -n "$d" ]; then
+        ratio=$(awk -v a="$d" -v b="$t" 'BEGIN { printf "%.2f", a / b }')
+    fi
+    printf '%-8s %12s %12s %12s\n' "$m" "${t:-n/a}" "${d:-n/a}" "$ratio"
+done
