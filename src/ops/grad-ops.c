@@ -16,6 +16,7 @@
 #include "op-impl.h"
 #include "ref-gemm.h"
 #include "spatial.h"
+#include "../kernels/rt/dlrt.h"
 
 /* conv.c: one group's im2col of x, and its adjoint (col scattered back, used here with the
  * window's in and out swapped). */
@@ -321,6 +322,16 @@ static dl_status conv_sizes_of(dl_kernel *kc, int rank, const int64_t *x, const 
 }
 
 /* dX[n, group gi] = col2im(W_giᵀ · dY[n, gi]); wt holds each group's W transposed [R, Mg]. */
+/* c += a·b. These ops' kernels are also what the native backend runs (it has no code of its own
+ * for them), so float32 goes through the runtime SGEMM (an in-place residual add), float64
+ * keeps the reference GEMM. test_grad_ops checks both against plain loops. */
+static void grad_gemm_f32(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
+                          const float *b, int64_t ldb, float *c, int64_t ldc) {
+    dlrt_epilogue ep = {.alpha = 1.0f, .residual = c, .res_rs = ldc, .res_cs = 1};
+    dlrt_sgemm(M, N, K, a, lda, 0, b, ldb, 0, c, ldc, &ep);
+}
+#define grad_gemm_f64 dl_ref_gemm_f64
+
 #define DEFINE_CONV_GRAD_INPUT(T, SUF)                                                             \
     static void conv_grad_input_##SUF(const conv_sizes *cs, const T *dy, const T *w, T *dx,       \
                                       T *wt, T *col) {                                             \
@@ -337,11 +348,11 @@ static dl_status conv_sizes_of(dl_kernel *kc, int rank, const int64_t *x, const 
                 const T *dyg = dy + (n * cs->M + gi * Mg) * P;                                     \
                 T *dxg = dx + (n * cs->C + gi * Cg) * cs->IN;                                      \
                 if (cs->pointwise) {                                                               \
-                    dl_ref_gemm_##SUF(Cg, P, Mg, wt + gi * R * Mg, Mg, dyg, P, dxg, P);            \
+                    grad_gemm_##SUF(Cg, P, Mg, wt + gi * R * Mg, Mg, dyg, P, dxg, P);            \
                     continue;                                                                      \
                 }                                                                                  \
                 memset(col, 0, sizeof(T) * (size_t)(R * P));                                       \
-                dl_ref_gemm_##SUF(R, P, Mg, wt + gi * R * Mg, Mg, dyg, P, col, P);                 \
+                grad_gemm_##SUF(R, P, Mg, wt + gi * R * Mg, Mg, dyg, P, col, P);                 \
                 dl_conv_col2im_##SUF(&sw, Cg, col, dxg);                                           \
             }                                                                                      \
     }
@@ -362,7 +373,7 @@ static dl_status conv_sizes_of(dl_kernel *kc, int rank, const int64_t *x, const 
                 }                                                                                  \
                 for (int64_t m = 0; m < Mg; m++)                                                   \
                     for (int64_t p = 0; p < P; p++) dyt[p * Mg + m] = dyg[m * P + p];              \
-                dl_ref_gemm_##SUF(R, Mg, P, src, P, dyt, Mg, acc + gi * R * Mg, Mg);               \
+                grad_gemm_##SUF(R, Mg, P, src, P, dyt, Mg, acc + gi * R * Mg, Mg);               \
             }                                                                                      \
         for (int64_t gi = 0; gi < cs->group; gi++)                                                 \
             for (int64_t m = 0; m < Mg; m++)                                                       \
