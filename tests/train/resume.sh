@@ -48,6 +48,17 @@ assert all(x['loss'] == y['loss'] and x['lr'] == y['lr'] for x, y in zip(a, b)),
 EOF
 then ok "every step's loss and lr identical after resume"; else bad "every step's loss and lr identical after resume"; fi
 
+# the schedule: linear warm-up over 5 steps to 3e-3, then cosine down to ~0 at step 54
+if /usr/bin/python3 - "$T/a.jsonl" <<'EOF'
+import json, math, sys
+lr = [json.loads(l)['lr'] for l in open(sys.argv[1])]
+base = 3e-3
+for s, v in enumerate(lr):
+    want = base * (s + 1) / 5 if s < 5 else base * 0.5 * (1 + math.cos(math.pi * (s - 5) / (54 - 5)))
+    assert abs(v - want) <= 1e-6 * base, (s + 1, v, want)
+EOF
+then ok "learning rates follow warm-up + cosine"; else bad "learning rates follow warm-up + cosine"; fi
+
 # 3. SIGKILL at random moments of a run that saves after every step: the file always loads
 killed=0
 for delay in 0.15 0.3 0.45 0.6 0.8 1.0; do
