@@ -22,6 +22,7 @@ typedef struct exec {
     int64_t *syms;
     unsigned char *base;
     void *ws; /* the plan's scratch, aligned */
+    dl_tensor *const *reuse; /* by output index: caller tensors to write outputs into, or NULL */
 } exec;
 
 /* The tensor holding v now: its constant, or what the steps so far bound or produced. */
@@ -48,6 +49,14 @@ static dl_status setup_static(exec *ex) {
         if (v->constant || v->is_input) continue;
         if (v->is_output && v->producer) {
             const dl_type *t = &ex->pl->ctype[i];
+            dl_tensor *r = NULL;
+            for (int j = 0; ex->reuse && j < g->outputs.len && !r; j++)
+                if (g->outputs.items[j] == v) r = ex->reuse[j];
+            if (r && r->dtype == t->dtype && r->rank == t->rank && r->data &&
+                memcmp(r->dims, t->dims, sizeof(int64_t) * (size_t)t->rank) == 0) {
+                ex->val[i] = r; /* the caller's buffer: written in place, not owned here */
+                continue;
+            }
             DL_TRY(dl_tensor_new(ex->ctx, t->dtype, t->rank, t->dims, &ex->val[i]));
             ex->owned[i] = true;
         } else if (ex->pl->offset[i] >= 0) {
@@ -199,16 +208,33 @@ static void release_dead(exec *ex, const dl_group *gr) {
     }
 }
 
+static dl_status run_program(dl_ctx *ctx, dl_program *p, int n_inputs, const char *const *names,
+                             dl_tensor *const *inputs, dl_tensor **outputs, dl_step_hook hook,
+                             void *user, dl_tensor *const *reuse);
+
 dl_status dl_program_run_hooked(dl_ctx *ctx, dl_program *p, int n_inputs, const char *const *names,
                                 dl_tensor *const *inputs, dl_tensor **outputs, dl_step_hook hook,
                                 void *user) {
+    return run_program(ctx, p, n_inputs, names, inputs, outputs, hook, user, NULL);
+}
+
+dl_status dl_program_run_reuse(dl_ctx *ctx, dl_program *p, int n_inputs, const char *const *names,
+                               dl_tensor *const *inputs, dl_tensor **outputs,
+                               dl_tensor *const *reuse) {
+    if (!p) return dl_fail(ctx, DL_ERR_INVALID, "dl_program_run: NULL program");
+    return run_program(ctx, p, n_inputs, names, inputs, outputs, NULL, NULL, reuse);
+}
+
+static dl_status run_program(dl_ctx *ctx, dl_program *p, int n_inputs, const char *const *names,
+                             dl_tensor *const *inputs, dl_tensor **outputs, dl_step_hook hook,
+                             void *user, dl_tensor *const *reuse) {
     dl_graph *g = p->g;
     if (!outputs || (n_inputs > 0 && !inputs))
         return dl_fail(ctx, DL_ERR_INVALID, "dl_program_run: NULL inputs or outputs");
     if (p->interp_only) return dl_interp_run(ctx, p->src, n_inputs, names, inputs, outputs);
     int nv = g->values.len;
     dl_tensor **ordered = dl_calloc((size_t)g->inputs.len + 1, sizeof *ordered);
-    exec ex = {.ctx = ctx, .p = p, .g = g, .pl = &p->plan};
+    exec ex = {.ctx = ctx, .p = p, .g = g, .pl = &p->plan, .reuse = reuse};
     ex.val = dl_calloc((size_t)nv + 1, sizeof *ex.val);
     ex.views = dl_calloc((size_t)nv + 1, sizeof *ex.views);
     ex.owned = dl_calloc((size_t)nv + 1, sizeof *ex.owned);
@@ -282,6 +308,8 @@ dl_status dl_program_run_hooked(dl_ctx *ctx, dl_program *p, int n_inputs, const 
         if (ex.owned[v->id]) {
             outputs[i] = ex.val[v->id];
             ex.owned[v->id] = false;
+        } else if (reuse && reuse[i] && ex.val[v->id] == reuse[i]) {
+            outputs[i] = reuse[i];
         } else if (ex.val[v->id]) {
             s = dl_tensor_clone(ctx, ex.val[v->id], &outputs[i]);
         } else {
@@ -290,7 +318,7 @@ dl_status dl_program_run_hooked(dl_ctx *ctx, dl_program *p, int n_inputs, const 
     }
     if (s != DL_OK)
         for (int i = 0; i < g->outputs.len; i++) {
-            dl_tensor_free(outputs[i]);
+            if (!(reuse && outputs[i] == reuse[i])) dl_tensor_free(outputs[i]);
             outputs[i] = NULL;
         }
 done:

@@ -82,5 +82,11 @@ typedef dl_status (*dl_step_hook)(void *user, const dl_program *p, int step,
 dl_status dl_program_run_hooked(dl_ctx *ctx, dl_program *p, int n_inputs,
                                 const char *const *names, dl_tensor *const *inputs,
                                 dl_tensor **outputs, dl_step_hook hook, void *user);
+/* dl_program_run where reuse[j] (may be NULL) is a tensor of the caller's that output j is
+ * written into when its dtype and shape match (then outputs[j] == reuse[j], still the
+ * caller's); others are allocated as usual. A reused tensor must not be an input. */
+dl_status dl_program_run_reuse(dl_ctx *ctx, dl_program *p, int n_inputs, const char *const *names,
+                               dl_tensor *const *inputs, dl_tensor **outputs,
+                               dl_tensor *const *reuse);
 
 #endif

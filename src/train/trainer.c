@@ -22,6 +22,9 @@ struct dl_trainer {
     dl_tensor **params; /* owned */
     dl_tensor **states; /* owned */
     dl_tensor *hp[DL_HP_COUNT]; /* rank-0 float32, refilled every step */
+    /* by step output (1 + parameter/state index): the tensors of two steps ago, which the next
+     * step writes its outputs into (fresh allocations of that size cost page faults) */
+    dl_tensor **spare;
     int64_t steps;
 };
 
@@ -73,7 +76,8 @@ dl_status dl_trainer_new(dl_ctx *ctx, dl_graph *model, const dl_train_options *o
         t->n_states = t->n_params * t->step.states_per_param;
         t->params = dl_calloc((size_t)t->n_params + 1, sizeof *t->params);
         t->states = dl_calloc((size_t)t->n_states + 1, sizeof *t->states);
-        if (!t->params || !t->states) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
+        t->spare = dl_calloc((size_t)(1 + t->n_params + t->n_states), sizeof *t->spare);
+        if (!t->params || !t->states || !t->spare) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
     }
     /* starting values: copies of the model's weights; zeroed optimizer state */
     for (int i = 0; i < t->n_params && s == DL_OK; i++) {
@@ -107,6 +111,8 @@ void dl_trainer_free(dl_trainer *t) {
     for (int i = 0; t->params && i < t->n_params; i++) dl_tensor_free(t->params[i]);
     for (int i = 0; t->states && i < t->n_states; i++) dl_tensor_free(t->states[i]);
     for (int k = 0; k < DL_HP_COUNT; k++) dl_tensor_free(t->hp[k]);
+    for (int i = 0; t->spare && i < 1 + t->n_params + t->n_states; i++) dl_tensor_free(t->spare[i]);
+    dl_free(t->spare);
     dl_free(t->params);
     dl_free(t->states);
     dl_train_graph_free(&t->step);
@@ -181,8 +187,8 @@ static void set_hparams(dl_trainer *t, const dl_hparams *h) {
 }
 
 static dl_status run(dl_trainer *t, dl_train_graph *tg, dl_program *p, int n_in, dl_tensor **in,
-                     dl_tensor **outs) {
-    if (p) return dl_program_run(t->ctx, p, n_in, NULL, in, outs);
+                     dl_tensor **outs, dl_tensor *const *reuse) {
+    if (p) return dl_program_run_reuse(t->ctx, p, n_in, NULL, in, outs, reuse);
     return dl_run(t->ctx, tg->g, DL_BACKEND_REF, n_in, NULL, in, outs);
 }
 
@@ -245,7 +251,7 @@ dl_status dl_train_step(dl_ctx *ctx, dl_trainer *t, dl_tensor *x, dl_tensor *y,
     dl_status s = (in && outs) ? DL_OK : dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
     if (s == DL_OK) {
         step_inputs(t, x, yv, in);
-        s = run(t, &t->step, t->p_step, n_in, in, outs);
+        s = run(t, &t->step, t->p_step, n_in, in, outs, t->spare);
     }
     if (s == DL_OK) {
         float l = (float)dl_get_f64(outs[0], 0);
@@ -256,20 +262,19 @@ dl_status dl_train_step(dl_ctx *ctx, dl_trainer *t, dl_tensor *x, dl_tensor *y,
                         "from before this step); lower the learning rate?",
                         isnan(l) ? "NaN" : "infinite", (long long)t->steps + 1);
         } else {
-            for (int i = 0; i < t->n_params; i++) {
-                dl_tensor_free(t->params[i]);
-                t->params[i] = outs[1 + i];
+            /* the replaced tensors become the next step's output buffers */
+            for (int i = 0; i < t->n_params + t->n_states; i++) {
+                dl_tensor **cur = i < t->n_params ? &t->params[i] : &t->states[i - t->n_params];
+                if (t->spare[1 + i] != outs[1 + i]) dl_tensor_free(t->spare[1 + i]);
+                t->spare[1 + i] = *cur;
+                *cur = outs[1 + i];
                 outs[1 + i] = NULL;
-            }
-            for (int i = 0; i < t->n_states; i++) {
-                dl_tensor_free(t->states[i]);
-                t->states[i] = outs[1 + t->n_params + i];
-                outs[1 + t->n_params + i] = NULL;
             }
             t->steps++;
         }
     }
-    for (int i = 0; outs && i < n_out; i++) dl_tensor_free(outs[i]);
+    for (int i = 0; outs && i < n_out; i++)
+        if (outs[i] != t->spare[i]) dl_tensor_free(outs[i]);
     dl_free(in);
     dl_free(outs);
     dl_tensor_free(yv);
@@ -292,7 +297,7 @@ dl_status dl_trainer_eval(dl_ctx *ctx, dl_trainer *t, dl_tensor *x, dl_tensor *y
         for (int i = 0; i < t->n_params; i++) in[2 + i] = t->params[i];
         /* the label smoothing of the last step (0 before any) */
         for (int i = 0; i < t->eval.n_hp; i++) in[2 + t->n_params + i] = t->hp[t->eval.hp[i]];
-        s = run(t, &t->eval, t->p_eval, n_in, in, outs);
+        s = run(t, &t->eval, t->p_eval, n_in, in, outs, NULL);
     }
     if (s == DL_OK) {
         if (loss) *loss = (float)dl_get_f64(outs[0], 0);
