@@ -154,12 +154,15 @@ def make_data(name):
 
 
 def export_onnx(model, example, path, out_axis="N"):
+    # TrainingMode.PRESERVE of a model in eval mode exports the same inference graph as EVAL but
+    # without torch's eval peephole, which would fold BatchNorm into the convolutions (and then
+    # its parameters could not be trained).
     """The export every training model shares (tests/train/export_models.py too): opset 17, no
     constant folding (each parameter stays one initializer under its torch name), eval mode,
     input "x" with batch axis "N", output "logits" with dim 0 named out_axis; then checked."""
     model.eval()
     torch.onnx.export(model, example, path, opset_version=17, do_constant_folding=False,
-                      training=torch.onnx.TrainingMode.EVAL, input_names=["x"],
+                      training=torch.onnx.TrainingMode.PRESERVE, input_names=["x"],
                       output_names=["logits"],
                       dynamic_axes={"x": {0: "N"}, "logits": {0: out_axis}})
     import onnx
@@ -188,15 +191,17 @@ def export(name, out_dir):
 
 
 def check_initializers(m, path, model):
-    """onnx.checker, and the initializers are exactly the parameters: a buffer or a merged one
-    would be trained (or tied) by dlcc."""
+    """onnx.checker, and the initializers are exactly the parameters and BatchNorm's running
+    statistics (which dlcc keeps as buffers): another buffer or a merged initializer would be
+    trained (or tied) by dlcc."""
     import onnx
     onnx.checker.check_model(m)
     inits = sorted(i.name for i in m.graph.initializer)
-    params = sorted(k for k, _ in model.named_parameters())
+    params = sorted([k for k, _ in model.named_parameters()] +
+                    [k for k, _ in model.named_buffers() if k.endswith(("running_mean", "running_var"))])
     if inits != params:
         sys.exit("%s: initializers %s are not the parameters %s" % (path, inits, params))
-    bad = {n.op_type for n in m.graph.node} & {"Dropout", "BatchNormalization"}
+    bad = {n.op_type for n in m.graph.node} & {"Dropout"}
     if bad:
         sys.exit("%s: contains %s" % (path, sorted(bad)))
 

@@ -30,7 +30,7 @@ dl_status dl_trainer_save(dl_ctx *ctx, dl_trainer *t, const char *path, int n_ex
     if (!t || !path || n_extra < 0 || n_meta < 0 || n_meta > 60)
         return dl_fail(ctx, DL_ERR_INVALID, "dl_trainer_save: bad argument");
     int np = dl_trainer_num_params(t), ns = dl_trainer_num_states(t), sp = dl_trainer_states_per_param(t);
-    int n = np + ns + n_extra;
+    int nb = dl_trainer_num_buffers(t), n = np + ns + nb + n_extra;
     char **names = dl_calloc((size_t)n + 1, sizeof *names);
     const dl_tensor **ts = dl_calloc((size_t)n + 1, sizeof *ts);
     dl_status s = (names && ts) ? DL_OK : dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
@@ -46,10 +46,15 @@ dl_status dl_trainer_save(dl_ctx *ctx, dl_trainer *t, const char *path, int n_ex
         ts[np + i] = dl_trainer_states(t)[i];
         if (!names[np + i]) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
     }
-    for (int i = 0; i < n_extra && s == DL_OK; i++) {
-        names[np + ns + i] = join("extra/", extra_names[i]);
-        ts[np + ns + i] = extra[i];
+    for (int i = 0; i < nb && s == DL_OK; i++) {
+        names[np + ns + i] = join("buffer/", dl_trainer_buffer_name(t, i));
+        ts[np + ns + i] = dl_trainer_buffers(t)[i];
         if (!names[np + ns + i]) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < n_extra && s == DL_OK; i++) {
+        names[np + ns + nb + i] = join("extra/", extra_names[i]);
+        ts[np + ns + nb + i] = extra[i];
+        if (!names[np + ns + nb + i]) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
     }
     const char *mk[64], *mv[64];
     char step[32], npar[32];
@@ -100,21 +105,29 @@ dl_status dl_trainer_load(dl_ctx *ctx, dl_trainer *t, const char *path, dl_st_fi
                     path, opt, want);
     /* restore into copies first, so a mismatch half-way leaves the trainer as it was */
     int np = dl_trainer_num_params(t), ns = dl_trainer_num_states(t), sp = dl_trainer_states_per_param(t);
-    dl_tensor **tmp = dl_calloc((size_t)(np + ns) + 1, sizeof *tmp);
+    int nb = dl_trainer_num_buffers(t), nt = np + ns + nb;
+    dl_tensor **tmp = dl_calloc((size_t)nt + 1, sizeof *tmp);
     if (s == DL_OK && !tmp) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < np + ns && s == DL_OK; i++) {
-        dl_tensor *cur = i < np ? dl_trainer_params(t)[i] : dl_trainer_states(t)[i - np];
+    for (int i = 0; i < nt && s == DL_OK; i++) {
+        dl_tensor *cur = i < np        ? dl_trainer_params(t)[i]
+                         : i < np + ns ? dl_trainer_states(t)[i - np]
+                                       : dl_trainer_buffers(t)[i - np - ns];
         s = dl_tensor_clone(ctx, cur, &tmp[i]);
-        char *pre = i < np ? dl_strdup("param/") : state_prefix((i - np) % sp);
-        char *nm = pre ? join(pre, dl_trainer_param_name(t, i < np ? i : (i - np) / sp)) : NULL;
+        char *pre = i < np ? dl_strdup("param/") : i < np + ns ? state_prefix((i - np) % sp) : dl_strdup("buffer/");
+        const char *base = i < np        ? dl_trainer_param_name(t, i)
+                           : i < np + ns ? dl_trainer_param_name(t, (i - np) / sp)
+                                         : dl_trainer_buffer_name(t, i - np - ns);
+        char *nm = pre ? join(pre, base) : NULL;
         dl_free(pre);
         if (s == DL_OK && !nm) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
         if (s == DL_OK) s = restore(ctx, path, f, nm, tmp[i]);
         dl_free(nm);
     }
     if (s == DL_OK) {
-        for (int i = 0; i < np + ns; i++) {
-            dl_tensor **slot = i < np ? &dl_trainer_params(t)[i] : &dl_trainer_states(t)[i - np];
+        for (int i = 0; i < nt; i++) {
+            dl_tensor **slot = i < np        ? &dl_trainer_params(t)[i]
+                               : i < np + ns ? &dl_trainer_states(t)[i - np]
+                                             : &dl_trainer_buffers(t)[i - np - ns];
             dl_tensor_free(*slot);
             *slot = tmp[i];
             tmp[i] = NULL;
@@ -123,7 +136,7 @@ dl_status dl_trainer_load(dl_ctx *ctx, dl_trainer *t, const char *path, dl_st_fi
         *rest = f;
         f = NULL;
     }
-    for (int i = 0; tmp && i < np + ns; i++) dl_tensor_free(tmp[i]);
+    for (int i = 0; tmp && i < nt; i++) dl_tensor_free(tmp[i]);
     dl_free(tmp);
     dl_st_free(f);
     return s;

@@ -212,17 +212,93 @@ static void clip_grads(builder *b, int n, dl_value **grads) {
 
 /* ---- the whole graph ---- */
 
-/* dl_input appended the hyper-parameters where they were first used: move them last. */
-static void hparams_last(builder *b) {
+/* BatchNormalization's running statistics are buffers: inputs of both graphs, never trained.
+ * In the step graph a BatchNormalization normalizes with the batch's statistics instead (what
+ * PyTorch's train mode does) and updates the running ones (momentum as ONNX defines it,
+ * running = running·momentum + batch·(1 - momentum), the variance unbiased as PyTorch keeps
+ * it); its gradients then come from the primitive ops' rules. */
+static dl_status batchnorm_buffers(builder *b, bool eval, bool *is_buf, int *nbuf, dl_value **bufs,
+                                   dl_value **bufs_new) {
     dl_graph *g = b->g;
-    int w = 0;
-    for (int i = 0; i < g->inputs.len; i++) {
-        dl_value *v = g->inputs.items[i];
-        bool is_hp = false;
-        for (int k = 0; k < DL_HP_COUNT; k++) is_hp = is_hp || v == b->hp[k];
-        if (!is_hp) g->inputs.items[w++] = v;
+    dl_grad_ctx *gc = &b->gc;
+    int n_nodes = g->nodes.len;
+    for (int k = 0; k < n_nodes; k++) {
+        dl_node *n = g->nodes.items[k];
+        if (n->dead || (n->op->domain && n->op->domain[0]) || strcmp(n->op->name, "BatchNormalization") ||
+            n->n_in < 5 || !n->in[3] || !n->in[4] || !n->in[3]->is_input || !n->in[4]->is_input)
+            continue;
+        char nd[200];
+        if (dl_attr_int(n, "training_mode", 0))
+            return fail_g(b, DL_ERR_UNSUPPORTED, "BatchNormalization with training_mode=1 in the model: ",
+                          dl_node_desc(n, nd, sizeof nd));
+        dl_value *x = n->in[0], *mean = n->in[3], *var = n->in[4];
+        if (is_buf[mean->id] || is_buf[var->id] || x->type.rank < 2 || x->type.dims[1] < 1)
+            return fail_g(b, DL_ERR_UNSUPPORTED, "BatchNormalization with shared statistics or an unknown "
+                          "channel count: ", dl_node_desc(n, nd, sizeof nd));
+        is_buf[mean->id] = is_buf[var->id] = true;
+        bufs[*nbuf] = mean;
+        bufs[*nbuf + 1] = var;
+        if (eval) {
+            *nbuf += 2;
+            continue;
+        }
+        int r = x->type.rank;
+        int64_t c = x->type.dims[1], cshape[DL_MAX_RANK];
+        char axes[96] = "axes=[0";
+        for (int d = 2; d < r; d++) snprintf(axes + strlen(axes), sizeof axes - strlen(axes), ",%d", d);
+        strcat(axes, "];keepdims=1");
+        for (int d = 0; d < r; d++) cshape[d] = d == 1 ? c : 1;
+        dl_dtype dt = x->type.dtype;
+        dl_value *bm = dg_op1(gc, "ReduceMean", x, axes);
+        dl_value *dev = dg_op2(gc, "Sub", x, bm, NULL);
+        dl_value *bv = dg_op1(gc, "ReduceMean", dg_op2(gc, "Mul", dev, dev, NULL), axes);
+        dl_value *eps = dg_scalar(gc, dl_attr_float(n, "epsilon", 1e-5f), dt);
+        dl_value *xhat = dg_op2(gc, "Div", dev, dg_op1(gc, "Sqrt", dg_op2(gc, "Add", bv, eps, NULL), NULL), NULL);
+        dl_value *cs = dg_ints(gc, r, cshape);
+        dl_value *y = dg_op2(gc, "Add", dg_op2(gc, "Mul", xhat, dg_op2(gc, "Reshape", n->in[1], cs, NULL), NULL),
+                             dg_op2(gc, "Reshape", n->in[2], cs, NULL), NULL);
+        /* running statistics */
+        double mom = dl_attr_float(n, "momentum", 0.9f);
+        char to[24];
+        snprintf(to, sizeof to, "to=%lld", (long long)dl_dtype_to_onnx(dt));
+        dl_value *cnt = dg_op2(gc, "Div", dg_op1(gc, "Cast", dg_op1(gc, "Size", x, NULL), to),
+                               dg_scalar(gc, (double)c, dt), NULL);
+        dl_value *unbias = dg_op2(gc, "Div", cnt, dg_op2(gc, "Sub", cnt, dg_scalar(gc, 1, dt), NULL), NULL);
+        dl_value *c1 = dg_ints(gc, 1, &c);
+        dl_value *m_mom = dg_scalar(gc, mom, dt), *one_m = dg_scalar(gc, 1 - mom, dt);
+        bufs_new[*nbuf] = dg_op2(gc, "Add", dg_op2(gc, "Mul", mean, m_mom, NULL),
+                                 dg_op2(gc, "Mul", dg_op2(gc, "Reshape", bm, c1, NULL), one_m, NULL), NULL);
+        dl_value *bvu = dg_op2(gc, "Mul", dg_op2(gc, "Reshape", bv, c1, NULL), unbias, NULL);
+        bufs_new[*nbuf + 1] = dg_op2(gc, "Add", dg_op2(gc, "Mul", var, m_mom, NULL),
+                                     dg_op2(gc, "Mul", bvu, one_m, NULL), NULL);
+        *nbuf += 2;
+        DL_TRY(dl_graph_status(g));
+        /* the consumers of the BatchNormalization read y; the node itself is left to DCE */
+        dl_value *old = n->out[0];
+        for (int j = 0; j < g->nodes.len; j++) {
+            dl_node *m = g->nodes.items[j];
+            for (int i = 0; m != n && i < m->n_in; i++)
+                if (m->in[i] == old) m->in[i] = y;
+        }
+        for (int j = 0; j < g->outputs.len; j++)
+            if (g->outputs.items[j] == old) g->outputs.items[j] = y;
     }
-    for (int k = 0; k < b->tg->n_hp; k++) g->inputs.items[w++] = b->hp[b->tg->hp[k]];
+    return dl_graph_status(g);
+}
+
+/* Inputs in the order the trainer binds them: x, y, parameters, optimizer state, buffers, then
+ * the hyper-parameters. */
+static void order_inputs(builder *b, dl_value *x, dl_value *y, dl_value *const *params, int np,
+                         dl_value *const *st, int nst, dl_value *const *bufs, int nb) {
+    dl_graph *g = b->g;
+    int k = 0;
+    g->inputs.items[k++] = x;
+    g->inputs.items[k++] = y;
+    for (int i = 0; i < np; i++) g->inputs.items[k++] = params[i];
+    for (int i = 0; i < nst; i++) g->inputs.items[k++] = st[i];
+    for (int i = 0; i < nb; i++) g->inputs.items[k++] = bufs[i];
+    for (int i = 0; i < b->tg->n_hp; i++) g->inputs.items[k++] = b->hp[b->tg->hp[i]];
+    g->inputs.len = k;
 }
 
 static dl_status build(builder *b, dl_graph *model, bool eval) {
@@ -264,12 +340,21 @@ static dl_status build(builder *b, dl_graph *model, bool eval) {
         dl_pass_ctx pc = {.ctx = b->ctx, .g = g};
         s = dl_run_passes(&pc, dl_training_prep_passes);
     }
+    bool *is_buf = dl_calloc((size_t)g->values.len + 1, sizeof *is_buf);
+    dl_value **bufs = dl_calloc((size_t)nc + 1, sizeof *bufs);
+    dl_value **bufs_new = dl_calloc((size_t)nc + 1, sizeof *bufs_new);
+    int nb = 0;
+    if (s == DL_OK && (!is_buf || !bufs || !bufs_new)) s = dl_fail(b->ctx, DL_ERR_NOMEM, "out of memory");
+    if (s == DL_OK) s = batchnorm_buffers(b, eval, is_buf, &nb, bufs, bufs_new);
     dl_value *pred = s == DL_OK ? g->outputs.items[0] : NULL;
     if (s == DL_OK && !dl_dtype_is_float(pred->type.dtype))
         s = fail_g(b, DL_ERR_TYPE, "the model's first output is not floating: ", pred->name);
     if (s != DL_OK) {
         dl_free(cand);
         dl_free(cand_t);
+        dl_free(is_buf);
+        dl_free(bufs);
+        dl_free(bufs_new);
         return s;
     }
     for (int i = 0; i < g->outputs.len; i++) ((dl_value *)g->outputs.items[i])->is_output = false;
@@ -294,6 +379,7 @@ static dl_status build(builder *b, dl_graph *model, bool eval) {
         dl_value *v = cand[i];
         /* a candidate DCE dropped has no id any more: it is no longer in g->values */
         bool alive = v->id < g->values.len && g->values.items[v->id] == v;
+        if (alive && is_buf[v->id]) continue; /* a buffer: stays an input */
         if (alive && mark[v->id]) {
             params[np++] = v;
             continue;
@@ -301,26 +387,15 @@ static dl_status build(builder *b, dl_graph *model, bool eval) {
         v->constant = cand_t[i];
         v->is_input = false;
     }
-    if (s == DL_OK) { /* inputs: x, y, then the parameters (hyper-parameters so far: kept last) */
-        int k = 0;
-        dl_value *hps[DL_HP_COUNT];
-        int nh = 0;
-        for (int i = 0; i < g->inputs.len; i++) {
-            dl_value *v = g->inputs.items[i];
-            if (v != x && v != y && !v->constant && nh < DL_HP_COUNT && v->type.rank == 0 &&
-                strncmp(v->name, "hp.", 3) == 0)
-                hps[nh++] = v;
-        }
-        g->inputs.items[k++] = x;
-        g->inputs.items[k++] = y;
-        for (int i = 0; i < np; i++) g->inputs.items[k++] = params[i];
-        for (int i = 0; i < nh; i++) g->inputs.items[k++] = hps[i];
-        g->inputs.len = k;
-    }
     dl_free(mark);
     dl_free(cand);
     dl_free(cand_t);
+    dl_free(is_buf);
     tg->n_params = np;
+    tg->n_buffers = nb;
+    tg->buffer_names = dl_arena_alloc(&g->arena, sizeof(char *) * (size_t)(nb + 1));
+    if (!tg->buffer_names) s = dl_fail(b->ctx, DL_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < nb && s == DL_OK; i++) tg->buffer_names[i] = bufs[i]->name;
     tg->param_names = dl_arena_alloc(&g->arena, sizeof(char *) * (size_t)(np + 1));
     if (!tg->param_names) s = dl_fail(b->ctx, DL_ERR_NOMEM, "out of memory");
     for (int i = 0; i < np && s == DL_OK; i++) {
@@ -332,10 +407,12 @@ static dl_status build(builder *b, dl_graph *model, bool eval) {
         dl_output(g, loss, NULL);
         dl_output(g, pred, NULL);
         s = dl_graph_status(g);
-        if (s == DL_OK) hparams_last(b);
+        if (s == DL_OK) order_inputs(b, x, y, params, np, NULL, 0, bufs, nb);
     }
     if (s != DL_OK || eval) {
         dl_free(params);
+        dl_free(bufs);
+        dl_free(bufs_new);
         return s;
     }
     /* backward */
@@ -383,14 +460,17 @@ static dl_status build(builder *b, dl_graph *model, bool eval) {
     dl_output(g, loss, NULL);
     for (int i = 0; i < np && s == DL_OK; i++) dl_output(g, p_new[i], NULL);
     for (int i = 0; i < np * sp && s == DL_OK; i++) dl_output(g, st_new[i], NULL);
+    for (int i = 0; i < nb && s == DL_OK; i++) dl_output(g, bufs_new[i], NULL);
     if (s == DL_OK) s = dl_graph_status(g);
-    if (s == DL_OK) hparams_last(b);
+    if (s == DL_OK) order_inputs(b, x, y, params, np, st, np * sp, bufs, nb);
     if (s == DL_OK) s = dl_graph_toposort(g);
     dl_free(params);
     dl_free(grads);
     dl_free(st);
     dl_free(st_new);
     dl_free(p_new);
+    dl_free(bufs);
+    dl_free(bufs_new);
     (void)model;
     return s;
 }

@@ -22,14 +22,17 @@ typedef enum dl_hp_kind {
 extern const char *const dl_hp_names[DL_HP_COUNT];
 
 /* A model turned into a training step (or an evaluation) graph.
- * Step graph inputs:  x, y, params[0..n_params), states[0..n_states), hparams (hp[] order).
- * Step graph outputs: loss, new params, new states (same order).
- * Eval graph inputs:  x, y, params; outputs: loss, prediction. */
+ * Step graph inputs:  x, y, params[0..n_params), states[0..n_states), buffers, hparams (hp[]
+ *                     order).
+ * Step graph outputs: loss, new params, new states, new buffers (same order).
+ * Eval graph inputs:  x, y, params, buffers, hparams; outputs: loss, prediction. */
 typedef struct dl_train_graph {
     dl_graph *g;
     int n_params;
     const char **param_names; /* graph arena */
     int states_per_param;     /* SGD with momentum 1, Adam(W) 2, else 0 */
+    int n_buffers;            /* BatchNormalization running statistics (not trained) */
+    const char **buffer_names;
     int n_hp;
     dl_hp_kind hp[DL_HP_COUNT];
     dl_value *pred; /* the model's prediction inside g */
@@ -44,6 +47,9 @@ void dl_train_graph_free(dl_train_graph *tg);
 
 /* Trainer internals that checkpoints read and restore (trainer.c). */
 int dl_trainer_num_states(const dl_trainer *t);
+int dl_trainer_num_buffers(const dl_trainer *t);
+dl_tensor **dl_trainer_buffers(dl_trainer *t);
+const char *dl_trainer_buffer_name(const dl_trainer *t, int i);
 int dl_trainer_states_per_param(const dl_trainer *t);
 dl_tensor **dl_trainer_params(dl_trainer *t);
 dl_tensor **dl_trainer_states(dl_trainer *t);

@@ -18,9 +18,10 @@ struct dl_trainer {
     dl_compile_options copt;
     dl_train_graph step, eval;
     dl_program *p_step, *p_eval; /* NULL on the reference backend */
-    int n_params, n_states;
-    dl_tensor **params; /* owned */
-    dl_tensor **states; /* owned */
+    int n_params, n_states, n_buffers;
+    dl_tensor **params;  /* owned */
+    dl_tensor **states;  /* owned */
+    dl_tensor **buffers; /* owned: BatchNormalization running statistics */
     dl_tensor *hp[DL_HP_COUNT]; /* rank-0 float32, refilled every step */
     /* by step output (1 + parameter/state index): the tensors of two steps ago, which the next
      * step writes its outputs into (fresh allocations of that size cost page faults) */
@@ -76,8 +77,13 @@ dl_status dl_trainer_new(dl_ctx *ctx, dl_graph *model, const dl_train_options *o
         t->n_states = t->n_params * t->step.states_per_param;
         t->params = dl_calloc((size_t)t->n_params + 1, sizeof *t->params);
         t->states = dl_calloc((size_t)t->n_states + 1, sizeof *t->states);
-        t->spare = dl_calloc((size_t)(1 + t->n_params + t->n_states), sizeof *t->spare);
-        if (!t->params || !t->states || !t->spare) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
+        t->n_buffers = t->step.n_buffers;
+        t->buffers = dl_calloc((size_t)t->n_buffers + 1, sizeof *t->buffers);
+        t->spare = dl_calloc((size_t)(1 + t->n_params + t->n_states + t->n_buffers), sizeof *t->spare);
+        if (!t->params || !t->states || !t->buffers || !t->spare)
+            s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
+        if (s == DL_OK && t->eval.n_buffers != t->n_buffers)
+            s = dl_fail(ctx, DL_ERR_INTERNAL, "train: step and eval graphs disagree on buffers");
     }
     /* starting values: copies of the model's weights; zeroed optimizer state */
     for (int i = 0; i < t->n_params && s == DL_OK; i++) {
@@ -88,6 +94,14 @@ dl_status dl_trainer_new(dl_ctx *ctx, dl_graph *model, const dl_train_options *o
             break;
         }
         s = dl_tensor_clone(ctx, v->constant, &t->params[i]);
+    }
+    for (int i = 0; i < t->n_buffers && s == DL_OK; i++) {
+        dl_value *v = dl_graph_find_value(model, t->step.buffer_names[i]);
+        if (!v || !v->constant)
+            s = dl_fail(ctx, DL_ERR_INTERNAL, "train: buffer '%s' not found in the model",
+                        t->step.buffer_names[i]);
+        else
+            s = dl_tensor_clone(ctx, v->constant, &t->buffers[i]);
     }
     for (int i = 0; i < t->n_states && s == DL_OK; i++) {
         const dl_tensor *p = t->params[i / t->step.states_per_param];
@@ -110,8 +124,11 @@ void dl_trainer_free(dl_trainer *t) {
     dl_program_free(t->p_eval);
     for (int i = 0; t->params && i < t->n_params; i++) dl_tensor_free(t->params[i]);
     for (int i = 0; t->states && i < t->n_states; i++) dl_tensor_free(t->states[i]);
+    for (int i = 0; t->buffers && i < t->n_buffers; i++) dl_tensor_free(t->buffers[i]);
+    dl_free(t->buffers);
     for (int k = 0; k < DL_HP_COUNT; k++) dl_tensor_free(t->hp[k]);
-    for (int i = 0; t->spare && i < 1 + t->n_params + t->n_states; i++) dl_tensor_free(t->spare[i]);
+    for (int i = 0; t->spare && i < 1 + t->n_params + t->n_states + t->n_buffers; i++)
+        dl_tensor_free(t->spare[i]);
     dl_free(t->spare);
     dl_free(t->params);
     dl_free(t->states);
@@ -203,13 +220,14 @@ static dl_status check_hparams(dl_ctx *ctx, const dl_hparams *h) {
     return DL_OK;
 }
 
-/* The step program's inputs in order: x, y, parameters, state, hyper-parameters. */
+/* The step program's inputs in order: x, y, parameters, state, buffers, hyper-parameters. */
 static void step_inputs(dl_trainer *t, dl_tensor *x, dl_tensor *yv, dl_tensor **in) {
     int k = 0;
     in[k++] = x;
     in[k++] = yv;
     for (int i = 0; i < t->n_params; i++) in[k++] = t->params[i];
     for (int i = 0; i < t->n_states; i++) in[k++] = t->states[i];
+    for (int i = 0; i < t->n_buffers; i++) in[k++] = t->buffers[i];
     for (int i = 0; i < t->step.n_hp; i++) in[k++] = t->hp[t->step.hp[i]];
 }
 
@@ -220,7 +238,7 @@ dl_status dl_trainer_profile(dl_ctx *ctx, dl_trainer *t, dl_tensor *x, dl_tensor
     dl_tensor *yv = NULL;
     DL_TRY(label_view(t, &t->step, y, &yv));
     set_hparams(t, hp);
-    int n_in = 2 + t->n_params + t->n_states + t->step.n_hp;
+    int n_in = 2 + t->n_params + t->n_states + t->n_buffers + t->step.n_hp;
     dl_tensor **in = dl_calloc((size_t)n_in, sizeof *in);
     dl_profile pr = {0};
     dl_machine m;
@@ -245,8 +263,8 @@ dl_status dl_train_step(dl_ctx *ctx, dl_trainer *t, dl_tensor *x, dl_tensor *y,
     dl_tensor *yv = NULL;
     DL_TRY(label_view(t, &t->step, y, &yv));
     set_hparams(t, hp);
-    int n_in = 2 + t->n_params + t->n_states + t->step.n_hp;
-    int n_out = 1 + t->n_params + t->n_states;
+    int n_in = 2 + t->n_params + t->n_states + t->n_buffers + t->step.n_hp;
+    int n_out = 1 + t->n_params + t->n_states + t->n_buffers;
     dl_tensor **in = dl_calloc((size_t)n_in, sizeof *in), **outs = dl_calloc((size_t)n_out, sizeof *outs);
     dl_status s = (in && outs) ? DL_OK : dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
     if (s == DL_OK) {
@@ -263,8 +281,11 @@ dl_status dl_train_step(dl_ctx *ctx, dl_trainer *t, dl_tensor *x, dl_tensor *y,
                         isnan(l) ? "NaN" : "infinite", (long long)t->steps + 1);
         } else {
             /* the replaced tensors become the next step's output buffers */
-            for (int i = 0; i < t->n_params + t->n_states; i++) {
-                dl_tensor **cur = i < t->n_params ? &t->params[i] : &t->states[i - t->n_params];
+            for (int i = 0; i < t->n_params + t->n_states + t->n_buffers; i++) {
+                int j = i - t->n_params - t->n_states;
+                dl_tensor **cur = i < t->n_params ? &t->params[i]
+                                  : j < 0       ? &t->states[i - t->n_params]
+                                                : &t->buffers[j];
                 if (t->spare[1 + i] != outs[1 + i]) dl_tensor_free(t->spare[1 + i]);
                 t->spare[1 + i] = *cur;
                 *cur = outs[1 + i];
@@ -288,15 +309,17 @@ dl_status dl_trainer_eval(dl_ctx *ctx, dl_trainer *t, dl_tensor *x, dl_tensor *y
     if (pred) *pred = NULL;
     dl_tensor *yv = NULL;
     DL_TRY(label_view(t, &t->eval, y, &yv));
-    int n_in = 2 + t->n_params + t->eval.n_hp;
+    int n_in = 2 + t->n_params + t->n_buffers + t->eval.n_hp;
     dl_tensor **in = dl_calloc((size_t)n_in, sizeof *in), *outs[2] = {0};
     dl_status s = in ? DL_OK : dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
     if (s == DL_OK) {
         in[0] = x;
         in[1] = yv;
-        for (int i = 0; i < t->n_params; i++) in[2 + i] = t->params[i];
+        int k = 2;
+        for (int i = 0; i < t->n_params; i++) in[k++] = t->params[i];
+        for (int i = 0; i < t->n_buffers; i++) in[k++] = t->buffers[i];
         /* the label smoothing of the last step (0 before any) */
-        for (int i = 0; i < t->eval.n_hp; i++) in[2 + t->n_params + i] = t->hp[t->eval.hp[i]];
+        for (int i = 0; i < t->eval.n_hp; i++) in[k++] = t->hp[t->eval.hp[i]];
         s = run(t, &t->eval, t->p_eval, n_in, in, outs, NULL);
     }
     if (s == DL_OK) {
@@ -329,14 +352,16 @@ dl_status dl_trainer_export_onnx(dl_ctx *ctx, dl_trainer *t, const char *path) {
     dl_graph *g = NULL;
     DL_TRY(dl_graph_clone(t->model, false, &g));
     dl_status s = DL_OK;
-    for (int i = 0; i < t->n_params && s == DL_OK; i++) {
-        dl_value *v = dl_graph_find_value(g, t->step.param_names[i]);
+    for (int i = 0; i < t->n_params + t->n_buffers && s == DL_OK; i++) {
+        bool par = i < t->n_params;
+        const char *nm = par ? t->step.param_names[i] : t->step.buffer_names[i - t->n_params];
+        dl_value *v = dl_graph_find_value(g, nm);
         dl_tensor *w = NULL;
         if (!v || !v->constant) {
-            s = dl_fail(ctx, DL_ERR_INTERNAL, "export: parameter '%s' not in the model", t->step.param_names[i]);
+            s = dl_fail(ctx, DL_ERR_INTERNAL, "export: weight '%s' not in the model", nm);
             break;
         }
-        const dl_tensor *p = t->params[i];
+        const dl_tensor *p = par ? t->params[i] : t->buffers[i - t->n_params];
         s = dl_tensor_wrap(ctx, p->dtype, p->rank, p->dims, p->data, &w);
         if (s == DL_OK) s = dl_graph_own_tensor(g, w);
         if (s == DL_OK) v->constant = w;
@@ -349,6 +374,9 @@ dl_status dl_trainer_export_onnx(dl_ctx *ctx, dl_trainer *t, const char *path) {
 /* ---- for checkpoints (checkpoint.c) ---- */
 
 int dl_trainer_num_states(const dl_trainer *t) { return t->n_states; }
+int dl_trainer_num_buffers(const dl_trainer *t) { return t->n_buffers; }
+dl_tensor **dl_trainer_buffers(dl_trainer *t) { return t->buffers; }
+const char *dl_trainer_buffer_name(const dl_trainer *t, int i) { return t->step.buffer_names[i]; }
 dl_tensor **dl_trainer_states(dl_trainer *t) { return t->states; }
 dl_tensor **dl_trainer_params(dl_trainer *t) { return t->params; }
 int dl_trainer_states_per_param(const dl_trainer *t) { return t->step.states_per_param; }

@@ -9,6 +9,8 @@ Models:
   mlp   Linear 64-32, ReLU, Linear 32-10; x float32 [N, 64]
   cnn   Conv 3x3 8 ch pad 1, ReLU, MaxPool 2, Conv 3x3 16 ch, ReLU, Flatten, Linear 64-10;
         x float32 [N, 1, 8, 8]
+  cnn_bn  cnn with BatchNorm after each convolution (train mode: batch statistics; the
+        running statistics are checked through sgd_params.npz and sgd_logits.npy)
   gpt   bench/train_models.py's GPT-style decoder, tiny: 2 layers, d 16, 2 heads, T 8, vocab 16
         (Gather, LayerNormalization, MatMul, Softmax, an additive causal mask Constant, erf
         GELU, Reshape, Transpose); x int64 [N, 8] tokens, output logits [N*8, 16] (axis "NT"),
@@ -86,6 +88,27 @@ class Cnn(nn.Module):
         return self.fc(torch.flatten(F.relu(self.conv2(x)), 1))
 
 
+class CnnBn(nn.Module):
+    """Cnn with BatchNorm after each convolution: trained with batch statistics (train mode);
+    the running statistics it updates are checked through the exported model's outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.conv2, self.bn2 = nn.Conv2d(8, 16, 3), nn.BatchNorm2d(16)
+        self.fc = nn.Linear(16 * 2 * 2, CLASSES)
+        with torch.no_grad():   # distinct affine values: torch's export merges equal initializers
+            for bn in (self.bn1, self.bn2):
+                bn.weight.add_(0.1 * torch.randn_like(bn.weight))
+                bn.bias.add_(0.1 * torch.randn_like(bn.bias))
+                bn.running_mean.add_(0.1 * torch.randn_like(bn.running_mean))
+                bn.running_var.add_(0.1 * torch.rand_like(bn.running_var))
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
+        return self.fc(torch.flatten(F.relu(self.bn2(self.conv2(x))), 1))
+
+
 class TinyGpt(Gpt):
     SEQ, VOCAB = 8, 16
 
@@ -102,7 +125,8 @@ class TinyGpt(Gpt):
                     mod.bias.add_(0.1 * torch.randn_like(mod.bias))
 
 
-MODELS = {"mlp": (Mlp, (64,)), "cnn": (Cnn, (1, 8, 8)), "gpt": (TinyGpt, (TinyGpt.SEQ,))}
+MODELS = {"mlp": (Mlp, (64,)), "cnn": (Cnn, (1, 8, 8)), "gpt": (TinyGpt, (TinyGpt.SEQ,)),
+          "cnn_bn": (CnnBn, (1, 8, 8))}
 
 
 def make_data(name, sample_shape, seed):
@@ -154,8 +178,9 @@ def export_model(name, out_dir):
             with torch.no_grad():
                 logits = trained.eval()(torch.from_numpy(x)).numpy()
             np.save(os.path.join(out_dir, "sgd_logits.npy"), logits)
+            bufs = {k: v for k, v in trained.named_buffers() if k.endswith(("running_mean", "running_var"))}
             np.savez(os.path.join(out_dir, "sgd_params.npz"),
-                     **{k: v.detach().numpy() for k, v in trained.named_parameters()})
+                     **{k: v.detach().numpy() for k, v in list(trained.named_parameters()) + list(bufs.items())})
         state64 = {k: v.double() for k, v in state.items()}
         result[opt_name + "_float64"], _ = train_losses(cls, state64, x, y, opt_name,
                                                         torch.float64)

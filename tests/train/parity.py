@@ -45,7 +45,8 @@ OPTIMIZERS = {   # dlcc flags of export_models.py's OPTIMIZERS
     "adamw_wd": ["--optimizer", "adamw", "--lr", "1e-2", "--weight-decay", "0.1"],
     "adam": ["--optimizer", "adam", "--lr", "1e-2", "--weight-decay", "0.1"],
 }
-BACKENDS = {"mlp": ("native", "ref"), "cnn": ("native",), "gpt": ("native", "ref")}
+BACKENDS = {"mlp": ("native", "ref"), "cnn": ("native",), "gpt": ("native", "ref"),
+            "cnn_bn": ("native",)}
 CASES = [(m, o, b) for m, backends in BACKENDS.items() for b in backends for o in OPTIMIZERS]
 
 

@@ -59,6 +59,22 @@ for s, v in enumerate(lr):
 EOF
 then ok "learning rates follow warm-up + cosine"; else bad "learning rates follow warm-up + cosine"; fi
 
+# BatchNorm running statistics are buffers: saved in the checkpoint and restored on resume
+B="$T/cnn_bn"
+bn=(train "$B/model.onnx" --x "$B/X.npy" --y "$B/Y.npy" --optimizer sgd --lr 0.05 --momentum 0.9 --batch 16
+    --val-split 0.2 --seed 3 --quiet --epochs 2)
+"$DLCC" "${bn[@]}" --export "$T/bn_a.onnx" || bad "batchnorm straight run"
+"$DLCC" "${bn[@]}" --checkpoint "$T/bn.st" --stop-after 7 || bad "batchnorm first part"
+"$DLCC" "${bn[@]}" --checkpoint "$T/bn.st" --resume --export "$T/bn_b.onnx" || bad "batchnorm resumed"
+if cmp -s "$T/bn_a.onnx" "$T/bn_b.onnx" && /usr/bin/python3 -c "
+import json, struct, sys
+b = open('$T/bn.st', 'rb').read(); n = struct.unpack('<Q', b[:8])[0]
+assert any(k.startswith('buffer/') and 'running_var' in k for k in json.loads(b[8:8 + n]))"; then
+    ok "batchnorm running statistics checkpointed: resumed run exports the same bytes"
+else
+    bad "batchnorm running statistics checkpointed: resumed run exports the same bytes"
+fi
+
 # 3. SIGKILL at random moments of a run that saves after every step: the file always loads
 killed=0
 for delay in 0.15 0.3 0.45 0.6 0.8 1.0; do
