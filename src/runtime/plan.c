@@ -102,9 +102,6 @@ static bool is_shape_node(const dl_node *n) {
  * data that only exists at run time. */
 static dl_status concrete_types(dl_ctx *ctx, dl_program *p, dl_tensor *const *in, dl_plan *pl) {
     dl_graph *g = p->g;
-    dl_tensor **known = dl_calloc((size_t)g->values.len + 1, sizeof *known);
-    if (!known) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
-    dl_status s = DL_OK;
     for (int i = 0; i < g->values.len; i++) {
         dl_value *v = g->values.items[i];
         pl->ctype[i].rank = DL_RANK_UNKNOWN;
@@ -115,6 +112,9 @@ static dl_status concrete_types(dl_ctx *ctx, dl_program *p, dl_tensor *const *in
         set_type_from_tensor(&pl->ctype[v->id], in[i]);
         DL_TRY(dl_bind_type(ctx, g, v, &pl->ctype[v->id], pl->syms, true));
     }
+    dl_tensor **known = dl_calloc((size_t)g->values.len + 1, sizeof *known);
+    if (!known) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
+    dl_status s = DL_OK;
     const dl_type *tin[64];
     const dl_tensor *vin[64];
     dl_type tout[64];
