@@ -7,8 +7,10 @@
 
 #include "json-min.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -164,6 +166,27 @@ static bool sync_parent_dir(const char *path, char *dir, size_t dir_n) {
     return ok;
 }
 
+/* Removes "<path>.tmp.<pid>" files that a process killed while saving left behind (its pid no
+ * longer runs). Best effort: nothing here can fail the save. */
+static void remove_stale_temps(const char *path, const char *dir) {
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t bl = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        const char *nm = e->d_name;
+        if (strncmp(nm, base, bl) != 0 || strncmp(nm + bl, ".tmp.", 5) != 0) continue;
+        char *end = NULL;
+        long pid = strtol(nm + bl + 5, &end, 10);
+        if (!end || *end || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or not ours to tell */
+        char full[4096];
+        if ((size_t)snprintf(full, sizeof full, "%s/%s", dir, nm) < sizeof full) unlink(full);
+    }
+    closedir(d);
+}
+
 static dl_status write_atomic(dl_ctx *ctx, const char *path, const dl_sbuf *hdr, int n,
                               const dl_tensor *const *tensors) {
     size_t tmp_n = strlen(path) + 32;
@@ -203,6 +226,8 @@ static dl_status write_atomic(dl_ctx *ctx, const char *path, const dl_sbuf *hdr,
         if (!sync_parent_dir(path, dir, sizeof dir))
             s = dl_fail(ctx, DL_ERR_IO, "checkpoint '%s': written, but syncing directory '%s' failed: %s",
                         path, dir, strerror(errno));
+        else
+            remove_stale_temps(path, dir);
     }
     dl_free(tmp);
     return s;
