@@ -194,7 +194,7 @@ static dl_status emit_model(dl_ctx *ctx, const dl_program *p, const bool *used, 
                 dl_sb_printf(&m, "    b[%d] = b[%d]; /* %s */\n", out, in, gr->nodes[0]->op->name);
         } else {
             dl_sb_printf(&m, "    dlk_kernels[%d](b, syms); /* %s: %s */\n", gi,
-                         dl_gkind_name(gr->kind), gr->nodes[0]->op->name);
+                         dl_gkind_name(gr->kind), dl_group_anchor(gr)->op->name);
         }
     }
     dl_sb_put(&m, "}\n");

@@ -62,18 +62,17 @@ static void epi_residual(const dl_group *gr, dl_epi_params *e, int64_t row) {
     e->res_cs = 1;
 }
 
-dl_status dl_conv_params_of(dl_ctx *ctx, const dl_group *gr, dl_conv_params *cp) {
-    const dl_node *n = gr->nodes[0];
-    const dl_value *x = n->in[0], *w = n->in[1], *y = n->out[0];
-    memset(cp, 0, sizeof *cp);
+/* The dlrt_conv of y = conv(x, w) with node n's attributes (a Conv, or a ConvGradInput /
+ * ConvGradWeight carrying its forward's); *n_sym >= 0 when the batch is that symbol (p->n 0). */
+static dl_status conv_of(dl_ctx *ctx, const dl_node *n, const dl_value *x, const dl_value *w,
+                         const dl_value *y, dlrt_conv *p, int *n_sym) {
     int r = x->type.rank, ns = r - 2;
     dl_window win;
     char err[200];
     const char *e = dl_conv_window(n, ns, x->type.dims + 2, w->type.dims + 2, &win, err, sizeof err);
     if (e) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "conv geometry: %s", e);
-    dlrt_conv *p = &cp->p;
     p->nsp = ns;
-    cp->n_sym = x->type.dims[0] < 0 ? (int)(-x->type.dims[0] - 1) : -1;
+    *n_sym = x->type.dims[0] < 0 ? (int)(-x->type.dims[0] - 1) : -1;
     p->n = x->type.dims[0] < 0 ? 0 : x->type.dims[0];
     p->c_in = x->type.dims[1];
     p->c_out = w->type.dims[0];
@@ -91,6 +90,16 @@ dl_status dl_conv_params_of(dl_ctx *ctx, const dl_group *gr, dl_conv_params *cp)
     }
     if (p->group < 1 || p->c_in % p->group || p->c_out % p->group)
         return dl_fail(ctx, DL_ERR_UNSUPPORTED, "conv groups do not divide the channels");
+    return DL_OK;
+}
+
+dl_status dl_conv_params_of(dl_ctx *ctx, const dl_group *gr, dl_conv_params *cp) {
+    const dl_node *n = gr->nodes[0];
+    const dl_value *x = n->in[0], *w = n->in[1], *y = n->out[0];
+    memset(cp, 0, sizeof *cp);
+    DL_TRY(conv_of(ctx, n, x, w, y, &cp->p, &cp->n_sym));
+    const dlrt_conv *p = &cp->p;
+    const int ns = p->nsp;
     cp->x_slot = x->id;
     cp->w_slot = w->id;
     cp->y_slot = gr->out[0]->id;
@@ -137,27 +146,54 @@ dl_status dl_gemm_params_of(dl_ctx *ctx, const dl_group *gr, dl_gemm_params *gp)
     return DL_OK;
 }
 
+/* K (A's last dim) and N (B's last, 1 for a vector), or -1 when unknown or inconsistent. */
+static void matmul_kn(const dl_node *mm, int64_t *k, int64_t *n) {
+    const dl_value *a = mm->in[0], *b = mm->in[1];
+    int ar = a->type.rank, br = b->type.rank;
+    int64_t bk = br == 1 ? b->type.dims[0] : b->type.dims[br - 2];
+    *k = a->type.dims[ar - 1];
+    *n = br == 1 ? 1 : b->type.dims[br - 1];
+    if (*k < 0 || bk != *k) *k = -1;
+}
+
+bool dl_matmul_shapes_ok(const dl_node *mm) {
+    if (mm->n_in != 2 || !mm->in[0] || !mm->in[1] || mm->in[0]->type.rank < 1 ||
+        mm->in[1]->type.rank < 1)
+        return false;
+    int64_t k, n;
+    matmul_kn(mm, &k, &n);
+    return k >= 0 && n >= 0;
+}
+
 dl_status dl_matmul_params_of(dl_ctx *ctx, const dl_group *gr, dl_matmul_params *mp) {
-    const dl_node *n = gr->nodes[0];
+    const dl_gmatmul *g = &gr->mm;
+    const dl_node *n = g->mm ? g->mm : gr->nodes[0];
     memset(mp, 0, sizeof *mp);
     const dl_value *a = n->in[0], *b = n->in[1], *y = n->out[0];
     int ar = a->type.rank, br = b->type.rank;
     mp->a = a;
     mp->b = b;
     mp->y = y;
-    mp->K = a->type.dims[ar - 1];
-    mp->N = br == 1 ? 1 : b->type.dims[br - 1];
-    int64_t bk = br == 1 ? b->type.dims[0] : b->type.dims[br - 2];
-    if (mp->K < 0 || mp->N < 0 || bk != mp->K)
+    matmul_kn(n, &mp->K, &mp->N);
+    if (mp->K < 0 || mp->N < 0)
         return dl_fail(ctx, DL_ERR_UNSUPPORTED, "matmul with symbolic inner dims");
     int yr = y->type.rank;
     int mat_dims = (ar > 1) + (br > 1);
     mp->nbatch = yr - mat_dims;
     if (mp->nbatch < 0) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "matmul rank");
-    mp->fold_batch = br <= 2;
+    /* an absorbed Transpose swapped the last two axes: its input is the operand, transposed */
+    mp->trans_a = g->a_tr != NULL;
+    mp->trans_b = g->b_tr != NULL;
+    if ((g->a_tr && (g->a_tr->out[0] != a || ar < 2)) ||
+        (g->b_tr && (g->b_tr->out[0] != b || br < 2)))
+        return dl_fail(ctx, DL_ERR_INTERNAL, "matmul group with a stray transpose");
+    /* transposed matrices of a batch do not stack into one taller matrix */
+    mp->fold_batch = br <= 2 && !(mp->trans_a && ar > 2);
     if (ar == 1 && mp->nbatch > 0) mp->fold_batch = false;
-    mp->a_slot = a->id;
-    mp->b_slot = b->id;
+    mp->a_in = g->a_tr ? g->a_tr->in[0] : a;
+    mp->b_in = g->b_tr ? g->b_tr->in[0] : b;
+    mp->a_slot = mp->a_in->id;
+    mp->b_slot = mp->b_in->id;
     mp->y_slot = gr->out[0]->id;
     epi_defaults(&mp->epi);
     if (gr->epi.bias) {
@@ -170,21 +206,17 @@ dl_status dl_matmul_params_of(dl_ctx *ctx, const dl_group *gr, dl_matmul_params 
     return DL_OK;
 }
 
-dl_status dl_pool_params_of(dl_ctx *ctx, const dl_group *gr, dl_pool_params *pp) {
-    const dl_node *n = gr->nodes[0];
-    const dl_value *x = n->in[0], *y = n->out[0];
-    memset(pp, 0, sizeof *pp);
+/* The window of y = pool(x) with node n's attributes (a pooling, or a MaxPoolGrad /
+ * AveragePoolGrad carrying its forward's): every field of p but kind, count_include_pad and p. */
+static dl_status pool_of(dl_ctx *ctx, const dl_node *n, bool global, const dl_value *x,
+                         const dl_value *y, dlrt_pool *p, int *n_sym) {
     int r = x->type.rank, ns = r - 2;
     dl_window win;
     char err[200];
-    const char *e = dl_pool_window(n, false, ns, x->type.dims + 2, &win, err, sizeof err);
+    const char *e = dl_pool_window(n, global, ns, x->type.dims + 2, &win, err, sizeof err);
     if (e) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "pool geometry: %s", e);
-    dlrt_pool *p = &pp->p;
     p->nsp = ns;
-    p->kind = dl_node_is(n, "MaxPool") ? 0 : dl_node_is(n, "AveragePool") ? 1 : 2;
-    p->count_include_pad = (int)dl_attr_int(n, "count_include_pad", 0);
-    p->p = (float)dl_attr_int(n, "p", 2);
-    pp->n_sym = x->type.dims[0] < 0 ? (int)(-x->type.dims[0] - 1) : -1;
+    *n_sym = x->type.dims[0] < 0 ? (int)(-x->type.dims[0] - 1) : -1;
     p->n = x->type.dims[0] < 0 ? 0 : x->type.dims[0];
     p->c = x->type.dims[1];
     for (int d = 0; d < 3; d++) {
@@ -199,8 +231,60 @@ dl_status dl_pool_params_of(dl_ctx *ctx, const dl_group *gr, dl_pool_params *pp)
         if (in && win.out[d] != p->out[d])
             return dl_fail(ctx, DL_ERR_UNSUPPORTED, "pool output size disagrees with geometry");
     }
+    return DL_OK;
+}
+
+dl_status dl_pool_params_of(dl_ctx *ctx, const dl_group *gr, dl_pool_params *pp) {
+    const dl_node *n = gr->nodes[0];
+    const dl_value *x = n->in[0], *y = n->out[0];
+    memset(pp, 0, sizeof *pp);
+    dlrt_pool *p = &pp->p;
+    DL_TRY(pool_of(ctx, n, false, x, y, p, &pp->n_sym));
+    p->kind = dl_node_is(n, "MaxPool") ? 0 : dl_node_is(n, "AveragePool") ? 1 : 2;
+    p->count_include_pad = (int)dl_attr_int(n, "count_include_pad", 0);
+    p->p = (float)dl_attr_int(n, "p", 2);
     pp->x_slot = x->id;
     pp->y_slot = y->id;
+    return DL_OK;
+}
+
+/* ---- backward of convolution and pooling ---- */
+
+dl_status dl_conv_grad_params_of(dl_ctx *ctx, const dl_group *gr, dl_conv_grad_params *cp) {
+    const dl_node *n = gr->nodes[0];
+    memset(cp, 0, sizeof *cp);
+    cp->weight = !strcmp(n->op->name, "ConvGradWeight");
+    /* the forward's X, W and Y: ConvGradWeight(X, dY) -> dW, ConvGradInput(dY, W, shape) -> dX */
+    const dl_value *x = cp->weight ? n->in[0] : n->out[0];
+    const dl_value *w = cp->weight ? n->out[0] : n->in[1];
+    const dl_value *dy = cp->weight ? n->in[1] : n->in[0];
+    /* the batch is X's (or dX's) symbol: dY's may be another one, equal at run time (the
+     * node's inference checks it on the concrete shapes) */
+    DL_TRY(conv_of(ctx, n, x, w, dy, &cp->p, &cp->n_sym));
+    if (dy->type.dims[1] != cp->p.c_out || w->type.dims[1] * cp->p.group != cp->p.c_in)
+        return dl_fail(ctx, DL_ERR_UNSUPPORTED, "conv gradient shapes disagree");
+    cp->a_slot = n->in[0]->id;
+    cp->b_slot = n->in[1]->id;
+    cp->y_slot = n->out[0]->id;
+    return DL_OK;
+}
+
+dl_status dl_pool_grad_params_of(dl_ctx *ctx, const dl_group *gr, dl_pool_grad_params *pp) {
+    const dl_node *n = gr->nodes[0];
+    memset(pp, 0, sizeof *pp);
+    bool max = !strcmp(n->op->name, "MaxPoolGrad");
+    /* MaxPoolGrad(X, dY) -> dX, AveragePoolGrad(dY, shape) -> dX */
+    const dl_value *dy = n->in[max ? 1 : 0], *dx = n->out[0];
+    dlrt_pool *p = &pp->p;
+    /* the batch is dX's symbol, equal to dY's at run time (as for convolutions) */
+    DL_TRY(pool_of(ctx, n, dl_attr_int(n, "global", 0) != 0, dx, dy, p, &pp->n_sym));
+    if (dx->type.dims[1] != dy->type.dims[1])
+        return dl_fail(ctx, DL_ERR_UNSUPPORTED, "pool gradient shapes disagree");
+    p->kind = max ? 0 : 1;
+    p->count_include_pad = (int)dl_attr_int(n, "count_include_pad", 0);
+    pp->x_slot = max ? n->in[0]->id : -1;
+    pp->dy_slot = dy->id;
+    pp->dx_slot = dx->id;
     return DL_OK;
 }
 
@@ -343,6 +427,12 @@ size_t dl_group_workspace(const dl_group *gr, const int64_t *syms) {
         /* the thread count of the generated code is OpenMP's at run time: size for the most
          * the kernel uses */
         return dlrt_attention_workspace(&a, 0);
+    }
+    if (gr->kind == DL_G_CONV_GRAD) {
+        dl_conv_grad_params cg;
+        if (dl_conv_grad_params_of(NULL, gr, &cg) != DL_OK) return 0;
+        if (cg.n_sym >= 0) cg.p.n = syms[cg.n_sym];
+        return dlrt_conv_grad_workspace(&cg.p);
     }
     if (gr->kind != DL_G_CONV) return 0;
     dl_conv_params cp;

@@ -1,6 +1,6 @@
 /* emit-params.h — the runtime-kernel parameters of heavy groups (conv, gemm, matmul, pool,
- * attention), computed once from the graph. The emitter prints them as C; the planner uses the
- * same structs to size scratch memory, so both always agree. */
+ * attention, the backward of conv and pool), computed once from the graph. The emitter prints
+ * them as C; the planner uses the same structs to size scratch memory, so both always agree. */
 #ifndef DL_EMIT_PARAMS_H
 #define DL_EMIT_PARAMS_H
 
@@ -32,10 +32,12 @@ typedef struct dl_gemm_params {
 } dl_gemm_params;
 
 typedef struct dl_matmul_params {
-    const dl_value *a, *b, *y;
+    const dl_value *a, *b, *y; /* the MatMul's operands as it sees them (after any Transpose) */
     int64_t N, K;
     int nbatch;      /* batch dims of y (0 when both operands are at most 2-D) */
-    bool fold_batch; /* B is a matrix: A's batch dims fold into M */
+    bool fold_batch; /* B is a matrix and A plain: A's batch dims fold into M */
+    int trans_a, trans_b; /* the value read holds the operand with its last two axes swapped */
+    const dl_value *a_in, *b_in; /* the values read: a and b, or the absorbed Transposes' inputs */
     int a_slot, b_slot, y_slot;
     dl_epi_params epi;
 } dl_matmul_params;
@@ -45,6 +47,24 @@ typedef struct dl_pool_params {
     int n_sym;
     int x_slot, y_slot;
 } dl_pool_params;
+
+/* A CONV_GRAD group: the forward convolution of its ConvGradInput(dY, W, shape) -> dX or
+ * ConvGradWeight(X, dY) -> dW node. */
+typedef struct dl_conv_grad_params {
+    dlrt_conv p;                /* p.n is 0 when the batch is symbolic */
+    int n_sym;                  /* >= 0: batch is s[n_sym] */
+    bool weight;                /* ConvGradWeight */
+    int a_slot, b_slot, y_slot; /* the node's first two inputs and its output */
+} dl_conv_grad_params;
+
+/* A POOL_GRAD group: the forward pooling (p.kind 0 max, 1 average) of its MaxPoolGrad(X, dY) or
+ * AveragePoolGrad(dY, shape) node, whose output is dX. */
+typedef struct dl_pool_grad_params {
+    dlrt_pool p;
+    int n_sym;
+    int x_slot; /* -1 for AveragePoolGrad */
+    int dy_slot, dx_slot;
+} dl_pool_grad_params;
 
 /* A size in generated code: c times the product of the runtime symbols s[sym[0..n)]. */
 typedef struct dl_sexpr {
@@ -66,8 +86,12 @@ typedef struct dl_attn_params {
 dl_status dl_conv_params_of(dl_ctx *ctx, const dl_group *gr, dl_conv_params *cp);
 dl_status dl_gemm_params_of(dl_ctx *ctx, const dl_group *gr, dl_gemm_params *gp);
 dl_status dl_matmul_params_of(dl_ctx *ctx, const dl_group *gr, dl_matmul_params *mp);
+/* Whether a MATMUL group of this MatMul can be emitted (known inner and column sizes). */
+bool dl_matmul_shapes_ok(const dl_node *mm);
 dl_status dl_pool_params_of(dl_ctx *ctx, const dl_group *gr, dl_pool_params *pp);
 dl_status dl_attn_params_of(dl_ctx *ctx, const dl_group *gr, dl_attn_params *ap);
+dl_status dl_conv_grad_params_of(dl_ctx *ctx, const dl_group *gr, dl_conv_grad_params *cp);
+dl_status dl_pool_grad_params_of(dl_ctx *ctx, const dl_group *gr, dl_pool_grad_params *pp);
 
 /* The value of e with the given symbol values. */
 int64_t dl_sexpr_eval(const dl_sexpr *e, const int64_t *syms);

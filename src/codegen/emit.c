@@ -111,14 +111,10 @@ static dl_status request_pack(dl_ctx *ctx, dl_packs *pk, const dl_value *v, int 
     return DL_OK;
 }
 
-static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const char *name, dl_packs *packs,
-                           dl_sbuf *sb) {
-    dl_conv_params cp;
-    DL_TRY(dl_conv_params_of(ctx, gr, &cp));
-    const dlrt_conv *p = &cp.p;
-    emit_open(sb, name);
+/* "    dlrt_conv p = {...};" with the batch s[n_sym] when n_sym >= 0. */
+static void emit_conv_struct(dl_sbuf *sb, const dlrt_conv *p, int n_sym) {
     dl_sb_printf(sb, "    dlrt_conv p = {.nsp = %d, ", p->nsp);
-    emit_batch(sb, cp.n_sym, p->n);
+    emit_batch(sb, n_sym, p->n);
     dl_sb_printf(sb, ", .c_in = %lld, .c_out = %lld, .group = %lld", (long long)p->c_in,
                  (long long)p->c_out, (long long)p->group);
     emit_window_field(sb, "in", p->in);
@@ -128,6 +124,15 @@ static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const char *name, dl
     emit_window_field(sb, "dil", p->dil);
     emit_window_field(sb, "pad_begin", p->pad_begin);
     dl_sb_put(sb, "};\n");
+}
+
+static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const char *name, dl_packs *packs,
+                           dl_sbuf *sb) {
+    dl_conv_params cp;
+    DL_TRY(dl_conv_params_of(ctx, gr, &cp));
+    const dlrt_conv *p = &cp.p;
+    emit_open(sb, name);
+    emit_conv_struct(sb, p, cp.n_sym);
     emit_epilogue(sb, &cp.epi);
     emit_residual(sb, &cp.epi, "");
     /* weights packed once when the layer runs as GEMMs (dlrt_conv_packs_weights; the kernel
@@ -147,27 +152,28 @@ static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const char *name, dl
     return DL_OK;
 }
 
-/* The statement "dlrt_sgemm(M, N, K, A, lda, ta, B, ldb, tb, C, ldc, &ep);" over buffer slots;
- * with B prepacked (request pk >= 0) it goes through dlrt_sgemm_ex with the packed copy, or B
- * itself when the runtime made none (an AOT bundle). */
-static void emit_sgemm_call(dl_sbuf *sb, const char *m, const char *n, const char *k, int a_slot,
-                            const char *lda, int ta, int b_slot, const char *ldb, int tb,
-                            int c_slot, const char *ldc, int pk) {
+/* The statement "dlrt_sgemm(M, N, K, A, lda, ta, B, ldb, tb, C, ldc, &ep);" where A, B and C are
+ * pointer expressions; with B prepacked (request pk >= 0) it goes through dlrt_sgemm_ex with
+ * the packed copy, or B itself when the runtime made none (an AOT bundle). */
+static void emit_sgemm_call(dl_sbuf *sb, const char *indent, const char *m, const char *n,
+                            const char *k, const char *a, const char *lda, int ta, const char *b,
+                            const char *ldb, int tb, const char *c, const char *ldc, int pk) {
     if (pk < 0) {
-        dl_sb_printf(
-            sb,
-            "    dlrt_sgemm(%s, %s, %s, (const float *)b[%d], %s, %d, (const float *)b[%d], "
-            "%s, %d, (float *)b[%d], %s, &ep);\n",
-            m, n, k, a_slot, lda, ta, b_slot, ldb, tb, c_slot, ldc);
+        dl_sb_printf(sb, "%sdlrt_sgemm(%s, %s, %s, %s, %s, %d, %s, %s, %d, %s, %s, &ep);\n", indent,
+                     m, n, k, a, lda, ta, b, ldb, tb, c, ldc);
         return;
     }
-    dl_sb_printf(
-        sb,
-        "    dlrt_sgemm_ex(%s, %s, %s, (const float *)b[%d], %s, %d, 0,\n"
-        "                  b[DLK_PACK + %d] ? (const float *)b[DLK_PACK + %d] : (const float "
-        "*)b[%d], %s, %d,\n"
-        "                  b[DLK_PACK + %d] != 0, (float *)b[%d], %s, &ep);\n",
-        m, n, k, a_slot, lda, ta, pk, pk, b_slot, ldb, tb, pk, c_slot, ldc);
+    dl_sb_printf(sb,
+                 "%sdlrt_sgemm_ex(%s, %s, %s, %s, %s, %d, 0,\n"
+                 "%s    b[DLK_PACK + %d] ? (const float *)b[DLK_PACK + %d] : %s, %s, %d,\n"
+                 "%s    b[DLK_PACK + %d] != 0, %s, %s, &ep);\n",
+                 indent, m, n, k, a, lda, ta, indent, pk, pk, b, ldb, tb, indent, pk, c, ldc);
+}
+
+/* "(const float *)b[slot]" followed by `offset` (may be ""). */
+static const char *slot_ptr(int slot, bool is_const, const char *offset, char *buf, size_t n) {
+    snprintf(buf, n, "(%sfloat *)b[%d]%s", is_const ? "const " : "", slot, offset);
+    return buf;
 }
 
 static dl_status emit_gemm(dl_ctx *ctx, const dl_group *gr, const char *name, dl_packs *packs,
@@ -177,7 +183,7 @@ static dl_status emit_gemm(dl_ctx *ctx, const dl_group *gr, const char *name, dl
     const dl_node *n = gr->nodes[0];
     int pk;
     DL_TRY(request_pack(ctx, packs, n->in[1], 1, gp.N, gp.K, gp.ldb, gp.trans_b, &pk));
-    char m[32], nn[32], kk[32], lda[32], ldb[32];
+    char m[32], nn[32], kk[32], lda[32], ldb[32], pa[48], pb[48], pc[48];
     const dl_value *a = n->in[0], *b = n->in[1];
     dim_c(n->out[0], 1, nn, sizeof nn);
     dim_c(a, gp.trans_a ? 0 : 1, kk, sizeof kk);
@@ -186,20 +192,31 @@ static dl_status emit_gemm(dl_ctx *ctx, const dl_group *gr, const char *name, dl
     emit_open(sb, name);
     emit_epilogue(sb, &gp.epi);
     emit_residual(sb, &gp.epi, "");
-    emit_sgemm_call(sb, dim_c(n->out[0], 0, m, sizeof m), nn, kk, gp.a_slot, lda, gp.trans_a,
-                    gp.b_slot, ldb, gp.trans_b, gp.y_slot, nn, pk);
+    emit_sgemm_call(sb, "    ", dim_c(n->out[0], 0, m, sizeof m), nn, kk,
+                    slot_ptr(gp.a_slot, true, "", pa, sizeof pa), lda, gp.trans_a,
+                    slot_ptr(gp.b_slot, true, "", pb, sizeof pb), ldb, gp.trans_b,
+                    slot_ptr(gp.y_slot, false, "", pc, sizeof pc), nn, pk);
     dl_sb_put(sb, "}\n");
     return DL_OK;
 }
 
 /* MatMul with numpy batch broadcasting: one dlrt_sgemm per output matrix, or a single one
- * when B is a plain matrix (A's batch dims fold into M). */
+ * when B is a plain matrix and A is not transposed (A's batch dims fold into M). An operand
+ * read through an absorbed Transpose is stored with its rows and columns swapped: the GEMM
+ * reads it with its trans flag, the stored row length (M for A, K for B) as leading dim. */
 static dl_status emit_matmul(dl_ctx *ctx, const dl_group *gr, const char *name, dl_packs *packs,
                              dl_sbuf *sb) {
     dl_matmul_params mp;
     DL_TRY(dl_matmul_params_of(ctx, gr, &mp));
     const dl_value *a = mp.a, *bv = mp.b, *y = mp.y;
-    int ar = a->type.rank, br = bv->type.rank, yr = y->type.rank;
+    int ar = a->type.rank, br = bv->type.rank;
+    const char *lda = mp.trans_a ? "M" : "K", *ldb = mp.trans_b ? "K" : "N";
+    /* a B that is one matrix for the whole batch is packed once when constant */
+    int pk = -1;
+    if (br <= 2)
+        DL_TRY(request_pack(ctx, packs, mp.b_in, 1, mp.N, mp.K, mp.trans_b ? mp.K : mp.N,
+                            mp.trans_b, &pk));
+    char pa[64], pb[64], pc[64];
     emit_open(sb, name);
     emit_epilogue(sb, &mp.epi);
     /* M: rows of A's matrix (1 for a vector); with a 2-D B, A's batch dims fold into M. */
@@ -219,12 +236,11 @@ static dl_status emit_matmul(dl_ctx *ctx, const dl_group *gr, const char *name, 
         prod_c(sb, y, 0, mp.nbatch);
     dl_sb_put(sb, ";\n");
     if (mp.fold_batch || mp.nbatch == 0) {
-        int pk;
-        DL_TRY(request_pack(ctx, packs, bv, 1, mp.N, mp.K, mp.N, 0, &pk));
         emit_residual(sb, &mp.epi, "");
-        dl_sb_put(sb, "    if (nb > 0)\n    ");
-        emit_sgemm_call(sb, "M", "N", "K", mp.a_slot, "K", 0, mp.b_slot, "N", 0, mp.y_slot, "N",
-                        pk);
+        dl_sb_put(sb, "    if (nb > 0)\n");
+        emit_sgemm_call(sb, "        ", "M", "N", "K", slot_ptr(mp.a_slot, true, "", pa, sizeof pa),
+                        lda, mp.trans_a, slot_ptr(mp.b_slot, true, "", pb, sizeof pb), ldb,
+                        mp.trans_b, slot_ptr(mp.y_slot, false, "", pc, sizeof pc), "N", pk);
         dl_sb_put(sb, "}\n");
         return DL_OK;
     }
@@ -263,24 +279,20 @@ static dl_status emit_matmul(dl_ctx *ctx, const dl_group *gr, const char *name, 
                      "        ep.residual = (const float *)b[%d] + t * M * N; ep.res_rs = N; "
                      "ep.res_cs = 1;\n",
                      mp.epi.res_slot);
-    dl_sb_printf(sb,
-                 "        dlrt_sgemm(M, N, K, (const float *)b[%d] + ao * M * K, K, 0, "
-                 "(const float *)b[%d] + bo * K * N, N, 0, (float *)b[%d] + t * M * N, N, &ep);\n"
-                 "    }\n}\n",
-                 mp.a_slot, mp.b_slot, mp.y_slot);
-    DL_UNUSED(yr);
+    emit_sgemm_call(sb, "        ", "M", "N", "K",
+                    slot_ptr(mp.a_slot, true, " + ao * M * K", pa, sizeof pa), lda, mp.trans_a,
+                    slot_ptr(mp.b_slot, true, " + bo * K * N", pb, sizeof pb), ldb, mp.trans_b,
+                    slot_ptr(mp.y_slot, false, " + t * M * N", pc, sizeof pc), "N", pk);
+    dl_sb_put(sb, "    }\n}\n");
     return DL_OK;
 }
 
-static dl_status emit_pool(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
-    dl_pool_params pp;
-    DL_TRY(dl_pool_params_of(ctx, gr, &pp));
-    const dlrt_pool *p = &pp.p;
+/* "    dlrt_pool p = {...};" with the batch s[n_sym] when n_sym >= 0. */
+static void emit_pool_struct(dl_sbuf *sb, const dlrt_pool *p, int n_sym) {
     char f[48];
-    emit_open(sb, name);
     dl_sb_printf(sb, "    dlrt_pool p = {.nsp = %d, .kind = %d, .count_include_pad = %d, ", p->nsp,
                  p->kind, p->count_include_pad);
-    emit_batch(sb, pp.n_sym, p->n);
+    emit_batch(sb, n_sym, p->n);
     dl_sb_printf(sb, ", .c = %lld", (long long)p->c);
     emit_window_field(sb, "in", p->in);
     emit_window_field(sb, "out", p->out);
@@ -290,8 +302,39 @@ static dl_status emit_pool(dl_ctx *ctx, const dl_group *gr, const char *name, dl
     emit_window_field(sb, "pad_begin", p->pad_begin);
     emit_window_field(sb, "pad_end", p->pad_end);
     dl_sb_printf(sb, ", .p = %s};\n", fmt_float(p->p, f, sizeof f));
+}
+
+static dl_status emit_pool(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
+    dl_pool_params pp;
+    DL_TRY(dl_pool_params_of(ctx, gr, &pp));
+    emit_open(sb, name);
+    emit_pool_struct(sb, &pp.p, pp.n_sym);
     dl_sb_printf(sb, "    dlrt_pool_forward(&p, (const float *)b[%d], (float *)b[%d]);\n}\n",
                  pp.x_slot, pp.y_slot);
+    return DL_OK;
+}
+
+static dl_status emit_conv_grad(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
+    dl_conv_grad_params cg;
+    DL_TRY(dl_conv_grad_params_of(ctx, gr, &cg));
+    emit_open(sb, name);
+    emit_conv_struct(sb, &cg.p, cg.n_sym);
+    dl_sb_printf(sb,
+                 "    dlrt_conv_grad_%s(&p, (const float *)b[%d], (const float *)b[%d], "
+                 "(float *)b[%d], b[DLK_WS]);\n}\n",
+                 cg.weight ? "weight" : "input", cg.a_slot, cg.b_slot, cg.y_slot);
+    return DL_OK;
+}
+
+static dl_status emit_pool_grad(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
+    dl_pool_grad_params pg;
+    DL_TRY(dl_pool_grad_params_of(ctx, gr, &pg));
+    emit_open(sb, name);
+    emit_pool_struct(sb, &pg.p, pg.n_sym);
+    char x[48] = "";
+    if (pg.x_slot >= 0) snprintf(x, sizeof x, "(const float *)b[%d], ", pg.x_slot);
+    dl_sb_printf(sb, "    dlrt_%spool_grad(&p, %s(const float *)b[%d], (float *)b[%d]);\n}\n",
+                 pg.x_slot >= 0 ? "max" : "avg", x, pg.dy_slot, pg.dx_slot);
     return DL_OK;
 }
 
@@ -502,6 +545,10 @@ dl_status dl_emit_group(dl_ctx *ctx, const dl_group *gr, const dl_target *t, con
         return emit_layernorm(ctx, gr, name, sb);
     case DL_G_ATTENTION:
         return emit_attention(ctx, gr, name, sb);
+    case DL_G_CONV_GRAD:
+        return emit_conv_grad(ctx, gr, name, sb);
+    case DL_G_POOL_GRAD:
+        return emit_pool_grad(ctx, gr, name, sb);
     default:
         return dl_fail(ctx, DL_ERR_INTERNAL, "no code for a %s group", dl_gkind_name(gr->kind));
     }

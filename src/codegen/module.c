@@ -50,7 +50,7 @@ dl_status dl_module_emit(dl_ctx *ctx, dl_graph *g, dl_fusion *f, const dl_target
             char d[300];
             if (notes)
                 dl_sb_printf(notes, "%s group at %s runs its reference kernels: %s\n",
-                             dl_gkind_name(gr->kind), dl_node_desc(gr->nodes[0], d, sizeof d),
+                             dl_gkind_name(gr->kind), dl_node_desc(dl_group_anchor(gr), d, sizeof d),
                              dl_errmsg(ctx));
             dl_ctx_clear(ctx);
             dl_sb_free(&one);

@@ -116,6 +116,32 @@ static bool pool_ok(const dl_node *n) {
     return r >= 3 && r <= 5 && dims_known(x, 1, r) && dims_known(n->out[0], 1, r);
 }
 
+/* The backward ops of convolution and pooling (domain ai.dlcc, src/ops/grad-ops.c):
+ * ConvGradInput(dY, W, x_shape) -> dX, ConvGradWeight(X, dY) -> dW, MaxPoolGrad(X, dY) -> dX,
+ * AveragePoolGrad(dY, x_shape) -> dX. Lowered like their forward ops: float32, 1 to 3 spatial
+ * dims, every dim known but the batch. X, dY and dX may carry different batch symbols (gradients
+ * get fresh ones): their inference, which the plan re-runs on the concrete shapes, checks that
+ * the sizes agree. */
+static dl_gkind grad_kind(const dl_node *n) {
+    const char *op = n->op->name;
+    bool gi = !strcmp(op, "ConvGradInput"), gw = !strcmp(op, "ConvGradWeight");
+    bool mp = !strcmp(op, "MaxPoolGrad"), ap = !strcmp(op, "AveragePoolGrad");
+    if (!(gi || gw || mp || ap) || n->n_in < 2 || !n->in[0] || !only_first_output(n))
+        return DL_G_FALLBACK;
+    const dl_value *y = n->out[0];
+    int r = y->type.rank;
+    const dl_value *batched[3] = {n->in[0], gw ? n->in[1] : y, mp ? n->in[1] : NULL};
+    const dl_value *whole = gi ? n->in[1] : gw ? y : NULL; /* W or dW: no batch dim */
+    if (r < 3 || r > 5 || !f32(y) || (whole && (!f32(whole) || whole->type.rank != r ||
+                                                !dims_known(whole, 0, r))))
+        return DL_G_FALLBACK;
+    for (int i = 0; i < 3; i++) {
+        const dl_value *v = batched[i];
+        if (v && (!f32(v) || v->type.rank != r || !dims_known(v, 1, r))) return DL_G_FALLBACK;
+    }
+    return gi || gw ? DL_G_CONV_GRAD : DL_G_POOL_GRAD;
+}
+
 static bool gemm_ok(const dl_node *n) {
     const dl_value *a = n->in[0], *b = n->in[1];
     if (!f32(a) || !f32(b) || a->type.rank != 2 || b->type.rank != 2) return false;
@@ -167,6 +193,7 @@ static bool transpose_ok(const dl_node *n) {
 }
 
 dl_gkind dl_node_kernel_kind(const dl_node *n) {
+    if (n->op->domain && !strcmp(n->op->domain, "ai.dlcc")) return grad_kind(n);
     if (!default_domain(n) || !all_outputs_ranked(n)) return DL_G_FALLBACK;
     if (n->n_in < 1 || !n->in[0]) return DL_G_FALLBACK;
     if (dl_node_is(n, "Conv")) return conv_ok(n) ? DL_G_CONV : DL_G_FALLBACK;
@@ -191,6 +218,7 @@ dl_gkind dl_node_kernel_kind(const dl_node *n) {
 const char *dl_gkind_name(dl_gkind k) {
     static const char *names[DL_G_KIND_COUNT] = {
         "elementwise", "reduce", "transpose", "conv", "gemm", "matmul",
-        "pool", "softmax", "layernorm", "attention", "view", "fallback"};
+        "pool", "softmax", "layernorm", "attention", "conv-grad", "pool-grad",
+        "view", "fallback"};
     return k >= 0 && k < DL_G_KIND_COUNT ? names[k] : "?";
 }

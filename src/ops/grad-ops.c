@@ -322,9 +322,10 @@ static dl_status conv_sizes_of(dl_kernel *kc, int rank, const int64_t *x, const 
 }
 
 /* dX[n, group gi] = col2im(W_giᵀ · dY[n, gi]); wt holds each group's W transposed [R, Mg]. */
-/* c += a·b. These ops' kernels are also what the native backend runs (it has no code of its own
- * for them), so float32 goes through the runtime SGEMM (an in-place residual add), float64
- * keeps the reference GEMM. test_grad_ops checks both against plain loops. */
+/* c += a·b. The native backend runs these ops through its own kernels (conv-grad.c) for float32
+ * with static spatial dims and through these otherwise, so float32 here uses the runtime SGEMM
+ * too (an in-place residual add); float64 keeps the reference GEMM. test_grad_ops checks both
+ * against plain loops. */
 static void grad_gemm_f32(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
                           const float *b, int64_t ldb, float *c, int64_t ldc) {
     dlrt_epilogue ep = {.alpha = 1.0f, .residual = c, .res_rs = ldc, .res_cs = 1};

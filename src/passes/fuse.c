@@ -2,6 +2,9 @@
  * pattern (MatMul(q, k^T), an optional scalar scale, an optional additive mask or causal Where,
  * Softmax over the last axis, MatMul with v) becomes one group together with the Transposes and
  * scalar scales around its operands and result, when each of those values has no other use.
+ * Next, a MatMul takes in the Transpose giving its A and/or B when that Transpose only swaps
+ * the last two axes and feeds nothing else: the GEMM reads the Transpose's input with its trans
+ * flag set, so the transposed copy is never made (autodiff writes x^T y and x y^T this way).
  * Then greedy over the remaining nodes in topological order:
  *  - a Conv / Gemm / MatMul absorbs the chain that follows it when each link is its only
  *    consumer: a constant per-channel (per-column) bias Add, then a same-shape residual Add, then
@@ -12,6 +15,7 @@
  * Values inside a group are never materialized. */
 #include "fuse.h"
 #include "../codegen/codegen-impl.h"
+#include "../codegen/emit-params.h"
 
 typedef struct fuser {
     dl_graph *g;
@@ -127,7 +131,7 @@ static dl_node *sole_consumer(fuser *fu, const dl_value *v) {
 static dl_status absorb_epilogue(fuser *fu, int gi) {
     dl_group *gr = &fu->f->groups[gi];
     bool conv = gr->kind == DL_G_CONV;
-    const dl_node *anchor = gr->nodes[0];
+    const dl_node *anchor = dl_group_anchor(gr);
     /* Conv and Gemm may carry their own bias input (MatMul has none) */
     bool has_bias = gr->kind != DL_G_MATMUL && anchor->n_in > 2 && anchor->in[2];
     dl_value *cur = anchor->out[0];
@@ -387,6 +391,53 @@ static dl_status fuse_attention(fuser *fu) {
     return DL_OK;
 }
 
+/* ---- MatMul reading a transposed operand through the GEMM's trans flag ---- */
+
+/* A float Transpose that swaps the last two axes of a rank >= 2 value and keeps the others. */
+static bool swaps_last_two(const dl_node *n) {
+    if (!dl_node_is(n, "Transpose") || n->n_in != 1 || n->n_out != 1 || !n->out[0]) return false;
+    int r = n->in[0] ? n->in[0]->type.rank : -1;
+    if (r < 2 || !f32_ranked(n->in[0], r) || !f32_ranked(n->out[0], r)) return false;
+    const int64_t *perm;
+    int np = dl_attr_ints(n, "perm", &perm);
+    if (np < 0) return r == 2; /* no perm: all axes reversed */
+    if (np != r) return false;
+    for (int i = 0; i < r; i++)
+        if (perm[i] != (i < r - 2 ? i : i == r - 2 ? r - 1 : r - 2)) return false;
+    return true;
+}
+
+/* The Transpose giving operand `which` of mm when the group of mm may absorb it. */
+static dl_node *transposed_operand(fuser *fu, dl_node *mm, int which) {
+    dl_node *t = absorbable(fu, mm->in[which], mm);
+    return t && swaps_last_two(t) ? t : NULL;
+}
+
+/* Groups each MatMul that reads a single-use transposed operand with that Transpose (before the
+ * greedy pass would give the Transpose a kernel of its own), then its epilogue. */
+static dl_status fuse_matmul_transposes(fuser *fu) {
+    dl_graph *g = fu->g;
+    for (int k = 0; k < g->nodes.len; k++) {
+        dl_node *mm = g->nodes.items[k];
+        if (!dl_node_is(mm, "MatMul") || fu->group_of[k] >= 0 || mm->n_in != 2 ||
+            dl_node_kernel_kind(mm) != DL_G_MATMUL || !dl_matmul_shapes_ok(mm))
+            continue;
+        dl_node *ta = transposed_operand(fu, mm, 0), *tb = transposed_operand(fu, mm, 1);
+        if (!ta && !tb) continue;
+        dl_node *first = ta && (!tb || ta->id < tb->id) ? ta : tb;
+        dl_node *second = first == ta ? tb : ta;
+        if (!new_group(fu, DL_G_MATMUL, first->id))
+            return dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory in fusion");
+        int gi = fu->f->n - 1;
+        fu->f->groups[gi].mm = (dl_gmatmul){.mm = mm, .a_tr = ta, .b_tr = tb};
+        DL_TRY(add_node(fu, gi, first, first->id, false));
+        if (second) DL_TRY(add_node(fu, gi, second, second->id, false));
+        DL_TRY(add_node(fu, gi, mm, k, false));
+        DL_TRY(absorb_epilogue(fu, gi));
+    }
+    return DL_OK;
+}
+
 /* An elementwise node joins the open elementwise group of one of its producers. */
 static int joinable_group(fuser *fu, const dl_node *n) {
     for (int i = 0; i < n->n_in; i++) {
@@ -409,6 +460,12 @@ static void sort_by_last(int *idx, int n, const int *last) {
         for (; j > 0 && last[idx[j - 1]] > last[v]; j--) idx[j] = idx[j - 1];
         idx[j] = v;
     }
+}
+
+const dl_node *dl_group_anchor(const dl_group *gr) {
+    if (gr->kind == DL_G_MATMUL && gr->mm.mm) return gr->mm.mm;
+    if (gr->kind == DL_G_ATTENTION && gr->attn.qk) return gr->attn.qk;
+    return gr->n_nodes ? gr->nodes[0] : NULL;
 }
 
 void dl_fusion_free(dl_fusion *f) {
@@ -495,6 +552,7 @@ dl_status dl_pass_fuse(dl_pass_ctx *pc) {
         }
     }
     s = fuse_attention(&fu);
+    if (s == DL_OK) s = fuse_matmul_transposes(&fu);
     for (int k = 0; k < nn && s == DL_OK; k++) {
         dl_node *n = g->nodes.items[k];
         if (fu.group_of[k] >= 0) continue;
@@ -509,6 +567,7 @@ dl_status dl_pass_fuse(dl_pass_ctx *pc) {
         }
         bool all_outs = kind == DL_G_FALLBACK || kind == DL_G_LAYERNORM;
         if ((s = add_node(&fu, gi, n, k, all_outs)) != DL_OK) break;
+        if (kind == DL_G_MATMUL) fu.f->groups[gi].mm.mm = n;
         if (kind == DL_G_CONV || kind == DL_G_GEMM || kind == DL_G_MATMUL)
             s = absorb_epilogue(&fu, gi);
     }

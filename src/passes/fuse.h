@@ -19,6 +19,8 @@ typedef enum dl_gkind {
     DL_G_SOFTMAX,   /* Softmax / LogSoftmax: dlrt_softmax */
     DL_G_LAYERNORM, /* LayerNormalization: dlrt_layernorm */
     DL_G_ATTENTION, /* MatMul(q, k') [scale] [mask] Softmax MatMul(., v): dlrt_attention */
+    DL_G_CONV_GRAD, /* ai.dlcc.ConvGradInput / ConvGradWeight: dlrt_conv_grad_input / _weight */
+    DL_G_POOL_GRAD, /* ai.dlcc.MaxPoolGrad / AveragePoolGrad: dlrt_maxpool_grad / _avgpool_grad */
     DL_G_VIEW,      /* Reshape, Flatten, Squeeze, Unsqueeze, Identity: same bytes, new shape */
     DL_G_FALLBACK,  /* the op's reference kernel, called by the executor */
     DL_G_KIND_COUNT
@@ -46,16 +48,26 @@ typedef struct dl_gattn {
     bool causal;               /* a Where kept only keys j <= i + tk - tq */
 } dl_gattn;
 
+/* What a MATMUL group computes: mm, with A and/or B read straight from the input of a Transpose
+ * that swapped their last two axes (the GEMM's trans flags), when that Transpose fed only mm. */
+typedef struct dl_gmatmul {
+    const dl_node *mm;          /* the MatMul */
+    const dl_node *a_tr, *b_tr; /* absorbed Transpose giving A / B; NULL: none */
+} dl_gmatmul;
+
 typedef struct dl_group {
     dl_gkind kind;
     int n_nodes;
-    dl_node **nodes; /* topological order; nodes[0] is the anchor of heavy kinds */
+    /* topological order; nodes[0] is the anchor of CONV and GEMM groups and of MATMUL groups
+     * without absorbed Transposes (dl_group_anchor) */
+    dl_node **nodes;
     int n_out;
     dl_value **out; /* materialized results (all outputs of a fallback node, else one value) */
     int n_in;
     dl_value **in; /* the values it reads and does not compute itself (no duplicates, no NULLs) */
     dl_gepi epi;
     dl_gattn attn; /* ATTENTION groups only */
+    dl_gmatmul mm; /* MATMUL groups only */
 } dl_group;
 
 struct dl_fusion {
@@ -65,6 +77,9 @@ struct dl_fusion {
 };
 
 void dl_fusion_free(dl_fusion *f);
+/* The node a group is named after: a MATMUL group's MatMul (absorbed Transposes come before it
+ * in `nodes`), an ATTENTION group's first MatMul, else nodes[0]. */
+const dl_node *dl_group_anchor(const dl_group *gr);
 /* Splits group gi into single-node FALLBACK groups, in place (when its code cannot be made). */
 dl_status dl_fusion_split(dl_ctx *ctx, dl_fusion *f, int gi);
 

@@ -75,7 +75,7 @@ static dl_status compare_step(void *user, const dl_program *p, int step, dl_tens
                     v->name, (long long)bad, elem(got, bad), elem(want, bad), worst, ck->rtol,
                     atol);
         return dl_fail(ck->ctx, DL_ERR_INTERNAL, "native output differs from the reference at %s",
-                       dl_node_desc(gr->nodes[0], d, sizeof d));
+                       dl_node_desc(dl_group_anchor(gr), d, sizeof d));
     }
     return DL_OK;
 }

@@ -162,7 +162,7 @@ dl_status dl_profile_print(dl_ctx *ctx, const dl_profile *pr, const dl_program *
         const dl_group *gr = &p->fusion->groups[order[r].step];
         char ops[64], name[64], shape[96];
         ops_label(gr, ops, sizeof ops);
-        dl_table_text(gr->nodes[0]->name, 40, name, sizeof name);
+        dl_table_text(dl_group_anchor(gr)->name, 40, name, sizeof name);
         shape_text(&st->out, shape, sizeof shape);
         fprintf(f, "%4d  %-11s %9.3f %5.1f%%", order[r].step, dl_gkind_name(st->kind), st->ms,
                 total > 0 ? 100 * st->ms / total : 0);
@@ -214,7 +214,7 @@ dl_status dl_profile_trace_json(dl_ctx *ctx, const dl_profile *pr, const dl_prog
                      ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,\"tid\":1,"
                      "\"args\":{\"step\":%d,\"node\":",
                      pr->rep_start_us[s], pr->rep_dur_us[s], s);
-        dl_json_string(out, gr->nodes[0]->name);
+        dl_json_string(out, dl_group_anchor(gr)->name);
         dl_sb_put(out, ",\"shape\":");
         dl_json_string(out, shape);
         dl_sb_printf(out, ",\"flops\":%.0f,\"bytes\":%.0f,\"median_ms\":%.6f}}", st->flops,

@@ -144,6 +144,23 @@ static double node_flops(const cost_ctx *c, const dl_group *gr, const dl_node *n
         if (!a || a->rank < 1) return 0;
         return 2 * numel_of(out) * (double)a->dims[a->rank - 1];
     }
+    if (n->op->domain && !strcmp(n->op->domain, "ai.dlcc")) {
+        /* a conv's input and weight gradients each cost what the conv does: 2 * numel(dY) *
+         * (Cin / group) * prod(kernel), the weight (W or dW) giving the last two; pool gradients
+         * count dX's elements, as pools count X's */
+        bool gi = !strcmp(n->op->name, "ConvGradInput");
+        if (gi || !strcmp(n->op->name, "ConvGradWeight")) {
+            const dl_type *w = gi ? (n->n_in > 1 ? vtype(c, n->in[1]) : NULL) : out;
+            const dl_type *dy = gi ? a : n->n_in > 1 ? vtype(c, n->in[1]) : NULL;
+            if (!w || !dy || w->rank < 1) return 0;
+            double per_out = 1;
+            for (int d = 1; d < w->rank; d++) per_out *= (double)w->dims[d];
+            return 2 * numel_of(dy) * per_out;
+        }
+        return !strcmp(n->op->name, "MaxPoolGrad") || !strcmp(n->op->name, "AveragePoolGrad")
+                   ? numel_of(out)
+                   : 0;
+    }
     switch (dl_node_kernel_kind(n)) {
     case DL_G_EW:
         return numel_of(out);

@@ -410,6 +410,8 @@ static void test_choose(void) {
     CHECK("winograd for ResNet 64ch 56x56", dlrt_conv_choose(&r64) == DLRT_CONV_WINOGRAD);
     CHECK("no winograd with 3 channels", dlrt_conv_choose(&tiny) == DLRT_CONV_IM2COL);
     CHECK("no winograd at stride 2", dlrt_conv_choose(&s2) == DLRT_CONV_IM2COL);
+    dlrt_conv grey = conv2d(1, 6, 1, 28, 5, 1);
+    CHECK("one channel, one group: im2col, not depthwise", dlrt_conv_choose(&grey) == DLRT_CONV_IM2COL);
     dlrt_conv r128 = conv2d(128, 128, 1, 28, 3, 1), r512 = conv2d(512, 512, 1, 7, 3, 1);
     CHECK("winograd for ResNet 128ch 28x28", dlrt_conv_choose(&r128) == DLRT_CONV_WINOGRAD);
     CHECK("no winograd for ResNet 512ch 7x7 (filter transform)",

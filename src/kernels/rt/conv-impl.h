@@ -1,8 +1,8 @@
 /* conv-impl.h — private to the convolution kernels (conv.c: dispatch, 1x1 and im2col;
- * depthwise.c; winograd.c): the geometry and per-image epilogue helpers they share, and the
- * entry points conv.c dispatches to. The algorithm files are separate translation units (the JIT
- * and AOT bundles compile every rt .c file on its own), so these entry points have external
- * linkage and the dlrt_conv_ prefix. */
+ * depthwise.c; winograd.c; conv-grad.c: the backward): the geometry and per-image epilogue
+ * helpers they share, and the entry points conv.c dispatches to. The algorithm files are
+ * separate translation units (the JIT and AOT bundles compile every rt .c file on its own), so
+ * these entry points have external linkage and the dlrt_conv_ prefix. */
 #ifndef DLRT_CONV_IMPL_H
 #define DLRT_CONV_IMPL_H
 
@@ -44,6 +44,10 @@ static inline const dlrt_epilogue *dlrt_conv_ep(const dlrt_conv *p, int64_t out_
     out->res_cs = 1;
     return out;
 }
+
+/* conv.c: one image and group's im2col matrix [cig * k_sp, out_sp] (cig input planes at x);
+ * also read by the weight gradient (conv-grad.c). */
+void dlrt_conv_im2col(const dlrt_win3 *g, int64_t cig, const float *x, float *col);
 
 /* Whether algorithm `algo` can run convolution p. */
 int dlrt_conv_algo_ok(const dlrt_conv *p, int algo);

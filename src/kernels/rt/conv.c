@@ -20,7 +20,7 @@ static int dlrt_conv_is_1x1(const dlrt_win3 *g) {
 
 /* col[(ci * k_sp + tap) * out_sp + o] = x[ci] at the tap's input position for output o, or 0 in
  * the padding. */
-static void dlrt_conv_im2col(const dlrt_win3 *g, int64_t cig, const float *x, float *col) {
+void dlrt_conv_im2col(const dlrt_win3 *g, int64_t cig, const float *x, float *col) {
     const int64_t rows = cig * g->k_sp;
     const int par = (double)rows * (double)g->out_sp >= DLRT_PAR_MIN;
     (void)par;
@@ -148,7 +148,10 @@ static int dlrt_conv_winograd_pays(const dlrt_conv *p) {
 int dlrt_conv_choose(const dlrt_conv *p) {
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
-    if (p->group > 0 && p->c_in == p->group) return DLRT_CONV_DEPTHWISE;
+    /* depthwise only with several groups: one input channel and one group (a first layer on
+     * grey images) is a plain GEMM with K = prod(k), about 8x faster as im2col than as a
+     * depthwise plane per output channel (LeNet's 1->6 5x5: 0.29 vs 2.36 ms) */
+    if (p->group > 1 && p->c_in == p->group) return DLRT_CONV_DEPTHWISE;
     if (dlrt_conv_winograd_ok(p) && dlrt_conv_winograd_pays(p)) return DLRT_CONV_WINOGRAD;
     if (dlrt_conv_is_1x1(&g)) return DLRT_CONV_GEMM_1X1;
     return DLRT_CONV_IM2COL;

@@ -148,4 +148,20 @@ static inline void dlrt_win_taps(int64_t o, int64_t s, int64_t pad, int64_t dil,
     *hi = b < k ? b : k;
 }
 
+/* Taps t in [0, k) of output o that lie inside the padded input, i.e.
+ * o*s - pb + t*dil < in + pe (they never fall before -pb): what count_include_pad counts. */
+static inline int64_t dlrt_pool_padded_taps(int64_t o, int64_t s, int64_t pb, int64_t pe,
+                                            int64_t dil, int64_t k, int64_t in) {
+    int64_t room = in + pb + pe - o * s;
+    if (room <= 0) return 0;
+    int64_t n = (room + dil - 1) / dil;
+    return n < k ? n : k;
+}
+
+/* The window of a pooling (forward or backward) as rank 3, and its end pads pe[]. */
+static inline void dlrt_pool_geom(const dlrt_pool *p, dlrt_win3 *g, int64_t pe[3]) {
+    dlrt_win3_init(g, p->nsp, p->in, p->out, p->k, p->stride, p->dil, p->pad_begin);
+    for (int d = 0; d < 3; d++) pe[d] = d >= 3 - p->nsp ? p->pad_end[d - (3 - p->nsp)] : 0;
+}
+
 #endif

@@ -1,8 +1,9 @@
 /* dlrt.h — the runtime kernels that generated code calls: GEMM and convolution with a fused
- * epilogue, pooling, softmax, layer normalization. Portable C11 with no dependency on libdlcc and
- * no allocation: these files are embedded into libdlcc as text and copied into every JIT build
- * and every AOT bundle. Loops may carry `#pragma omp` (built with -fopenmp when threads are
- * wanted; ignored otherwise). All tensors are dense row-major float32. */
+ * epilogue, pooling, softmax, layer normalization, and the backward of convolution and pooling
+ * (training). Portable C11 with no dependency on libdlcc and no allocation: these files are
+ * embedded into libdlcc as text and copied into every JIT build and every AOT bundle. Loops may
+ * carry `#pragma omp` (built with -fopenmp when threads are wanted; ignored otherwise). All
+ * tensors are dense row-major float32. */
 #ifndef DLRT_H
 #define DLRT_H
 
@@ -105,6 +106,25 @@ typedef struct dlrt_pool {
     float p;
 } dlrt_pool;
 void dlrt_pool_forward(const dlrt_pool *p, const float *x, float *y);
+
+/* The backward of dlrt_conv_forward without epilogue (conv-grad.c), p being the forward
+ * convolution. Input gradient: dx [n, c_in, in...] = the transposed convolution of dy
+ * [n, c_out, out...] with w; weight gradient: dw [c_out, c_in/group, k...] = the sum over images
+ * and output positions of dy times x's window. Both overwrite their result (positions no window
+ * covers get 0). Per image and group one GEMM through dlrt_sgemm, with col2im / im2col in the
+ * workspace: dlrt_conv_grad_workspace(p) bytes serve either (0, and workspace may be NULL, for a
+ * 1x1 stride-1 unpadded convolution). dx and dw must not overlap the operands. */
+size_t dlrt_conv_grad_workspace(const dlrt_conv *p);
+void dlrt_conv_grad_input(const dlrt_conv *p, const float *dy, const float *w, float *dx,
+                          void *workspace);
+void dlrt_conv_grad_weight(const dlrt_conv *p, const float *x, const float *dy, float *dw,
+                           void *workspace);
+/* The backward of MaxPool and AveragePool (p as for dlrt_pool_forward; kind and p are not read),
+ * like the reference kernels: dx gets each dy at its window's first maximum (the forward's
+ * comparison, so ties and NaNs pick the element the forward picked), or dy divided by the count
+ * the average used on each tap inside the input. dx is overwritten and must not overlap. */
+void dlrt_maxpool_grad(const dlrt_pool *p, const float *x, const float *dy, float *dx);
+void dlrt_avgpool_grad(const dlrt_pool *p, const float *dy, float *dx);
 
 /* Softmax / LogSoftmax (log != 0) along a middle axis of a tensor seen as [outer, n, inner],
  * like the reference: a NaN in a slice makes the whole slice NaN; +inf entries share the mass.

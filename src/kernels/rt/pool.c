@@ -8,16 +8,6 @@
  * over exactly those taps with no test per tap. Sums go through double like the reference. */
 #include "dlrt-impl.h"
 
-/* Taps t in [0, k) of output o that lie inside the padded input, i.e.
- * o*s - pb + t*dil < in + pe (they never fall before -pb). */
-static int64_t dlrt_pool_padded_taps(int64_t o, int64_t s, int64_t pb, int64_t pe, int64_t dil,
-                                     int64_t k, int64_t in) {
-    int64_t room = in + pb + pe - o * s;
-    if (room <= 0) return 0;
-    int64_t n = (room + dil - 1) / dil;
-    return n < k ? n : k;
-}
-
 /* One output plane. */
 static void dlrt_pool_plane(const dlrt_pool *p, const dlrt_win3 *g, const int64_t *pe,
                             const float *x, float *y) {
@@ -96,9 +86,8 @@ static void dlrt_pool_plane(const dlrt_pool *p, const dlrt_win3 *g, const int64_
 
 void dlrt_pool_forward(const dlrt_pool *p, const float *x, float *y) {
     dlrt_win3 g;
-    dlrt_win3_init(&g, p->nsp, p->in, p->out, p->k, p->stride, p->dil, p->pad_begin);
     int64_t pe[3];
-    for (int d = 0; d < 3; d++) pe[d] = d >= 3 - p->nsp ? p->pad_end[d - (3 - p->nsp)] : 0;
+    dlrt_pool_geom(p, &g, pe);
     const int64_t planes = p->n * p->c;
     if (planes <= 0 || g.out_sp <= 0) return;
     const int par = (double)planes * (double)g.out_sp * (double)g.k_sp >= DLRT_PAR_MIN;
