@@ -2,7 +2,9 @@
  * x*1, x+0, x-0, x/1 when broadcasting cannot enlarge x, reshapes and casts to what x already
  * is, inference-mode Dropout, zero Pad, whole Slice, one-input Concat, identity Transpose), and
  * chains are shortened (Transpose of Transpose composes the perms; Reshape of a reshape-like op
- * reads the original tensor). A bypassed node whose output is a graph output hands the output
+ * reads the original tensor; a Gemm reads a matrix Transpose's input with its trans flag flipped,
+ * and a Transpose of a bias-free Gemm becomes the Gemm with operands swapped — the weight
+ * gradients of dense layers). A bypassed node whose output is a graph output hands the output
  * name to its input when that is an intermediate, and otherwise stays. */
 #include "passes-impl.h"
 #include "../ir/rewrite.h"
@@ -117,6 +119,56 @@ static dl_status compose_transposes(simp *s, dl_node *n, bool *changed) {
     return DL_OK;
 }
 
+/* A 2-D Transpose (perm [1,0]) that produced v, or NULL. */
+static dl_node *matrix_transpose(const dl_value *v) {
+    dl_node *p = v ? v->producer : NULL;
+    if (!p || !dl_node_is(p, "Transpose") || !p->in[0] || p->in[0]->type.rank != 2) return NULL;
+    int64_t perm[2];
+    transpose_perm(p, 2, perm);
+    return perm[0] == 1 && perm[1] == 0 ? p : NULL;
+}
+
+static dl_status set_int_attr(dl_graph *g, dl_node *n, const char *name, int64_t v) {
+    dl_attr a = {.name = name, .type = DL_ATTR_INT, .i = v};
+    return dl_node_set_attr(g, n, &a);
+}
+
+/* Gemm(Transpose(A), B, transA=t) -> Gemm(A, B, transA=!t), the same for B. */
+static dl_status gemm_read_through_transpose(simp *s, dl_node *n, bool *changed) {
+    static const char *const flag[2] = {"transA", "transB"};
+    for (int i = 0; i < 2 && i < n->n_in; i++) {
+        dl_node *t = matrix_transpose(n->in[i]);
+        if (!t) continue;
+        DL_TRY(set_int_attr(s->g, n, flag[i], !dl_attr_int(n, flag[i], 0)));
+        DL_TRY(dl_rw_set_input(&s->rw, n, i, t->in[0]));
+        *changed = true;
+    }
+    return DL_OK;
+}
+
+/* Transpose(Gemm(A, B, tA, tB)) -> Gemm(B, A, !tB, !tA): (A'B')ᵀ = B'ᵀA'ᵀ. Only for a Gemm
+ * without C whose result nothing else reads; the Gemm is rewritten and the Transpose bypassed. */
+static dl_status transpose_of_gemm(simp *s, dl_node *n, bool *done) {
+    dl_node *gm = n->in[0]->producer;
+    if (matrix_transpose(n->out[0]) != n) return DL_OK;
+    if (!gm || !dl_node_is(gm, "Gemm") || (gm->n_in > 2 && gm->in[2]) || gm->out[0]->is_output ||
+        dl_rw_uses(&s->rw, gm->out[0]) != 1 || !dl_rw_can_replace(n->out[0], gm->out[0]))
+        return DL_OK;
+    int ta = dl_attr_int(gm, "transA", 0) != 0, tb = dl_attr_int(gm, "transB", 0) != 0;
+    dl_value *a = gm->in[0], *b = gm->in[1];
+    DL_TRY(set_int_attr(s->g, gm, "transA", !tb));
+    DL_TRY(set_int_attr(s->g, gm, "transB", !ta));
+    DL_TRY(dl_rw_set_input(&s->rw, gm, 0, b));
+    DL_TRY(dl_rw_set_input(&s->rw, gm, 1, a));
+    DL_TRY(dl_node_reinfer(s->g, gm, s->fresh_from, NULL));
+    DL_TRY(dl_rw_replace(&s->rw, n->out[0], gm->out[0], done));
+    if (*done) {
+        dl_rw_kill(&s->rw, n);
+        s->pc->changes++;
+    }
+    return DL_OK;
+}
+
 /* Reshape(view(x), s) -> Reshape(x, s) when s does not copy dims (0 entries) from view(x). */
 static dl_status skip_inner_reshape(simp *s, dl_node *n, bool *changed) {
     dl_node *inner = n->in[0]->producer;
@@ -135,8 +187,14 @@ static dl_status skip_inner_reshape(simp *s, dl_node *n, bool *changed) {
 
 static dl_status visit(simp *s, dl_node *n) {
     bool changed = false;
-    if (n->n_in > 0 && n->in[0] && dl_node_is(n, "Transpose"))
+    if (n->n_in > 0 && n->in[0] && dl_node_is(n, "Transpose")) {
+        bool done = false;
+        DL_TRY(transpose_of_gemm(s, n, &done));
+        if (done) return DL_OK;
         DL_TRY(compose_transposes(s, n, &changed));
+    }
+    if (n->n_in >= 2 && n->in[0] && n->in[1] && dl_node_is(n, "Gemm"))
+        DL_TRY(gemm_read_through_transpose(s, n, &changed));
     if (n->n_in > 0 && n->in[0] && dl_node_is(n, "Reshape")) DL_TRY(skip_inner_reshape(s, n, &changed));
     if (changed) {
         s->pc->changes++;

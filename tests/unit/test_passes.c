@@ -565,6 +565,40 @@ static void test_alloc_failures(void) {
     dl_graph_free(g);
 }
 
+/* Gemm reads a matrix Transpose through its flags; Transpose(Gemm without C) swaps operands. */
+static void test_gemm_transposes(void) {
+    for (int variant = 0; variant < 4; variant++) {
+        dl_graph *g = dl_graph_new(ctx);
+        int64_t xd[2] = {-1, 5}, wd[2] = {5, 4}, w2d[2] = {3, 5};
+        const char *sym[2] = {"N", NULL};
+        dl_value *x = dl_input(g, "x", DL_F32, 2, xd, sym), *y;
+        const char *name;
+        if (variant == 0) { /* Gemm(x, Transpose(W)) */
+            y = op2(g, "Gemm", x, op1(g, "Transpose", cf32(g, 2, (int64_t[]){4, 5}, 3), "perm=[1,0]"), "alpha=0.5");
+            name = "simplify: Gemm(x, Transpose(W)) reads W with transB";
+        } else if (variant == 1) { /* Gemm(Transpose(Transpose(x)), W, transA=0) and transB=1 */
+            dl_value *xt = op1(g, "Transpose", x, "perm=[1,0]");
+            y = op2(g, "Gemm", op1(g, "Transpose", xt, NULL), cf32(g, 2, w2d, 4), "transB=1");
+            name = "simplify: Gemm of a Transpose chain";
+        } else if (variant == 2) { /* Transpose(Gemm(x, W)) -> Gemm(W, x, 1, 1) */
+            y = op1(g, "Transpose", op2(g, "Gemm", x, cf32(g, 2, wd, 5), "transA=0;alpha=2.0"), "perm=[1,0]");
+            name = "simplify: Transpose(Gemm) becomes one Gemm";
+        } else { /* Transpose(Gemm) with C stays */
+            dl_value *in3[3] = {x, cf32(g, 2, wd, 6), cf32(g, 1, (int64_t[]){4}, 7)};
+            y = op1(g, "Transpose", op(g, "Gemm", 3, in3, NULL), "perm=[1,0]");
+            name = "simplify: Transpose(Gemm with C) is kept";
+        }
+        dl_output(g, y, "y");
+        dl_graph *o = optimized(g, P_SIMPLIFY);
+        int want = variant == 3 ? 1 : 0;
+        char nm[160];
+        snprintf(nm, sizeof nm, "%s (transposes left: %d)", name, o ? count_op(o, "Transpose") : -1);
+        CHECK(nm, o && count_op(o, "Transpose") == want && count_op(o, "Gemm") == 1);
+        int64_t dims[2] = {3, 5};
+        check_same_and_free(name, g, o, 2, dims, 1e-6);
+    }
+}
+
 int main(void) {
     ctx = dl_ctx_new();
     int k = 0;
@@ -573,6 +607,7 @@ int main(void) {
     test_fold();
     test_symbolic_shapes();
     test_simplify();
+    test_gemm_transposes();
     test_batchnorm();
     test_cse_dce();
     test_pipeline();
