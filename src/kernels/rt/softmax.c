@@ -60,12 +60,17 @@ static void dlrt_softmax_row(int64_t n, const float *x, float *y, int log) {
     /* LogSoftmax needs x again after the sum, so only Softmax keeps the exponentials in y (y
      * may be x) */
     float *e = log ? NULL : y;
-    for (j = 0; j + DLRT_SM_LANES <= n; j += DLRT_SM_LANES)
-        for (int l = 0; l < DLRT_SM_LANES; l++) {
-            float v = expf(x[j + l] - m);
-            if (e) e[j + l] = v;
-            sl[l] += v;
-        }
+    /* two loops rather than a conditional store, so each vectorizes (vector expf) */
+    if (e)
+        for (j = 0; j + DLRT_SM_LANES <= n; j += DLRT_SM_LANES)
+            for (int l = 0; l < DLRT_SM_LANES; l++) {
+                float v = expf(x[j + l] - m);
+                e[j + l] = v;
+                sl[l] += v;
+            }
+    else
+        for (j = 0; j + DLRT_SM_LANES <= n; j += DLRT_SM_LANES)
+            for (int l = 0; l < DLRT_SM_LANES; l++) sl[l] += expf(x[j + l] - m);
     float s = 0.0f;
     for (; j < n; j++) {
         float v = expf(x[j] - m);
