@@ -1,5 +1,6 @@
 /* test_train.c — the trainer: one SGD / Nesterov / Adam / AdamW step and gradient clipping on a
- * linear model checked against the update worked out by hand in plain C; an MLP classifier
+ * linear model checked against the update worked out by hand in plain C; the three losses'
+ * values against their formulas; an MLP classifier
  * trained on both backends (same losses, loss falls); hyper-parameters read at run time; the
  * losses; errors for bad labels and models without parameters. */
 #include "../../src/train/train.h"
@@ -250,6 +251,72 @@ static void check_classifier(dl_ctx *ctx) {
     dl_graph_free(g);
 }
 
+/* The losses' values against their formulas in plain C, on the linear model's predictions:
+ * cross-entropy with label smoothing, MSE, BCE with logits (PyTorch's definitions). */
+static void check_loss_values(dl_ctx *ctx) {
+    float w[OUT * IN], b[OUT];
+    dl_graph *g = linear_model(ctx, w, b);
+    int64_t xd[2] = {N, IN}, yd[1] = {N}, td[2] = {N, OUT};
+    dl_tensor *x = rand_t(ctx, 2, xd), *lab = NULL, *tgt = rand_t(ctx, 2, td);
+    dl_tensor_new(ctx, DL_I64, 1, yd, &lab);
+    for (int n = 0; n < N; n++) ((int64_t *)lab->data)[n] = (n * 7) % OUT;
+    for (int i = 0; i < N * OUT; i++) ((float *)tgt->data)[i] = (((float *)tgt->data)[i] + 1) / 2;
+    double pred[N][OUT];
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OUT; o++) {
+            double p = b[o];
+            for (int i = 0; i < IN; i++) p += (double)((float *)x->data)[n * IN + i] * w[o * IN + i];
+            pred[n][o] = p;
+        }
+    const float eps_ls = 0.2f;
+    double ce = 0, mse = 0, bce = 0;
+    for (int n = 0; n < N; n++) {
+        double m = pred[n][0], s = 0;
+        for (int o = 1; o < OUT; o++) m = fmax(m, pred[n][o]);
+        for (int o = 0; o < OUT; o++) s += exp(pred[n][o] - m);
+        for (int o = 0; o < OUT; o++) {
+            double logp = pred[n][o] - m - log(s);
+            double t = (o == ((int64_t *)lab->data)[n] ? 1 - eps_ls : 0) + eps_ls / OUT;
+            ce -= t * logp / N;
+            double yv = ((float *)tgt->data)[n * OUT + o], z = pred[n][o];
+            mse += (z - yv) * (z - yv) / (N * OUT);
+            bce += (fmax(z, 0) - z * yv + log1p(exp(-fabs(z)))) / (N * OUT);
+        }
+    }
+    const dl_loss_kind kinds[3] = {DL_LOSS_CROSS_ENTROPY, DL_LOSS_MSE, DL_LOSS_BCE_LOGITS};
+    const double want[3] = {ce, mse, bce};
+    const char *names[3] = {"cross-entropy with label smoothing", "mse", "bce with logits"};
+    for (int k = 0; k < 3; k++)
+        for (int be = 0; be < 2; be++) {
+            dl_train_options o;
+            dl_train_options_init(&o);
+            o.loss = kinds[k];
+            o.backend = be ? DL_BACKEND_NATIVE : DL_BACKEND_REF;
+            dl_trainer *t = NULL;
+            float got = NAN;
+            dl_hparams hp;
+            dl_hparams_init(&hp, DL_OPT_SGD);
+            hp.lr = 0; /* a step at lr 0 sets the label smoothing the eval then uses */
+            hp.label_smoothing = k == 0 ? eps_ls : 0;
+            dl_tensor *y = k == 0 ? lab : tgt;
+            float l0 = NAN;
+            dl_status s = dl_trainer_new(ctx, g, &o, &t);
+            if (s == DL_OK) s = dl_train_step(ctx, t, x, y, &hp, &l0);
+            if (s == DL_OK) s = dl_trainer_eval(ctx, t, x, y, &got, NULL);
+            if (s != DL_OK) printf("  %s\n", dl_errmsg(ctx));
+            char nm[160];
+            snprintf(nm, sizeof nm, "%s loss value (%s): %.7g vs %.7g", names[k], be ? "native" : "ref",
+                     got, want[k]);
+            CHECK(nm, s == DL_OK && fabs(got - want[k]) <= 1e-5 * fabs(want[k]) &&
+                          fabs(l0 - want[k]) <= 1e-5 * fabs(want[k]));
+            dl_trainer_free(t);
+        }
+    dl_tensor_free(x);
+    dl_tensor_free(lab);
+    dl_tensor_free(tgt);
+    dl_graph_free(g);
+}
+
 static void check_errors(dl_ctx *ctx) {
     dl_graph *g = dl_graph_new(ctx);
     int64_t xd[2] = {-1, 3};
@@ -287,6 +354,7 @@ int main(void) {
         check_optimizer(ctx, DL_OPT_ADAMW, 0, 0, 1, b, l);
     }
     check_classifier(ctx);
+    check_loss_values(ctx);
     check_errors(ctx);
     dl_ctx_free(ctx);
     printf("%d passed, %d failed\n", passed, failed);
