@@ -432,14 +432,6 @@ static dl_status convtr_ref(dl_kernel *kc) {
 
 /* ---- gradient rules (grad.h) ---- */
 
-static dl_status grad_fail(dl_grad_ctx *gc, const dl_node *n, const char *why) {
-    char nd[200];
-    if (gc->g->status == DL_OK)
-        gc->g->status = dl_fail(gc->g->ctx, DL_ERR_UNSUPPORTED, "autodiff: %s: %s",
-                                dl_node_desc(n, nd, sizeof nd), why);
-    return gc->g->status;
-}
-
 /* The bias gradient: dy summed over every axis but the channels. */
 static dl_value *grad_bias(dl_grad_ctx *gc, dl_value *dy) {
     int64_t axes[DL_MAX_RANK];
@@ -466,7 +458,7 @@ static dl_status conv_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *d
                            dl_value **dx) {
     dl_value *x = n->in[0], *w = n->in[1];
     int rank = x->type.rank;
-    if (rank < 3 || w->type.rank != rank) return grad_fail(gc, n, "X and W need a known rank");
+    if (rank < 3 || w->type.rank != rank) return dg_refuse(gc, n, "X and W need a known rank");
     if (dg_needs(gc, n, 0)) {
         dl_value *shape = dl_type_known(&x->type) ? dg_ints(gc, rank, x->type.dims) : dg_shape(gc, x);
         dl_value *in[3] = {dy[0], w, shape};
@@ -474,7 +466,7 @@ static dl_status conv_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *d
     }
     if (dg_needs(gc, n, 1)) {
         for (int d = 2; d < rank; d++)
-            if (w->type.dims[d] < 0) return grad_fail(gc, n, "the kernel size of W must be known");
+            if (w->type.dims[d] < 0) return dg_refuse(gc, n, "the kernel size of W must be known");
         char at[256] = "";
         put_ints(at, sizeof at, "kernel_shape", rank - 2, w->type.dims + 2);
         dl_value *in[2] = {x, dy[0]};
@@ -492,32 +484,32 @@ static dl_status convtr_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const 
                              dl_value **dx) {
     dl_value *x = n->in[0], *w = n->in[1];
     int rank = x->type.rank, ns = rank - 2;
-    if (rank < 3 || w->type.rank != rank) return grad_fail(gc, n, "X and W need a known rank");
+    if (rank < 3 || w->type.rank != rank) return dg_refuse(gc, n, "X and W need a known rank");
     dl_auto_pad ap;
     char err[200];
-    if (dl_sp_auto_pad(n, &ap, err, sizeof err)) return grad_fail(gc, n, err);
+    if (dl_sp_auto_pad(n, &ap, err, sizeof err)) return dg_refuse(gc, n, err);
     const int64_t *os;
     bool need_in = ap != DL_AUTO_PAD_NOTSET || dl_attr_ints(n, "output_shape", &os) >= 0;
     for (int d = 0; d < ns; d++) {
-        if (w->type.dims[d + 2] < 0) return grad_fail(gc, n, "the kernel size of W must be known");
+        if (w->type.dims[d + 2] < 0) return dg_refuse(gc, n, "the kernel size of W must be known");
         if (need_in && x->type.dims[d + 2] < 0)
-            return grad_fail(gc, n, "auto_pad or output_shape with a symbolic spatial size");
+            return dg_refuse(gc, n, "auto_pad or output_shape with a symbolic spatial size");
     }
     conv_geom g;
     if (conv_geometry(n, true, ns, x->type.dims + 2, w->type.dims + 2, &g, err, sizeof err))
-        return grad_fail(gc, n, err);
+        return dg_refuse(gc, n, err);
     int64_t opad[MAX_SPATIAL], pads[2 * MAX_SPATIAL];
     if (dl_sp_read_ints(n, "output_padding", ns, 0, 0, opad, err, sizeof err))
-        return grad_fail(gc, n, err);
+        return dg_refuse(gc, n, err);
     for (int d = 0; d < ns; d++) {
         int64_t in_d = g.in[d], eff = (g.k[d] - 1) * g.dil[d] + 1;
-        if (opad[d] >= g.stride[d]) return grad_fail(gc, n, "output_padding must be < strides");
+        if (opad[d] >= g.stride[d]) return dg_refuse(gc, n, "output_padding must be < strides");
         /* the Conv of Y's positions must land back on X's (not so when output_shape asks for
          * more than the full output: those positions only hold the bias) */
         if (in_d >= 0 && g.out[d] >= 0 &&
             (g.out[d] + g.pb[d] + g.pe[d] < eff ||
              (g.out[d] + g.pb[d] + g.pe[d] - eff) / g.stride[d] + 1 != in_d))
-            return grad_fail(gc, n, "output_shape larger than the full transposed output");
+            return dg_refuse(gc, n, "output_shape larger than the full transposed output");
         pads[d] = g.pb[d];
         pads[d + ns] = g.pe[d];
     }

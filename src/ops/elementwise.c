@@ -751,13 +751,7 @@ static dl_status grad_minmax(dl_grad_ctx *gc, const dl_node *n, dl_value *const 
         return dg_status(gc);
     }
     dl_value *mask[64];
-    if (n->n_in > 64) {
-        char nd[200];
-        if (gc->g->status == DL_OK)
-            gc->g->status = dl_fail(gc->g->ctx, DL_ERR_UNSUPPORTED, "autodiff: %s: over 64 inputs",
-                                    dl_node_desc(n, nd, sizeof nd));
-        return dg_status(gc);
-    }
+    if (n->n_in > 64) return dg_refuse(gc, n, "over 64 inputs");
     for (int i = 0; i < n->n_in; i++)
         mask[i] = gcast(gc, dg_op2(gc, "Equal", n->in[i], y, NULL), y->type.dtype);
     dl_value *share = dg_op2(gc, "Div", dy[0], dg_op(gc, "Sum", n->n_in, mask, NULL), NULL);

@@ -650,14 +650,6 @@ static dl_status onehot_ref(dl_kernel *kc) {
  * ScatterND with reduction="add", so repeated indices accumulate). Negative indices are
  * normalized first: folded into a new constant when the indices are constant. */
 
-static dl_status grad_refuse(dl_grad_ctx *gc, const dl_node *n, const char *why) {
-    char nd[200];
-    if (gc->g->status == DL_OK)
-        gc->g->status = dl_fail(gc->g->ctx, DL_ERR_UNSUPPORTED, "autodiff: %s: %s",
-                                dl_node_desc(n, nd, sizeof nd), why);
-    return gc->g->status;
-}
-
 static dl_value *grad_const(dl_grad_ctx *gc, dl_tensor *t) {
     return dl_constant(gc->g, dl_graph_fresh_name(gc->g, "grad_const"), t);
 }
@@ -716,7 +708,7 @@ static dl_status gather_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const 
                              dl_value **dx) {
     dl_value *data = n->in[0], *idx = n->in[1];
     int r = data->type.rank, q = idx->type.rank;
-    if (r < 1 || q < 0) return grad_refuse(gc, n, "the data and indices ranks must be known");
+    if (r < 1 || q < 0) return dg_refuse(gc, n, "the data and indices ranks must be known");
     int64_t axis = dl_attr_int(n, "axis", 0);
     if (axis < 0) axis += r;
     dl_value *g = dy[0], *shape;
@@ -747,7 +739,7 @@ static dl_status gather_elements_grad(dl_grad_ctx *gc, const dl_node *n, dl_valu
                                       dl_value **dx) {
     dl_value *data = n->in[0];
     int r = data->type.rank;
-    if (r < 1) return grad_refuse(gc, n, "the data rank must be known");
+    if (r < 1) return dg_refuse(gc, n, "the data rank must be known");
     int64_t axis = dl_attr_int(n, "axis", 0);
     if (axis < 0) axis += r;
     char a[64];
@@ -766,12 +758,12 @@ static dl_status gathernd_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *cons
     int r = data->type.rank, q = idx->type.rank;
     int b = n->opset >= 12 ? (int)dl_attr_int(n, "batch_dims", 0) : 0;
     if (r < 1 || q < 1 || idx->type.dims[q - 1] < 0)
-        return grad_refuse(gc, n, "the ranks and the index tuple length must be known");
+        return dg_refuse(gc, n, "the ranks and the index tuple length must be known");
     int k = (int)idx->type.dims[q - 1];
     dl_value *iv = nonneg_indices(gc, idx, data, b, b + k);
     if (b > 0) {
         if (!dl_type_known(&idx->type))
-            return grad_refuse(gc, n, "batch_dims > 0 needs indices of known shape");
+            return dg_refuse(gc, n, "batch_dims > 0 needs indices of known shape");
         if (iv && iv->type.dtype != DL_I64) iv = dg_op1(gc, "Cast", iv, "to=7");
         int64_t gd[R];
         memcpy(gd, idx->type.dims, sizeof(int64_t) * (size_t)q);

@@ -205,14 +205,6 @@ static dl_status sce_ref(dl_kernel *kc) {
 
 /* ---- gradient rules (grad.h) ---- */
 
-static dl_status grad_refuse(dl_grad_ctx *gc, const dl_node *n, const char *why) {
-    char nd[200];
-    if (gc->g->status == DL_OK)
-        gc->g->status = dl_fail(gc->g->ctx, DL_ERR_UNSUPPORTED, "autodiff: %s: %s",
-                                dl_node_desc(n, nd, sizeof nd), why);
-    return gc->g->status;
-}
-
 /* d loss / d logp, shaped like the input [N, C, d...]: -dy * w[t] at the target class of each
  * non-ignored element (one-hot from Equal(target, class index), so targets may be symbolic),
  * divided by the summed weights for reduction mean. NULL (an error on the graph) when the class
@@ -221,11 +213,11 @@ static dl_value *nll_logp_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *dy) 
     dl_value *x = n->in[0], *t = n->in[1], *w = n->n_in > 2 ? n->in[2] : NULL;
     int r = x->type.rank;
     if (r < 2 || x->type.dims[1] < 0) {
-        grad_refuse(gc, n, "the class count must be known");
+        dg_refuse(gc, n, "the class count must be known");
         return NULL;
     }
     if (w && dg_needs(gc, n, 2)) {
-        grad_refuse(gc, n, "no gradient for the class weights");
+        dg_refuse(gc, n, "no gradient for the class weights");
         return NULL;
     }
     int64_t C = x->type.dims[1], one = 1, shape[DL_MAX_RANK];
@@ -260,7 +252,7 @@ static dl_status nll_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy
     if (dg_needs(gc, n, 0))
         dx[0] = nll_logp_grad(gc, n, dy[0]);
     else if (dg_needs(gc, n, 2))
-        grad_refuse(gc, n, "no gradient for the class weights");
+        dg_refuse(gc, n, "no gradient for the class weights");
     return dg_status(gc);
 }
 
@@ -268,7 +260,7 @@ static dl_status nll_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy
  * and from the log_prob output) goes through LogSoftmax's backward, g - softmax(x) * sum_C(g). */
 static dl_status sce_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
     if (!dg_needs(gc, n, 0)) {
-        if (dg_needs(gc, n, 2)) grad_refuse(gc, n, "no gradient for the class weights");
+        if (dg_needs(gc, n, 2)) dg_refuse(gc, n, "no gradient for the class weights");
         return dg_status(gc);
     }
     dl_value *g = dy[0] ? nll_logp_grad(gc, n, dy[0]) : NULL;

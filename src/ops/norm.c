@@ -480,14 +480,6 @@ static dl_status mvn_ref(dl_kernel *kc) {
  * it). With xhat = (x - mean) * inv over the normalized axes and g = dL/dxhat:
  *   dx = inv * (g - mean(g) - xhat * mean(g * xhat)). */
 
-static dl_status grad_fail(dl_grad_ctx *gc, const dl_node *n, const char *why) {
-    char nd[200];
-    if (gc->g->status == DL_OK)
-        gc->g->status = dl_fail(gc->g->ctx, DL_ERR_UNSUPPORTED, "autodiff: %s: %s",
-                                dl_node_desc(n, nd, sizeof nd), why);
-    return gc->g->status;
-}
-
 static dl_value *cast_to(dl_grad_ctx *gc, dl_value *v, dl_dtype dt) {
     if (!v || v->type.dtype == dt) return v;
     char to[32];
@@ -563,10 +555,10 @@ static dl_status ln_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
     dl_value *x = n->in[0], *scale = n->in[1], *bias = n->n_in > 2 ? n->in[2] : NULL;
     int rank = x->type.rank;
     dl_dtype dt = x->type.dtype;
-    if (rank < 1) return grad_fail(gc, n, "X needs a known rank");
+    if (rank < 1) return dg_refuse(gc, n, "X needs a known rank");
     int64_t axis = dl_attr_int(n, "axis", -1);
     if (axis < 0) axis += rank;
-    if (axis < 0 || axis >= rank) return grad_fail(gc, n, "axis out of range");
+    if (axis < 0 || axis >= rank) return dg_refuse(gc, n, "axis out of range");
     double eps = dl_attr_float(n, "epsilon", 1e-5f);
     int64_t axes[DL_MAX_RANK];
     int na = axes_list((int)axis, rank, false, axes);
@@ -612,15 +604,15 @@ static dl_status ln_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
 /* Inference form: y = (x - mean) * a + B with a = scale / sqrt(var + eps), per channel. */
 static dl_status bn_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
     if (bn_training(n, n->opset))
-        return grad_fail(gc, n,
+        return dg_refuse(gc, n,
                          "training mode (batch statistics) is not differentiable here; use the "
                          "inference form (training_mode=0) with running statistics");
     if (n->opset < 9 && dl_attr_int(n, "spatial", 1) == 0)
-        return grad_fail(gc, n, "spatial=0 is not supported");
+        return dg_refuse(gc, n, "spatial=0 is not supported");
     dl_value *x = n->in[0];
     int rank = x->type.rank;
     dl_dtype dt = x->type.dtype;
-    if (rank < 2) return grad_fail(gc, n, "X needs a known rank >= 2");
+    if (rank < 2) return dg_refuse(gc, n, "X needs a known rank >= 2");
     double eps = dl_attr_float(n, "epsilon", 1e-5f);
     dl_value *p[5] = {NULL}; /* scale, B, mean, var in X's dtype */
     for (int i = 1; i <= 4; i++) p[i] = cast_to(gc, n->in[i], dt);
@@ -697,7 +689,7 @@ static dl_status instnorm_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *cons
                                dl_value **dx) {
     const dl_type *xt = &n->in[0]->type;
     if (xt->rank < 2 || xt->dims[1] < 0)
-        return grad_fail(gc, n, "X needs a known rank and channel count");
+        return dg_refuse(gc, n, "X needs a known rank and channel count");
     return group_norm_grad(gc, n, dy, dx, xt->dims[1], false);
 }
 
@@ -707,7 +699,7 @@ static dl_status groupnorm_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *con
     const dl_type *xt = &n->in[0]->type, *st = &n->in[1]->type;
     int64_t G = dl_attr_int(n, "num_groups", -1);
     if (xt->rank < 2 || xt->dims[1] < 0 || st->rank != 1 || st->dims[0] < 0)
-        return grad_fail(gc, n, "X's rank and channels and the scale's size must be known");
+        return dg_refuse(gc, n, "X's rank and channels and the scale's size must be known");
     return group_norm_grad(gc, n, dy, dx, G, st->dims[0] == G);
 }
 

@@ -532,11 +532,7 @@ static bool grad_reduced_axes(dl_grad_ctx *gc, const dl_node *n, rkind k, bool *
         if (n->n_in > 1 && n->in[1]) {
             const dl_tensor *t = n->in[1]->constant;
             if (!t || t->numel > DL_MAX_RANK) {
-                char nd[200];
-                if (gc->g->status == DL_OK)
-                    gc->g->status = dl_fail(gc->g->ctx, DL_ERR_UNSUPPORTED,
-                                            "autodiff: %s: axes must be a constant",
-                                            dl_node_desc(n, nd, sizeof nd));
+                dg_refuse(gc, n, "axes must be a constant");
                 return false;
             }
             for (int64_t i = 0; i < t->numel; i++) axes[nax++] = (int64_t)dl_get_f64(t, i);
@@ -618,14 +614,7 @@ static dl_status rmean_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *
 static dl_status rother_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
                              dl_value **dx, rkind k) {
     bool reduced[DL_MAX_RANK];
-    if (n->in[0]->type.rank < 0) {
-        char nd[200];
-        if (gc->g->status == DL_OK)
-            gc->g->status = dl_fail(gc->g->ctx, DL_ERR_UNSUPPORTED,
-                                    "autodiff: %s: the input rank is unknown",
-                                    dl_node_desc(n, nd, sizeof nd));
-        return dg_status(gc);
-    }
+    if (n->in[0]->type.rank < 0) return dg_refuse(gc, n, "the input rank is unknown");
     if (!grad_reduced_axes(gc, n, k, reduced)) return dg_status(gc);
     dl_value *x = n->in[0], *g = grad_keep(gc, n, dy[0], reduced);
     dl_value *y = grad_keep(gc, n, n->out[0], reduced), *f = NULL;

@@ -1217,49 +1217,6 @@ static dl_status revseq_ref(dl_kernel *kc) {
 
 /* ---- gradient rules (grad.h) ---- */
 
-/* Records an UNSUPPORTED error naming n (the first error on the graph wins) and returns it. */
-static dl_status grad_refuse(dl_grad_ctx *gc, const dl_node *n, const char *why) {
-    char nd[200];
-    if (gc->g->status == DL_OK)
-        gc->g->status = dl_fail(gc->g->ctx, DL_ERR_UNSUPPORTED, "autodiff: %s: %s",
-                                dl_node_desc(n, nd, sizeof nd), why);
-    return gc->g->status;
-}
-
-/* The node seen as an inference context over its inputs' static types and constant values, so a
- * rule reads perm, slice starts or pads with the row's own parsing. */
-typedef struct grad_view {
-    dl_infer ic;
-    const dl_type *ty[8];
-    const dl_tensor *val[8];
-} grad_view;
-
-static dl_infer *grad_view_of(dl_grad_ctx *gc, const dl_node *n, grad_view *v) {
-    int k = n->n_in < 8 ? n->n_in : 8;
-    for (int i = 0; i < k; i++) {
-        v->ty[i] = n->in[i] ? &n->in[i]->type : NULL;
-        v->val[i] = n->in[i] ? n->in[i]->constant : NULL;
-    }
-    v->ic = (dl_infer){.ctx = gc->g->ctx,
-                       .g = gc->g,
-                       .node = n,
-                       .opset = n->opset,
-                       .n_in = k,
-                       .in = v->ty,
-                       .value = v->val};
-    return &v->ic;
-}
-
-/* A parsing failure of the row's own code (the node passed inference, so unexpected). */
-static dl_status grad_parse(dl_grad_ctx *gc, dl_status s) {
-    if (s != DL_OK && gc->g->status == DL_OK) gc->g->status = s;
-    return gc->g->status;
-}
-
-static dl_value *grad_zeros_like(dl_grad_ctx *gc, dl_value *v) {
-    return dg_expand_like(gc, dg_scalar(gc, 0, v->type.dtype), v);
-}
-
 /* Slice of one axis. */
 static dl_value *grad_slice1(dl_grad_ctx *gc, dl_value *v, int axis, int64_t start, int64_t end,
                              int64_t step) {
@@ -1292,9 +1249,9 @@ static dl_status view_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *d
 static dl_status transpose_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
                                 dl_value **dx) {
     int rank = n->in[0]->type.rank, perm[R];
-    if (rank < 0) return grad_refuse(gc, n, "the input rank is unknown");
-    grad_view v;
-    if (grad_parse(gc, transpose_perm(grad_view_of(gc, n, &v), rank, perm)) != DL_OK)
+    if (rank < 0) return dg_refuse(gc, n, "the input rank is unknown");
+    dg_view v;
+    if (dg_check(gc, transpose_perm(dg_view_of(gc, n, &v), rank, perm)) != DL_OK)
         return dg_status(gc);
     int inv[R];
     for (int i = 0; i < rank; i++) inv[perm[i]] = i;
@@ -1310,7 +1267,7 @@ static dl_status transpose_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *con
 static dl_status concat_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
                              dl_value **dx) {
     int rank = n->out[0]->type.rank, k = n->n_in;
-    if (rank < 0) return grad_refuse(gc, n, "the rank is unknown");
+    if (rank < 0) return dg_refuse(gc, n, "the rank is unknown");
     int64_t axis = dl_attr_int(n, "axis", 0), sizes[64];
     if (axis < 0) axis += rank;
     if (k == 1) {
@@ -1319,7 +1276,7 @@ static dl_status concat_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const 
     }
     bool known = true;
     for (int i = 0; i < k; i++) {
-        if (n->in[i]->type.rank != rank) return grad_refuse(gc, n, "an input rank is unknown");
+        if (n->in[i]->type.rank != rank) return dg_refuse(gc, n, "an input rank is unknown");
         sizes[i] = n->in[i]->type.dims[axis];
         known = known && sizes[i] >= 0;
     }
@@ -1345,13 +1302,13 @@ static dl_status concat_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const 
 /* Split: the outputs' gradients concatenated (zeros for an output that does not reach the loss). */
 static dl_status split_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
     int rank = n->in[0]->type.rank;
-    if (rank < 0) return grad_refuse(gc, n, "the input rank is unknown");
+    if (rank < 0) return dg_refuse(gc, n, "the input rank is unknown");
     int64_t axis = dl_attr_int(n, "axis", 0);
     if (axis < 0) axis += rank;
     dl_value *parts[64];
     for (int o = 0; o < n->n_out; o++) {
-        if (!n->out[o]) return grad_refuse(gc, n, "an output is omitted");
-        parts[o] = dy[o] ? dy[o] : grad_zeros_like(gc, n->out[o]);
+        if (!n->out[o]) return dg_refuse(gc, n, "an output is omitted");
+        parts[o] = dy[o] ? dy[o] : dg_zeros_like(gc, n->out[o]);
     }
     char a[32];
     snprintf(a, sizeof a, "axis=%d", (int)axis);
@@ -1379,20 +1336,20 @@ static dl_value *spread_axis(dl_grad_ctx *gc, dl_value *g, int axis, int64_t ste
 static dl_status slice_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
     dl_value *x = n->in[0], *g = dy[0];
     int r = x->type.rank;
-    if (r < 1) return grad_refuse(gc, n, "the input rank is unknown");
+    if (r < 1) return dg_refuse(gc, n, "the input rank is unknown");
     slice_p p;
-    grad_view v;
-    if (grad_parse(gc, slice_params(grad_view_of(gc, n, &v), r, &p)) != DL_OK) return dg_status(gc);
-    if (!p.known) return grad_refuse(gc, n, "starts, ends, axes and steps must be constants");
+    dg_view v;
+    if (dg_check(gc, slice_params(dg_view_of(gc, n, &v), r, &p)) != DL_OK) return dg_status(gc);
+    if (!p.known) return dg_refuse(gc, n, "starts, ends, axes and steps must be constants");
     int64_t pads[2 * R] = {0};
     bool any = false;
     for (int a = 0; a < r && g; a++) {
         if (!p.sliced[a]) continue;
         int64_t d = x->type.dims[a], s0, len, st = p.step[a] < 0 ? -p.step[a] : p.step[a];
-        if (d < 0) return grad_refuse(gc, n, "a sliced axis has a symbolic size");
+        if (d < 0) return dg_refuse(gc, n, "a sliced axis has a symbolic size");
         slice_axis(d, p.start[a], p.end[a], p.step[a], &s0, &len);
         if (len == 0) {
-            dx[0] = grad_zeros_like(gc, x);
+            dx[0] = dg_zeros_like(gc, x);
             return dg_status(gc);
         }
         if (p.step[a] < 0) {
@@ -1402,7 +1359,7 @@ static dl_status slice_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *
         int64_t span = (len - 1) * st + 1; /* from the first to the last sliced element */
         if (st > 1) {
             if (!dl_type_known(&x->type) || r >= R)
-                return grad_refuse(gc, n, "steps other than 1 need known dims and rank < 8");
+                return dg_refuse(gc, n, "steps other than 1 need known dims and rank < 8");
             g = spread_axis(gc, g, a, st, span);
         }
         pads[a] = s0;
@@ -1424,14 +1381,14 @@ static dl_status tile_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *d
     dl_value *x = n->in[0];
     const dl_tensor *rep = n->in[1]->constant;
     int r = x->type.rank;
-    if (!rep) return grad_refuse(gc, n, "repeats must be a constant");
-    if (!dl_type_known(&x->type)) return grad_refuse(gc, n, "the input dims must be known");
+    if (!rep) return dg_refuse(gc, n, "repeats must be a constant");
+    if (!dl_type_known(&x->type)) return dg_refuse(gc, n, "the input dims must be known");
     int64_t dims[R], axes[R];
     int nd = 0, na = 0;
     for (int i = 0; i < r; i++) {
         int64_t k = dl_get_i64(rep, i);
         if (nd + (k != 1) >= R)
-            return grad_refuse(gc, n, "too many repeated axes for the rank limit");
+            return dg_refuse(gc, n, "too many repeated axes for the rank limit");
         if (k != 1) {
             axes[na++] = nd;
             dims[nd++] = k;
@@ -1488,13 +1445,13 @@ static dl_value *reflect_axis_grad(dl_grad_ctx *gc, dl_value *g, int r, int axis
 static dl_status pad_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
     dl_value *x = n->in[0];
     int r = x->type.rank, mode;
-    if (r < 0) return grad_refuse(gc, n, "the input rank is unknown");
+    if (r < 0) return dg_refuse(gc, n, "the input rank is unknown");
     int64_t pads[2 * R];
     bool known = false;
-    grad_view v;
-    if (grad_parse(gc, pad_params(grad_view_of(gc, n, &v), r, &mode, pads, &known)) != DL_OK)
+    dg_view v;
+    if (dg_check(gc, pad_params(dg_view_of(gc, n, &v), r, &mode, pads, &known)) != DL_OK)
         return dg_status(gc);
-    if (!known) return grad_refuse(gc, n, "pads must be a constant");
+    if (!known) return dg_refuse(gc, n, "pads must be a constant");
     bool nonneg = true;
     for (int i = 0; i < 2 * r; i++) nonneg = nonneg && pads[i] >= 0;
     dl_value *g = dy[0];
@@ -1525,16 +1482,16 @@ static dl_status pad_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy
         }
         return dg_status(gc);
     }
-    if (!nonneg) return grad_refuse(gc, n, "edge/reflect padding with negative pads");
+    if (!nonneg) return dg_refuse(gc, n, "edge/reflect padding with negative pads");
     for (int a = 0; a < r && g; a++) {
         int64_t b = pads[a], e = pads[a + r], d = x->type.dims[a];
         if (!b && !e) continue;
-        if (d < 0) return grad_refuse(gc, n, "a padded axis has a symbolic size");
+        if (d < 0) return dg_refuse(gc, n, "a padded axis has a symbolic size");
         if (mode == PAD_EDGE) {
             g = edge_axis_grad(gc, g, a, d, b, e);
         } else {
             if (b > d - 1 || e > d - 1)
-                return grad_refuse(gc, n, "reflect pads wider than the axis size minus one");
+                return dg_refuse(gc, n, "reflect pads wider than the axis size minus one");
             g = reflect_axis_grad(gc, g, r, a, d, b, e);
         }
     }
@@ -1555,7 +1512,7 @@ static dl_status d2s_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy
     }
     const dl_type *y = &n->out[0]->type;
     if (y->rank != 4 || y->dims[1] < 0 || y->dims[2] < 0 || y->dims[3] < 0)
-        return grad_refuse(gc, n, "CRD mode needs known C, H and W");
+        return dg_refuse(gc, n, "CRD mode needs known C, H and W");
     int64_t six[6] = {0, y->dims[1], y->dims[2] / b, b, y->dims[3] / b, b};
     dl_value *g = dg_op2(gc, "Reshape", dy[0], dg_ints(gc, 6, six), NULL);
     g = dg_op1(gc, "Transpose", g, "perm=[0,1,3,5,2,4]");
@@ -1578,13 +1535,13 @@ static dl_status dropout_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const
     if (n->opset >= 12 && n->n_in > 2 && n->in[2]) {
         const dl_tensor *tm = n->in[2]->constant;
         const dl_tensor *rt = n->n_in > 1 && n->in[1] ? n->in[1]->constant : NULL;
-        if (!tm) return grad_refuse(gc, n, "training_mode must be a constant");
+        if (!tm) return dg_refuse(gc, n, "training_mode must be a constant");
         bool training = tm->numel > 0 && dl_get_i64(tm, 0) != 0;
         if (training && n->n_in > 1 && n->in[1] && !rt)
-            return grad_refuse(gc, n, "ratio must be a constant in training mode");
+            return dg_refuse(gc, n, "ratio must be a constant in training mode");
         double ratio = rt && rt->numel > 0 ? dl_get_f64(rt, 0) : 0.5;
         if (training && ratio != 0.0)
-            return grad_refuse(gc, n, "training-mode Dropout (a random mask) is not supported");
+            return dg_refuse(gc, n, "training-mode Dropout (a random mask) is not supported");
     }
     dx[0] = dy[0];
     return dg_status(gc);

@@ -16,6 +16,35 @@ dl_status dg_status(const dl_grad_ctx *gc) {
     return gc->g->status;
 }
 
+dl_status dg_check(dl_grad_ctx *gc, dl_status s) {
+    if (s != DL_OK && gc->g->status == DL_OK) gc->g->status = s;
+    return gc->g->status;
+}
+
+dl_status dg_refuse(dl_grad_ctx *gc, const dl_node *n, const char *why) {
+    char nd[200];
+    if (gc->g->status == DL_OK)
+        gc->g->status = dl_fail(gc->g->ctx, DL_ERR_UNSUPPORTED, "autodiff: %s: %s",
+                                dl_node_desc(n, nd, sizeof nd), why);
+    return gc->g->status;
+}
+
+dl_infer *dg_view_of(dl_grad_ctx *gc, const dl_node *n, dg_view *v) {
+    int k = n->n_in < 8 ? n->n_in : 8;
+    for (int i = 0; i < k; i++) {
+        v->ty[i] = n->in[i] ? &n->in[i]->type : NULL;
+        v->val[i] = n->in[i] ? n->in[i]->constant : NULL;
+    }
+    v->ic = (dl_infer){.ctx = gc->g->ctx,
+                       .g = gc->g,
+                       .node = n,
+                       .opset = n->opset,
+                       .n_in = k,
+                       .in = v->ty,
+                       .value = v->val};
+    return &v->ic;
+}
+
 static dl_value *op_at(dl_grad_ctx *gc, const char *domain, const char *op, int n_in,
                        dl_value *const *in, const dl_node *like, const char *attrs) {
     dl_value *out = NULL;
@@ -218,7 +247,7 @@ static dl_status accumulate(dl_grad_ctx *gc, dl_value **acc, const dl_value *v, 
     return dg_status(gc);
 }
 
-static dl_value *zeros_like(dl_grad_ctx *gc, dl_value *x) {
+dl_value *dg_zeros_like(dl_grad_ctx *gc, dl_value *x) {
     if (dl_type_known(&x->type)) {
         dl_tensor *t = NULL;
         if (dl_tensor_new(gc->g->ctx, x->type.dtype, x->type.rank, x->type.dims, &t) != DL_OK)
@@ -313,7 +342,7 @@ dl_status dl_autodiff(dl_graph *g, dl_value *loss, int n_wrt, dl_value *const *w
         }
     }
     for (int i = 0; i < n_wrt && s == DL_OK; i++) {
-        grads[i] = acc[wrt[i]->id] ? acc[wrt[i]->id] : zeros_like(&gc, wrt[i]);
+        grads[i] = acc[wrt[i]->id] ? acc[wrt[i]->id] : dg_zeros_like(&gc, wrt[i]);
         s = dg_status(&gc);
     }
     if (s == DL_OK) s = dl_graph_toposort(g);

@@ -26,6 +26,21 @@ struct dl_grad_ctx {
 /* Whether input i of n needs a gradient (present, floating, depends on a parameter). */
 bool dg_needs(const dl_grad_ctx *gc, const dl_node *n, int i);
 dl_status dg_status(const dl_grad_ctx *gc);
+/* A node the rule cannot differentiate: records "autodiff: NODE: why" (DL_ERR_UNSUPPORTED) on
+ * the graph unless it already has an error, and returns the graph's status. */
+dl_status dg_refuse(dl_grad_ctx *gc, const dl_node *n, const char *why);
+/* Records s on the graph (first error wins) and returns the graph's status: for a rule calling
+ * its row's own parsing code. */
+dl_status dg_check(dl_grad_ctx *gc, dl_status s);
+
+/* The node seen as an inference context over its inputs' static types and constant values, so
+ * a rule reads perm, slice starts or pads with its row's own parsing (the first 8 inputs). */
+typedef struct dg_view {
+    dl_infer ic;
+    const dl_type *ty[8];
+    const dl_tensor *val[8];
+} dg_view;
+dl_infer *dg_view_of(dl_grad_ctx *gc, const dl_node *n, dg_view *v);
 
 /* One-output default-domain node at DG_OPSET; attrs "k=v;k=v" or NULL. */
 dl_value *dg_op(dl_grad_ctx *gc, const char *op, int n_in, dl_value *const *in, const char *attrs);
@@ -43,6 +58,8 @@ dl_status dg_op_like(dl_grad_ctx *gc, const char *domain, const char *op, int n_
 dl_value *dg_scalar(dl_grad_ctx *gc, double v, dl_dtype dt);
 /* 1-D int64 constant. */
 dl_value *dg_ints(dl_grad_ctx *gc, int n, const int64_t *v);
+/* Zeros shaped like x (a constant when x's shape is static). */
+dl_value *dg_zeros_like(dl_grad_ctx *gc, dl_value *x);
 /* Shape(v). */
 dl_value *dg_shape(dl_grad_ctx *gc, dl_value *v);
 /* grad (shaped like a broadcast result) summed over the axes x was broadcast along, shaped like
