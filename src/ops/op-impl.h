@@ -145,6 +145,7 @@ extern const dl_op_def dl_ops_activation[];
 extern const dl_op_def dl_ops_logic[];
 extern const dl_op_def dl_ops_cast[];
 extern const dl_op_def dl_ops_shape[];
+extern const dl_op_def dl_ops_slicing[];
 extern const dl_op_def dl_ops_index[];
 extern const dl_op_def dl_ops_create[];
 extern const dl_op_def dl_ops_conv[];

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 static const dl_op_def *const families[] = {
-    dl_ops_elementwise, dl_ops_activation, dl_ops_logic, dl_ops_cast,   dl_ops_shape,
+    dl_ops_elementwise, dl_ops_activation, dl_ops_logic, dl_ops_cast,   dl_ops_shape, dl_ops_slicing,
     dl_ops_index,       dl_ops_create,     dl_ops_conv,  dl_ops_pool,   dl_ops_matmul,
     dl_ops_norm,        dl_ops_resize,     dl_ops_reduce, dl_ops_softmax, dl_ops_loss,
     dl_ops_rnn,         dl_ops_quant,      dl_ops_misc,  dl_ops_signal, dl_ops_optim,
