@@ -11,6 +11,7 @@
 
 #define CHECK_PRINT_PASS
 #include "check.h"
+#include "native-ref.h"
 
 static uint64_t rng = 88172645463325252ull;
 static float frand(void) {
@@ -26,47 +27,6 @@ static dl_tensor *rand_tensor(dl_ctx *ctx, int rank, const int64_t *dims) {
     float *p = dl_tensor_data(t);
     for (int64_t i = 0; i < dl_tensor_numel(t); i++) p[i] = frand();
     return t;
-}
-
-/* Max relative difference of two float tensors (inf when shapes differ). */
-static double max_rel(const dl_tensor *a, const dl_tensor *b) {
-    if (!a || !b || a->rank != b->rank || a->numel != b->numel || a->dtype != b->dtype)
-        return INFINITY;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d]) return INFINITY;
-    double worst = 0;
-    for (int64_t i = 0; i < a->numel; i++) {
-        double x = dl_get_f64(a, i), y = dl_get_f64(b, i);
-        double e = fabs(x - y) / (0.1 + fabs(y)); /* i.e. allclose with atol = 0.1 * rtol */
-        if (!(e <= worst)) worst = e;
-    }
-    return worst;
-}
-
-/* Runs g on both backends with the given inputs; returns the worst relative error over outputs. */
-static double native_vs_ref(dl_ctx *ctx, dl_graph *g, dl_program *p, int n_in, dl_tensor **in) {
-    int n_out = dl_graph_num_outputs(g);
-    dl_tensor *want[8] = {0}, *got[8] = {0};
-    double worst = INFINITY;
-    if (n_out > 8) return worst;
-    if (dl_run(ctx, g, DL_BACKEND_REF, n_in, NULL, in, want) != DL_OK) {
-        printf("  ref: %s\n", dl_errmsg(ctx));
-        return worst;
-    }
-    if (dl_program_run(ctx, p, n_in, NULL, in, got) != DL_OK) {
-        printf("  native: %s\n", dl_errmsg(ctx));
-    } else {
-        worst = 0;
-        for (int i = 0; i < n_out; i++) {
-            double e = max_rel(got[i], want[i]);
-            if (!(e <= worst)) worst = e;
-        }
-    }
-    for (int i = 0; i < n_out; i++) {
-        dl_tensor_free(want[i]);
-        dl_tensor_free(got[i]);
-    }
-    return worst;
 }
 
 static int count_kind(const dl_program *p, dl_gkind k, int min_nodes) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "native-ref.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static float frand(void) {
@@ -29,43 +30,6 @@ static dl_tensor *rand_tensor(dl_ctx *ctx, dl_dtype dt, int rank, const int64_t 
 
 static dl_compile_options opts;
 static char cache_dir[] = "/tmp/dlcc-test-mmtrans-XXXXXX";
-
-/* Largest |native - ref| / (0.1 + |ref|) over every output (inf on a shape mismatch or an
- * error). */
-static double native_vs_ref(dl_ctx *ctx, dl_graph *g, dl_program *p, int n_in, dl_tensor **in) {
-    int n_out = dl_graph_num_outputs(g);
-    dl_tensor *want[4] = {0}, *got[4] = {0};
-    double worst = INFINITY;
-    if (n_out > 4) return worst;
-    if (dl_run(ctx, g, DL_BACKEND_REF, n_in, NULL, in, want) != DL_OK) {
-        printf("  ref: %s\n", dl_errmsg(ctx));
-        return worst;
-    }
-    if (dl_program_run(ctx, p, n_in, NULL, in, got) != DL_OK) {
-        printf("  native: %s\n", dl_errmsg(ctx));
-    } else {
-        worst = 0;
-        for (int o = 0; o < n_out; o++) {
-            const dl_tensor *a = got[o], *b = want[o];
-            bool same = a->rank == b->rank && a->numel == b->numel && a->dtype == b->dtype;
-            for (int d = 0; same && d < a->rank; d++) same = a->dims[d] == b->dims[d];
-            if (!same) {
-                worst = INFINITY;
-                continue;
-            }
-            for (int64_t i = 0; i < a->numel; i++) {
-                double x = dl_get_f64(a, i), y = dl_get_f64(b, i);
-                double e = fabs(x - y) / (0.1 + fabs(y));
-                if (!(e <= worst)) worst = e;
-            }
-        }
-    }
-    for (int o = 0; o < n_out; o++) {
-        dl_tensor_free(want[o]);
-        dl_tensor_free(got[o]);
-    }
-    return worst;
-}
 
 /* Steps that run a Transpose on its own (a kernel or its reference kernel). */
 static int count_transpose_steps(const dl_program *p) {

@@ -1,0 +1,54 @@
+/* native-ref.h — the comparison the compiler's unit tests share: a compiled program against the
+ * reference interpreter on the same inputs. Include after dlcc.h and check.h's includes. */
+#ifndef DL_TEST_NATIVE_REF_H
+#define DL_TEST_NATIVE_REF_H
+
+#include "../../src/core/core-impl.h"
+
+#include <math.h>
+#include <stdio.h>
+
+/* Largest |a - b| / (0.1 + |b|) (allclose with atol = 0.1 * rtol); inf when dtypes or shapes
+ * differ. */
+static double max_rel(const dl_tensor *a, const dl_tensor *b) {
+    if (!a || !b || a->rank != b->rank || a->numel != b->numel || a->dtype != b->dtype)
+        return INFINITY;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d]) return INFINITY;
+    double worst = 0;
+    for (int64_t i = 0; i < a->numel; i++) {
+        double x = dl_get_f64(a, i), y = dl_get_f64(b, i);
+        double e = fabs(x - y) / (0.1 + fabs(y));
+        if (!(e <= worst)) worst = e;
+    }
+    return worst;
+}
+
+/* Runs g on the reference backend and p (compiled from g) on the same inputs; the worst max_rel
+ * over the outputs (inf on an error, printed, or more than 8 outputs). */
+static double native_vs_ref(dl_ctx *ctx, dl_graph *g, dl_program *p, int n_in, dl_tensor **in) {
+    int n_out = dl_graph_num_outputs(g);
+    dl_tensor *want[8] = {0}, *got[8] = {0};
+    double worst = INFINITY;
+    if (n_out > 8) return worst;
+    if (dl_run(ctx, g, DL_BACKEND_REF, n_in, NULL, in, want) != DL_OK) {
+        printf("  ref: %s\n", dl_errmsg(ctx));
+        return worst;
+    }
+    if (dl_program_run(ctx, p, n_in, NULL, in, got) != DL_OK) {
+        printf("  native: %s\n", dl_errmsg(ctx));
+    } else {
+        worst = 0;
+        for (int i = 0; i < n_out; i++) {
+            double e = max_rel(got[i], want[i]);
+            if (!(e <= worst)) worst = e;
+        }
+    }
+    for (int i = 0; i < n_out; i++) {
+        dl_tensor_free(want[i]);
+        dl_tensor_free(got[i]);
+    }
+    return worst;
+}
+
+#endif
