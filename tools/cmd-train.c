@@ -47,7 +47,7 @@ typedef struct train_args {
     const char *model, *x, *y, *ckpt, *export_path, *log, *freeze, *schedule;
     dl_train_options o;
     dl_hparams hp;
-    int lr_set, wd_set, threads, quiet, resume, shuffle, save_every, profile;
+    int threads, quiet, resume, shuffle, save_every, profile;
     int64_t batch, epochs, steps, warmup, step_size, stop_after;
     double val_split, gamma;
     uint64_t seed;

@@ -563,16 +563,15 @@ static dl_value *grad_keep(dl_grad_ctx *gc, const dl_node *n, dl_value *v, const
 }
 
 /* dy brought back to the input's shape: the reduced axes restored (keepdims=0) and expanded. */
-static dl_value *grad_reduce_expand(dl_grad_ctx *gc, const dl_node *n, rkind k, dl_value *dy,
+static dl_value *grad_reduce_expand(dl_grad_ctx *gc, const dl_node *n, dl_value *dy,
                                     const bool *reduced) {
-    (void)k;
     return dg_expand_like(gc, grad_keep(gc, n, dy, reduced), n->in[0]);
 }
 
 static dl_status rsum_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy, dl_value **dx) {
     bool reduced[DL_MAX_RANK];
     if (grad_reduced_axes(gc, n, R_SUM, reduced))
-        dx[0] = grad_reduce_expand(gc, n, R_SUM, dy[0], reduced);
+        dx[0] = grad_reduce_expand(gc, n, dy[0], reduced);
     return dg_status(gc);
 }
 
@@ -599,7 +598,7 @@ static dl_status rmean_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *
         scale = dg_op2(gc, "Div", dg_op1(gc, "Cast", dg_op1(gc, "Size", n->out[0], NULL), to),
                        dg_op1(gc, "Cast", dg_op1(gc, "Size", x, NULL), to), NULL);
     }
-    dx[0] = grad_reduce_expand(gc, n, R_MEAN, dg_op2(gc, "Mul", dy[0], scale, NULL), reduced);
+    dx[0] = grad_reduce_expand(gc, n, dg_op2(gc, "Mul", dy[0], scale, NULL), reduced);
     return dg_status(gc);
 }
 
@@ -644,7 +643,7 @@ static dl_status rother_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const 
     }
     case R_LOGSUM: {
         dl_value *sum = dg_op1(gc, "Exp", n->out[0], NULL);
-        dx[0] = grad_reduce_expand(gc, n, k, dg_op2(gc, "Div", dy[0], sum, NULL), reduced);
+        dx[0] = grad_reduce_expand(gc, n, dg_op2(gc, "Div", dy[0], sum, NULL), reduced);
         return dg_status(gc);
     }
     case R_LOGSUMEXP:

@@ -44,19 +44,20 @@ static void set_view(dl_tensor *t, const dl_type *ty, void *data) {
 
 static dl_status setup_static(exec *ex) {
     dl_graph *g = ex->g;
+    /* outputs written into the caller's tensors where they fit (not owned here) */
+    for (int j = 0; ex->reuse && j < g->outputs.len; j++) {
+        const dl_value *v = g->outputs.items[j];
+        const dl_tensor *r = ex->reuse[j];
+        const dl_type *t = &ex->pl->ctype[v->id];
+        if (r && v->producer && !ex->val[v->id] && r->dtype == t->dtype && r->rank == t->rank &&
+            r->data && memcmp(r->dims, t->dims, sizeof(int64_t) * (size_t)t->rank) == 0)
+            ex->val[v->id] = ex->reuse[j];
+    }
     for (int i = 0; i < g->values.len; i++) {
         dl_value *v = g->values.items[i];
-        if (v->constant || v->is_input) continue;
+        if (v->constant || v->is_input || ex->val[i]) continue;
         if (v->is_output && v->producer) {
             const dl_type *t = &ex->pl->ctype[i];
-            dl_tensor *r = NULL;
-            for (int j = 0; ex->reuse && j < g->outputs.len && !r; j++)
-                if (g->outputs.items[j] == v) r = ex->reuse[j];
-            if (r && r->dtype == t->dtype && r->rank == t->rank && r->data &&
-                memcmp(r->dims, t->dims, sizeof(int64_t) * (size_t)t->rank) == 0) {
-                ex->val[i] = r; /* the caller's buffer: written in place, not owned here */
-                continue;
-            }
             DL_TRY(dl_tensor_new(ex->ctx, t->dtype, t->rank, t->dims, &ex->val[i]));
             ex->owned[i] = true;
         } else if (ex->pl->offset[i] >= 0) {

@@ -103,7 +103,6 @@ static dl_value *label_input(builder *b, dl_value *pred) {
         fail_g(b, DL_ERR_SHAPE, "the model's prediction has an unknown rank", NULL);
         return NULL;
     }
-    char *names[DL_MAX_RANK] = {0};
     int64_t dims[DL_MAX_RANK];
     const char *syms[DL_MAX_RANK];
     int rank = b->o->loss == DL_LOSS_CROSS_ENTROPY ? 1 : t->rank;
@@ -111,7 +110,6 @@ static dl_value *label_input(builder *b, dl_value *pred) {
         dims[i] = t->dims[i];
         syms[i] = dims[i] < 0 ? dl_graph_sym_name(b->g, dims[i]) : NULL;
     }
-    (void)names;
     dl_dtype dt = b->o->loss == DL_LOSS_CROSS_ENTROPY ? DL_I64 : t->dtype;
     return dl_input(b->g, "y", dt, rank, dims, syms);
 }
@@ -301,7 +299,7 @@ static void order_inputs(builder *b, dl_value *x, dl_value *y, dl_value *const *
     g->inputs.len = k;
 }
 
-static dl_status build(builder *b, dl_graph *model, bool eval) {
+static dl_status build(builder *b, bool eval) {
     dl_graph *g = b->g;
     const dl_train_options *o = b->o;
     dl_train_graph *tg = b->tg;
@@ -471,7 +469,6 @@ static dl_status build(builder *b, dl_graph *model, bool eval) {
     dl_free(p_new);
     dl_free(bufs);
     dl_free(bufs_new);
-    (void)model;
     return s;
 }
 
@@ -487,7 +484,7 @@ dl_status dl_train_graph_build(dl_ctx *ctx, dl_graph *model, const dl_train_opti
     builder b = {.ctx = ctx, .g = g, .gc = {.g = g}, .o = o, .tg = out};
     dl_status s = dl_graph_toposort(g);
     if (s == DL_OK) s = dl_graph_infer(g);
-    if (s == DL_OK) s = build(&b, model, eval);
+    if (s == DL_OK) s = build(&b, eval);
     if (s == DL_OK) s = dl_graph_verify(g);
     if (s != DL_OK) {
         dl_graph_free(g);

@@ -245,6 +245,42 @@ static void test_dynamic_shapes(dl_ctx *ctx) {
     dl_graph_free(g);
 }
 
+/* dl_program_run_reuse writes an output into the caller's tensor when dtype and shape fit, and
+ * allocates one otherwise; the values are the same either way. */
+static void test_output_reuse(dl_ctx *ctx) {
+    dl_graph *g = dl_graph_new(ctx);
+    int64_t xd[2] = {-1, 8};
+    const char *sym[2] = {"N", NULL};
+    dl_value *x = dl_input(g, "x", DL_F32, 2, xd, sym);
+    dl_output(g, dl_relu(g, dl_add(g, x, x)), "y");
+    dl_program *p = NULL;
+    if (dl_graph_status(g) != DL_OK || dl_compile(ctx, g, &opts, &p) != DL_OK) {
+        CHECK("reuse graph compiles", false);
+        dl_graph_free(g);
+        return;
+    }
+    int64_t d3[2] = {3, 8}, d4[2] = {4, 8};
+    dl_tensor *in = rand_tensor(ctx, 2, d3), *fits = NULL, *other = NULL, *want[1] = {0};
+    dl_tensor_new(ctx, DL_F32, 2, d3, &fits);
+    dl_tensor_new(ctx, DL_F32, 2, d4, &other);
+    dl_tensor *out[1] = {0}, *reuse[1] = {fits};
+    bool ok = dl_run(ctx, g, DL_BACKEND_REF, 1, NULL, &in, want) == DL_OK &&
+              dl_program_run_reuse(ctx, p, 1, NULL, &in, out, reuse) == DL_OK;
+    CHECK("output written into the caller's tensor", ok && out[0] == fits && max_rel(fits, want[0]) == 0);
+    reuse[0] = other;
+    out[0] = NULL;
+    ok = dl_program_run_reuse(ctx, p, 1, NULL, &in, out, reuse) == DL_OK;
+    CHECK("a tensor of another shape is not used", ok && out[0] && out[0] != other &&
+                                                       max_rel(out[0], want[0]) == 0);
+    if (out[0] != other) dl_tensor_free(out[0]);
+    dl_tensor_free(in);
+    dl_tensor_free(fits);
+    dl_tensor_free(other);
+    dl_tensor_free(want[0]);
+    dl_program_free(p);
+    dl_graph_free(g);
+}
+
 int main(void) {
     char dir[] = "/tmp/dlcc-test-compile-XXXXXX";
     if (!mkdtemp(dir)) {
@@ -263,6 +299,8 @@ int main(void) {
     test_default_model(ctx);
     dl_ctx_clear(ctx);
     test_dynamic_shapes(ctx);
+    dl_ctx_clear(ctx);
+    test_output_reuse(ctx);
     dl_ctx_free(ctx);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
