@@ -58,4 +58,18 @@ static inline dl_status dtype_only(dl_infer *ic, dl_dtype dt) {
     return DL_OK;
 }
 
+/* When input i is Shape(v) (all of it: no start/end) of a value of known rank, v's dims, symbols
+ * included: what a computed shape holds although its values are not known statically
+ * (Expand(dy, Shape(x)), Reshape(t, Shape(x)) in gradients). */
+static inline bool shape_of_input(const dl_infer *ic, int i, int64_t *dims, int *n) {
+    const dl_value *s = ic->node && i < ic->node->n_in ? ic->node->in[i] : NULL;
+    const dl_node *p = s ? s->producer : NULL;
+    if (!p || (p->op->domain && p->op->domain[0]) || strcmp(p->op->name, "Shape") != 0 ||
+        !p->in[0] || p->in[0]->type.rank < 0 || dl_node_attr(p, "start") || dl_node_attr(p, "end"))
+        return false;
+    *n = p->in[0]->type.rank;
+    memcpy(dims, p->in[0]->type.dims, sizeof(int64_t) * (size_t)*n);
+    return true;
+}
+
 #endif

@@ -34,6 +34,7 @@ static dl_status reshape_infer(dl_infer *ic) {
     bool known;
     DL_TRY(const_ints(ic, 1, "shape", sh, R, &n, &known));
     if (!known) {
+        if (shape_of_input(ic, 1, sh, &n)) return dl_infer_set(ic, 0, x->dtype, n, sh);
         int64_t len = input_len(ic, 1);
         if (len > R)
             return dl_infer_fail(ic, DL_ERR_UNSUPPORTED, "output rank %lld exceeds %d",
@@ -199,7 +200,8 @@ static dl_status expand_infer(dl_infer *ic) {
     bool known;
     DL_TRY(const_ints(ic, 1, "shape", sh, R, &n, &known));
     if (x->rank == DL_RANK_UNKNOWN) return dtype_only(ic, x->dtype);
-    if (!known) {
+    bool computed = !known && shape_of_input(ic, 1, sh, &n);
+    if (!known && !computed) {
         int64_t len = input_len(ic, 1);
         if (len < 0) return dtype_only(ic, x->dtype);
         int rank = (int)(len > x->rank ? len : x->rank);
@@ -218,10 +220,10 @@ static dl_status expand_infer(dl_infer *ic) {
         int xi = i - (rank - x->rank), si = i - (rank - n);
         int64_t a = xi >= 0 ? x->dims[xi] : 1;
         int64_t b = si >= 0 ? sh[si] : 1;
-        if (b < 0)
+        if (b < 0 && !computed)
             return dl_infer_fail(ic, DL_ERR_INVALID, "shape[%d] = %lld is negative", si,
                                  (long long)b);
-        if (a == b || b == 1)
+        if (a == b || b == 1 || (b < 0 && a > 1)) /* a symbol b must be 1 or a */
             dims[i] = a;
         else if (a == 1 || a < 0)
             dims[i] = b; /* a symbolic dim must be 1 or b */

@@ -139,21 +139,12 @@ static bool same_shape(const dl_type *a, const dl_type *b) {
     return true;
 }
 
-/* The result of Reshape/Expand to Shape(like) has like's shape, symbols included; inference
- * only sees a computed shape and would give fresh symbols, which later rules could not relate
- * to like's (dg_sum_to). */
-static dl_value *take_shape_of(dl_value *r, const dl_value *like) {
-    if (r && r->type.rank == like->type.rank)
-        memcpy(r->type.dims, like->type.dims, sizeof(int64_t) * (size_t)like->type.rank);
-    return r;
-}
-
 dl_value *dg_reshape_like(dl_grad_ctx *gc, dl_value *v, dl_value *like) {
     if (!v || !like) return NULL;
     if (same_shape(&v->type, &like->type)) return v;
     if (dl_type_known(&like->type))
         return dg_op2(gc, "Reshape", v, dg_ints(gc, like->type.rank, like->type.dims), NULL);
-    return take_shape_of(dg_op2(gc, "Reshape", v, dg_shape(gc, like), NULL), like);
+    return dg_op2(gc, "Reshape", v, dg_shape(gc, like), NULL);
 }
 
 dl_value *dg_expand_like(dl_grad_ctx *gc, dl_value *v, dl_value *like) {
@@ -161,7 +152,7 @@ dl_value *dg_expand_like(dl_grad_ctx *gc, dl_value *v, dl_value *like) {
     if (same_shape(&v->type, &like->type)) return v;
     if (dl_type_known(&like->type))
         return dg_op2(gc, "Expand", v, dg_ints(gc, like->type.rank, like->type.dims), NULL);
-    return take_shape_of(dg_op2(gc, "Expand", v, dg_shape(gc, like), NULL), like);
+    return dg_op2(gc, "Expand", v, dg_shape(gc, like), NULL);
 }
 
 dl_value *dg_sum_to(dl_grad_ctx *gc, dl_value *grad, const dl_value *x) {
