@@ -77,6 +77,7 @@ fi
 
 # 3. SIGKILL at random moments of a run that saves after every step: the file always loads
 killed=0
+resumed=0
 for delay in 0.15 0.3 0.45 0.6 0.8 1.0; do
     rm -f "$T/k.st"
     "$DLCC" "${common[@]}" --epochs 1000 --checkpoint "$T/k.st" --save-every 1 &
@@ -87,11 +88,17 @@ for delay in 0.15 0.3 0.45 0.6 0.8 1.0; do
     if [ ! -e "$T/k.st" ]; then continue; fi
     if "$DLCC" "${common[@]}" --epochs 1000 --stop-after 1 --checkpoint "$T/k.st" --resume 2>"$T/k.err"; then
         ok "killed after ${delay}s: checkpoint loads and training resumes"
+        resumed=$((resumed + 1))
     else
         bad "killed after ${delay}s: $(cat "$T/k.err")"
     fi
 done
-[ "$killed" -gt 0 ] && ok "training processes were killed mid-run ($killed)" || bad "nothing was killed"
+# the kills must have landed after a first save, or the loop tested nothing
+if [ "$killed" -ge 3 ] && [ "$resumed" -ge 3 ]; then
+    ok "killed mid-run $killed times, resumed from the checkpoint $resumed times"
+else
+    bad "too few kills after a save (killed $killed, resumed $resumed)"
+fi
 # a save cleans up the temp files that killed saves left (their processes are gone)
 if ls "$T"/k.st.tmp.* >/dev/null 2>&1; then bad "stale temp files left: $(ls "$T"/k.st.tmp.*)"; else ok "no stale temp checkpoint files left"; fi
 
