@@ -18,48 +18,24 @@ static char *join(const char *a, const char *b) {
     return s;
 }
 
-static char *state_prefix(int k) {
-    char p[32];
-    snprintf(p, sizeof p, "state%d/", k);
-    return dl_strdup(p);
-}
-
 dl_status dl_trainer_save(dl_ctx *ctx, dl_trainer *t, const char *path, int n_extra,
                           const char *const *extra_names, const dl_tensor *const *extra,
                           int n_meta, const char *const *keys, const char *const *vals) {
     if (!t || !path || n_extra < 0 || n_meta < 0 || n_meta > 60)
         return dl_fail(ctx, DL_ERR_INVALID, "dl_trainer_save: bad argument");
-    int np = dl_trainer_num_params(t), ns = dl_trainer_num_states(t), sp = dl_trainer_states_per_param(t);
-    int nb = dl_trainer_num_buffers(t), n = np + ns + nb + n_extra;
+    int nt = dl_trainer_num_tensors(t), n = nt + n_extra;
     char **names = dl_calloc((size_t)n + 1, sizeof *names);
     const dl_tensor **ts = dl_calloc((size_t)n + 1, sizeof *ts);
     dl_status s = (names && ts) ? DL_OK : dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < np && s == DL_OK; i++) {
-        names[i] = join("param/", dl_trainer_param_name(t, i));
-        ts[i] = dl_trainer_params(t)[i];
+    for (int i = 0; i < n && s == DL_OK; i++) {
+        names[i] = i < nt ? dl_trainer_slot_name(t, i) : join("extra/", extra_names[i - nt]);
+        ts[i] = i < nt ? *dl_trainer_slot(t, i) : extra[i - nt];
         if (!names[i]) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
-    }
-    for (int i = 0; i < ns && s == DL_OK; i++) {
-        char *pre = state_prefix(i % sp);
-        names[np + i] = pre ? join(pre, dl_trainer_param_name(t, i / sp)) : NULL;
-        dl_free(pre);
-        ts[np + i] = dl_trainer_states(t)[i];
-        if (!names[np + i]) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
-    }
-    for (int i = 0; i < nb && s == DL_OK; i++) {
-        names[np + ns + i] = join("buffer/", dl_trainer_buffer_name(t, i));
-        ts[np + ns + i] = dl_trainer_buffers(t)[i];
-        if (!names[np + ns + i]) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
-    }
-    for (int i = 0; i < n_extra && s == DL_OK; i++) {
-        names[np + ns + nb + i] = join("extra/", extra_names[i]);
-        ts[np + ns + nb + i] = extra[i];
-        if (!names[np + ns + nb + i]) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
     }
     const char *mk[64], *mv[64];
     char step[32], npar[32];
     snprintf(step, sizeof step, "%" PRId64, dl_trainer_steps(t));
-    snprintf(npar, sizeof npar, "%d", np);
+    snprintf(npar, sizeof npar, "%d", dl_trainer_num_params(t));
     int m = 0;
     mk[m] = "train.step", mv[m++] = step;
     mk[m] = "train.optimizer", mv[m++] = opt_names[dl_trainer_options(t)->optimizer];
@@ -104,30 +80,19 @@ dl_status dl_trainer_load(dl_ctx *ctx, dl_trainer *t, const char *path, dl_st_fi
         s = dl_fail(ctx, DL_ERR_INVALID, "checkpoint '%s' was saved by optimizer %s, this run uses %s",
                     path, opt, want);
     /* restore into copies first, so a mismatch half-way leaves the trainer as it was */
-    int np = dl_trainer_num_params(t), ns = dl_trainer_num_states(t), sp = dl_trainer_states_per_param(t);
-    int nb = dl_trainer_num_buffers(t), nt = np + ns + nb;
+    int nt = dl_trainer_num_tensors(t);
     dl_tensor **tmp = dl_calloc((size_t)nt + 1, sizeof *tmp);
     if (s == DL_OK && !tmp) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
     for (int i = 0; i < nt && s == DL_OK; i++) {
-        dl_tensor *cur = i < np        ? dl_trainer_params(t)[i]
-                         : i < np + ns ? dl_trainer_states(t)[i - np]
-                                       : dl_trainer_buffers(t)[i - np - ns];
-        s = dl_tensor_clone(ctx, cur, &tmp[i]);
-        char *pre = i < np ? dl_strdup("param/") : i < np + ns ? state_prefix((i - np) % sp) : dl_strdup("buffer/");
-        const char *base = i < np        ? dl_trainer_param_name(t, i)
-                           : i < np + ns ? dl_trainer_param_name(t, (i - np) / sp)
-                                         : dl_trainer_buffer_name(t, i - np - ns);
-        char *nm = pre ? join(pre, base) : NULL;
-        dl_free(pre);
+        s = dl_tensor_clone(ctx, *dl_trainer_slot(t, i), &tmp[i]);
+        char *nm = dl_trainer_slot_name(t, i);
         if (s == DL_OK && !nm) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
         if (s == DL_OK) s = restore(ctx, path, f, nm, tmp[i]);
         dl_free(nm);
     }
     if (s == DL_OK) {
         for (int i = 0; i < nt; i++) {
-            dl_tensor **slot = i < np        ? &dl_trainer_params(t)[i]
-                               : i < np + ns ? &dl_trainer_states(t)[i - np]
-                                             : &dl_trainer_buffers(t)[i - np - ns];
+            dl_tensor **slot = dl_trainer_slot(t, i);
             dl_tensor_free(*slot);
             *slot = tmp[i];
             tmp[i] = NULL;

@@ -45,14 +45,12 @@ dl_status dl_train_graph_build(dl_ctx *ctx, dl_graph *model, const dl_train_opti
                                dl_train_graph *out);
 void dl_train_graph_free(dl_train_graph *tg);
 
-/* Trainer internals that checkpoints read and restore (trainer.c). */
-int dl_trainer_num_states(const dl_trainer *t);
-int dl_trainer_num_buffers(const dl_trainer *t);
-dl_tensor **dl_trainer_buffers(dl_trainer *t);
-const char *dl_trainer_buffer_name(const dl_trainer *t, int i);
-int dl_trainer_states_per_param(const dl_trainer *t);
-dl_tensor **dl_trainer_params(dl_trainer *t);
-dl_tensor **dl_trainer_states(dl_trainer *t);
+/* Trainer internals that checkpoints read and restore (trainer.c): its tensors in the step's
+ * output order (parameters, optimizer state, buffers), each a slot and a checkpoint name
+ * ("param/W", "state1/W", "buffer/bn.running_mean"; dl_malloc'd, NULL on OOM). */
+int dl_trainer_num_tensors(const dl_trainer *t);
+dl_tensor **dl_trainer_slot(dl_trainer *t, int i);
+char *dl_trainer_slot_name(const dl_trainer *t, int i);
 void dl_trainer_set_steps(dl_trainer *t, int64_t steps);
 const dl_train_options *dl_trainer_options(const dl_trainer *t);
 int64_t dl_trainer_classes(const dl_trainer *t);

@@ -281,11 +281,8 @@ dl_status dl_train_step(dl_ctx *ctx, dl_trainer *t, dl_tensor *x, dl_tensor *y,
                         isnan(l) ? "NaN" : "infinite", (long long)t->steps + 1);
         } else {
             /* the replaced tensors become the next step's output buffers */
-            for (int i = 0; i < t->n_params + t->n_states + t->n_buffers; i++) {
-                int j = i - t->n_params - t->n_states;
-                dl_tensor **cur = i < t->n_params ? &t->params[i]
-                                  : j < 0       ? &t->states[i - t->n_params]
-                                                : &t->buffers[j];
+            for (int i = 0; i < dl_trainer_num_tensors(t); i++) {
+                dl_tensor **cur = dl_trainer_slot(t, i);
                 if (t->spare[1 + i] != outs[1 + i]) dl_tensor_free(t->spare[1 + i]);
                 t->spare[1 + i] = *cur;
                 *cur = outs[1 + i];
@@ -373,13 +370,32 @@ dl_status dl_trainer_export_onnx(dl_ctx *ctx, dl_trainer *t, const char *path) {
 
 /* ---- for checkpoints (checkpoint.c) ---- */
 
-int dl_trainer_num_states(const dl_trainer *t) { return t->n_states; }
-int dl_trainer_num_buffers(const dl_trainer *t) { return t->n_buffers; }
-dl_tensor **dl_trainer_buffers(dl_trainer *t) { return t->buffers; }
-const char *dl_trainer_buffer_name(const dl_trainer *t, int i) { return t->step.buffer_names[i]; }
-dl_tensor **dl_trainer_states(dl_trainer *t) { return t->states; }
-dl_tensor **dl_trainer_params(dl_trainer *t) { return t->params; }
-int dl_trainer_states_per_param(const dl_trainer *t) { return t->step.states_per_param; }
+int dl_trainer_num_tensors(const dl_trainer *t) { return t->n_params + t->n_states + t->n_buffers; }
+
+dl_tensor **dl_trainer_slot(dl_trainer *t, int i) {
+    if (i < t->n_params) return &t->params[i];
+    if (i < t->n_params + t->n_states) return &t->states[i - t->n_params];
+    return &t->buffers[i - t->n_params - t->n_states];
+}
+
+char *dl_trainer_slot_name(const dl_trainer *t, int i) {
+    char pre[32] = "param/";
+    const char *base;
+    int j = i - t->n_params, sp = t->step.states_per_param;
+    if (i < t->n_params) {
+        base = t->step.param_names[i];
+    } else if (j < t->n_states) {
+        snprintf(pre, sizeof pre, "state%d/", j % sp);
+        base = t->step.param_names[j / sp];
+    } else {
+        snprintf(pre, sizeof pre, "buffer/");
+        base = t->step.buffer_names[j - t->n_states];
+    }
+    size_t n = strlen(pre) + strlen(base) + 1;
+    char *s = dl_malloc(n);
+    if (s) snprintf(s, n, "%s%s", pre, base);
+    return s;
+}
 void dl_trainer_set_steps(dl_trainer *t, int64_t steps) { t->steps = steps; }
 const dl_train_options *dl_trainer_options(const dl_trainer *t) { return &t->opt; }
 int64_t dl_trainer_classes(const dl_trainer *t) { return t->step.n_classes; }
