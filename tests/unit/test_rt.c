@@ -312,6 +312,9 @@ static void test_gemm(void) {
                               .act_b = acts[a][2],
                               .use_ep = 1};
                 gemm_case(7, 37, 19, a & 1, (a >> 1) & 1, &c);
+                /* full register tiles on every ISA (AVX-512: 6 x 64) with a partial edge and
+                 * two K blocks: the epilogue applied in registers and stored straight to C */
+                gemm_case(13, 150, 200, a & 1, (a >> 1) & 1, &c);
                 /* narrow N: computed transposed (C^T = B^T A^T) and stored back transposed */
                 gemm_case(37, 7, 19, a & 1, (a >> 1) & 1, &c);
                 if (rk == RES_INPLACE || (bk == BIAS_FULL_T && rk == RES_T)) {

@@ -35,6 +35,8 @@ typedef __m512 dlrt_vf;
 #define DLRT_VBCAST(x)     _mm512_set1_ps(x)
 #define DLRT_VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define DLRT_VADD(a, b)    _mm512_add_ps(a, b)
+#define DLRT_VMUL(a, b)    _mm512_mul_ps(a, b)
+#define DLRT_VMAX(a, b)    _mm512_max_ps(a, b)
 #elif defined(__AVX2__) && defined(__FMA__) && !defined(DLRT_GEMM_GENERIC)
 #include <immintrin.h>
 #define DLRT_GEMM_ISA      "avx2"
@@ -52,6 +54,8 @@ typedef __m256 dlrt_vf;
 #define DLRT_VBCAST(x)     _mm256_set1_ps(x)
 #define DLRT_VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define DLRT_VADD(a, b)    _mm256_add_ps(a, b)
+#define DLRT_VMUL(a, b)    _mm256_mul_ps(a, b)
+#define DLRT_VMAX(a, b)    _mm256_max_ps(a, b)
 #else
 #define DLRT_GEMM_ISA "generic"
 #define DLRT_GEMM_MR  4
@@ -65,24 +69,77 @@ typedef __m256 dlrt_vf;
 /* Intrinsics: MR x (NR / VW) vector accumulators indexed by constants, fully unrolled at -O2
  * and above, so they stay in registers. */
 #define DLRT_GEMM_NV (DLRT_GEMM_NR / DLRT_GEMM_VW)
+/* c[MR][NV] = the sum over p < kc of the outer products of a's and b's panels (a macro, not a
+ * function taking c, so the accumulators certainly stay in registers) */
+#define DLRT_GEMM_MAC(kc, a, b, c)                                                                 \
+    do {                                                                                           \
+        for (int i_ = 0; i_ < DLRT_GEMM_MR; i_++)                                                  \
+            for (int j_ = 0; j_ < DLRT_GEMM_NV; j_++) c[i_][j_] = DLRT_VZERO();                    \
+        for (int p_ = 0; p_ < (kc); p_++, a += DLRT_GEMM_MR, b += DLRT_GEMM_NR) {                  \
+            dlrt_vf bv_[DLRT_GEMM_NV];                                                             \
+            for (int j_ = 0; j_ < DLRT_GEMM_NV; j_++) bv_[j_] = DLRT_VLOAD(b + j_ * DLRT_GEMM_VW); \
+            for (int i_ = 0; i_ < DLRT_GEMM_MR; i_++) {                                            \
+                const dlrt_vf av_ = DLRT_VBCAST(a[i_]);                                            \
+                for (int j_ = 0; j_ < DLRT_GEMM_NV; j_++)                                          \
+                    c[i_][j_] = DLRT_VFMA(av_, bv_[j_], c[i_][j_]);                                \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
 static inline void dlrt_gemm_micro(int kc, const float *restrict a, const float *restrict b,
                                    float *restrict acc, int add) {
     dlrt_vf c[DLRT_GEMM_MR][DLRT_GEMM_NV];
-    for (int i = 0; i < DLRT_GEMM_MR; i++)
-        for (int j = 0; j < DLRT_GEMM_NV; j++) c[i][j] = DLRT_VZERO();
-    for (int p = 0; p < kc; p++, a += DLRT_GEMM_MR, b += DLRT_GEMM_NR) {
-        dlrt_vf bv[DLRT_GEMM_NV];
-        for (int j = 0; j < DLRT_GEMM_NV; j++) bv[j] = DLRT_VLOAD(b + j * DLRT_GEMM_VW);
-        for (int i = 0; i < DLRT_GEMM_MR; i++) {
-            const dlrt_vf av = DLRT_VBCAST(a[i]);
-            for (int j = 0; j < DLRT_GEMM_NV; j++) c[i][j] = DLRT_VFMA(av, bv[j], c[i][j]);
-        }
-    }
+    DLRT_GEMM_MAC(kc, a, b, c);
     for (int i = 0; i < DLRT_GEMM_MR; i++)
         for (int j = 0; j < DLRT_GEMM_NV; j++) {
             float *dst = acc + i * DLRT_GEMM_NR + j * DLRT_GEMM_VW;
             DLRT_VSTORE(dst, add ? DLRT_VADD(DLRT_VLOAD(dst), c[i][j]) : c[i][j]);
         }
+}
+
+/* Whether dlrt_gemm_micro_store can apply ep in registers: a bias per row or per column and a
+ * contiguous residual (the convolution and dense-layer cases); other strides take the row path. */
+#define DLRT_GEMM_DIRECT_STORE 1
+static inline int dlrt_gemm_epi_direct(const dlrt_epilogue *ep) {
+    return !ep || ((!ep->bias || ep->bias_cs == 0 || ep->bias_cs == 1) &&
+                   (!ep->residual || ep->res_cs == 1));
+}
+
+/* The last K block of a full MR x NR tile whose top-left element is (i0, j0) of the product:
+ * acc = part (the earlier blocks' partial sums, or none) + this block, then the epilogue in the
+ * order dlrt_epi_apply uses, in registers, and the rows stored straight into C (row stride ldc):
+ * no round trip through a buffer. ep must pass dlrt_gemm_epi_direct. Activations other than
+ * ReLU run in place on the stored row, as dlrt_epi_apply would run them on its copy. */
+static inline void dlrt_gemm_micro_store(int kc, const float *restrict a, const float *restrict b,
+                                         const float *part, float *C, int64_t ldc,
+                                         const dlrt_epilogue *ep, int64_t i0, int64_t j0) {
+    dlrt_vf c[DLRT_GEMM_MR][DLRT_GEMM_NV];
+    DLRT_GEMM_MAC(kc, a, b, c);
+    const int act = ep ? ep->act : DLRT_ACT_NONE;
+    for (int i = 0; i < DLRT_GEMM_MR; i++) {
+        float *dst = C + (i0 + i) * ldc + j0;
+        const float *bp =
+            ep && ep->bias ? ep->bias + (i0 + i) * ep->bias_rs + j0 * ep->bias_cs : NULL;
+        const float *rp = ep && ep->residual ? ep->residual + (i0 + i) * ep->res_rs + j0 : NULL;
+        for (int j = 0; j < DLRT_GEMM_NV; j++) {
+            dlrt_vf v = c[i][j];
+            if (part) v = DLRT_VADD(DLRT_VLOAD(part + i * DLRT_GEMM_NR + j * DLRT_GEMM_VW), v);
+            if (ep) {
+                if (ep->alpha != 1.0f) v = DLRT_VMUL(v, DLRT_VBCAST(ep->alpha));
+                if (bp) {
+                    if (ep->bias_cs == 0)
+                        v = DLRT_VADD(v, DLRT_VBCAST(ep->beta * bp[0]));
+                    else
+                        v = DLRT_VFMA(DLRT_VBCAST(ep->beta), DLRT_VLOAD(bp + j * DLRT_GEMM_VW), v);
+                }
+                if (rp) v = DLRT_VADD(v, DLRT_VLOAD(rp + j * DLRT_GEMM_VW));
+                /* max(v, 0) gives 0 for a NaN v, as v > 0 ? v : 0 does */
+                if (act == DLRT_ACT_RELU) v = DLRT_VMAX(v, DLRT_VZERO());
+            }
+            DLRT_VSTORE(dst + j * DLRT_GEMM_VW, v);
+        }
+        if (act != DLRT_ACT_NONE && act != DLRT_ACT_RELU)
+            dlrt_act_apply(act, ep->act_a, ep->act_b, dst, DLRT_GEMM_NR);
+    }
 }
 #else
 /* Portable C. This exact shape (a 2-D local array, the i loop outside the j loop, ap[i] read

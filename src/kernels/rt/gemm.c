@@ -69,6 +69,10 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
     float bpack[DLRT_GEMM_KC * DLRT_GEMM_NC];
     /* partial sums while K > KC, one MR x NR block per register tile */
     float part[DLRT_GEMM_MC * DLRT_GEMM_NC];
+#ifdef DLRT_GEMM_DIRECT_STORE
+    /* full tiles of a product stored in C's orientation skip the row-by-row store */
+    const int direct = !g->c_trans && dlrt_gemm_epi_direct(g->ep);
+#endif
     for (int64_t p0 = 0; p0 < K; p0 += DLRT_GEMM_KC) {
         int kc = (int)DLRT_MIN((int64_t)DLRT_GEMM_KC, K - p0);
         int first = p0 == 0, last = p0 + kc == K;
@@ -87,9 +91,16 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
                 const float *ap =
                     g->a_packed ? g->A + (size_t)(i0 + r) * (size_t)K + (size_t)p0 * DLRT_GEMM_MR
                                 : apack + (size_t)r * kc;
+                int mr = DLRT_MIN(DLRT_GEMM_MR, mc - r);
+#ifdef DLRT_GEMM_DIRECT_STORE
+                if (last && direct && mr == DLRT_GEMM_MR && nr == DLRT_GEMM_NR) {
+                    dlrt_gemm_micro_store(kc, ap, bp, first ? NULL : pt, g->C, g->ldc, g->ep,
+                                          i0 + r, j0 + c);
+                    continue;
+                }
+#endif
                 dlrt_gemm_micro(kc, ap, bp, pt, !first);
                 if (!last) continue;
-                int mr = DLRT_MIN(DLRT_GEMM_MR, mc - r);
                 for (int i = 0; i < mr; i++)
                     dlrt_gemm_store_row(g, i0 + r + i, j0 + c, pt + i * DLRT_GEMM_NR, nr);
             }
