@@ -140,8 +140,10 @@ static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const char *name, dl
     int64_t kdim = p->group > 0 ? p->c_in / p->group : 0;
     for (int d = 0; d < p->nsp; d++) kdim *= p->k[d];
     int pk = -1;
-    if (dlrt_conv_packs_weights(p))
-        DL_TRY(request_pack(ctx, packs, gr->nodes[0]->in[1], 0, p->c_out, kdim, kdim, 0, &pk));
+    const int mode = dlrt_conv_packs_weights(p);
+    if (mode) /* op(A) = w as the left operand, or as the transposed product's right one */
+        DL_TRY(request_pack(ctx, packs, gr->nodes[0]->in[1], mode == DLRT_A_PACKED ? 0 : 1,
+                            p->c_out, kdim, kdim, mode == DLRT_A_PACKED_T, &pk));
     /* NULL packed weights (no request, or an AOT bundle's empty slot): plain dlrt_conv_forward */
     char packed[48] = "0";
     if (pk >= 0) snprintf(packed, sizeof packed, "(const float *)b[DLK_PACK + %d]", pk);

@@ -425,9 +425,10 @@ static void conv_run(const conv_case *cc, int epi) {
     free(x), free(w), free(b);
 }
 
-/* dlrt_conv_forward_packed (weights prepacked as the GEMM's left operand) against
- * dlrt_conv_forward, with a bias + in-place residual + relu epilogue, for layers that run as
- * GEMMs and for ones that ignore the packed copy (depthwise, grouped, narrow outputs). */
+/* dlrt_conv_forward_packed (weights prepacked as the GEMM's left operand, or as the right
+ * operand of the transposed product for narrow output planes) against dlrt_conv_forward, with a
+ * bias + in-place residual + relu epilogue, for layers that run as GEMMs and for ones that ignore
+ * the packed copy (depthwise, grouped). */
 static void test_conv_packed(void) {
     /* n, c_in, c_out, group, in (square), out, kernel, stride, pad */
     static const int64_t rows[][9] = {
@@ -435,11 +436,15 @@ static void test_conv_packed(void) {
         {2, 8, 13, 1, 10, 10, 3, 1, 1}, /* im2col, batch 2: packs */
         {1, 6, 70, 1, 17, 8, 3, 2, 0},  /* strided im2col */
         {1, 8, 8, 8, 7, 7, 3, 1, 1},    /* depthwise: ignores the copy */
-        {1, 64, 300, 1, 2, 2, 1, 1, 0}, /* narrow output, computed transposed: ignores it */
+        {1, 64, 300, 1, 2, 2, 1, 1, 0}, /* narrow output, computed transposed: packs as B */
+        {1, 32, 100, 1, 3, 1, 3, 1, 0}, /* one output position, im2col transposed: as B */
+        {1, 40, 136, 1, 7, 7, 3, 1, 1}, /* a 7x7 plane: as B or as A, by the ISA's tile */
+        {1, 4, 4, 2, 7, 7, 3, 1, 1},    /* grouped: ignores the copy */
     };
-    dlrt_conv cs[5];
-    int packing = 0;
-    for (int i = 0; i < 5; i++) {
+    enum { N_CASES = sizeof rows / sizeof rows[0] };
+    dlrt_conv cs[N_CASES];
+    int modes[3] = {0};
+    for (int i = 0; i < N_CASES; i++) {
         const int64_t *r = rows[i];
         cs[i] = (dlrt_conv){.nsp = 2,
                             .n = r[0],
@@ -452,9 +457,10 @@ static void test_conv_packed(void) {
                             .stride = {r[7], r[7]},
                             .dil = {1, 1},
                             .pad_begin = {r[8], r[8]}};
-        packing += dlrt_conv_packs_weights(&cs[i]);
+        modes[dlrt_conv_packs_weights(&cs[i])]++;
     }
-    check(packing >= 2 && packing < 5, "conv packed: some layers pack their weights, some do not");
+    check(modes[0] >= 2 && modes[DLRT_A_PACKED] >= 2 && modes[DLRT_A_PACKED_T] >= 2,
+          "conv packed: layers pack their weights as A, as the transposed product's B, or not");
     for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
         const dlrt_conv *p = &cs[ci];
         int64_t in_sp = p->in[0] * p->in[1], out_sp = p->out[0] * p->out[1];
@@ -463,9 +469,10 @@ static void test_conv_packed(void) {
         float *x = rand_buf(p->n * p->c_in * in_sp), *w = rand_buf(p->c_out * kdim);
         float *bias = rand_buf(p->c_out), *y1 = rand_buf(yn), *y2 = malloc((size_t)yn * 4);
         memcpy(y2, y1, (size_t)yn * 4); /* the in-place residual */
-        float *wp = malloc(dlrt_gemm_packed_bytes(0, p->c_out, kdim) + 4);
+        const int mode = dlrt_conv_packs_weights(p), operand = mode == DLRT_A_PACKED_T;
+        float *wp = malloc(dlrt_gemm_packed_bytes(operand, p->c_out, kdim) + 4);
         void *ws = malloc(dlrt_conv_workspace(p) + 4);
-        dlrt_gemm_pack_operand(0, p->c_out, kdim, w, kdim, 0, wp);
+        dlrt_gemm_pack_operand(operand, p->c_out, kdim, w, kdim, operand, wp);
         dlrt_epilogue ep = {
             .alpha = 1, .beta = 1, .bias = bias, .residual = y1, .act = DLRT_ACT_RELU};
         dlrt_conv_forward(p, x, w, y1, ws, &ep);
@@ -475,8 +482,7 @@ static void test_conv_packed(void) {
         for (int64_t i = 0; i < yn && ok; i++)
             ok = close_to(y2[i], y1[i], 1e-5 * (1.0 + kdim / 100.0));
         char what[160];
-        snprintf(what, sizeof what, "conv with packed weights: case %zu (packs: %d)", ci,
-                 dlrt_conv_packs_weights(p));
+        snprintf(what, sizeof what, "conv with packed weights: case %zu (packs: %d)", ci, mode);
         check(ok, what);
         free(x), free(w), free(bias), free(y1), free(y2), free(wp), free(ws);
     }

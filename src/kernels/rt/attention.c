@@ -29,10 +29,10 @@
 #ifndef DLRT_ATTN_MAX_TK
 #define DLRT_ATTN_MAX_TK 16384
 #endif
-#define DLRT_ATTN_STACK DLRT_ATTN_MAX_TK /* floats of scores on a thread's stack */
-#define DLRT_ATTN_MAX_ROWS 128           /* query rows per block */
-#define DLRT_ATTN_MIN_ROWS 16            /* ... at least, when halving them for parallelism */
-#define DLRT_ATTN_MIN_ITEMS 16           /* work items that halving aims at */
+#define DLRT_ATTN_STACK       DLRT_ATTN_MAX_TK /* floats of scores on a thread's stack */
+#define DLRT_ATTN_MAX_ROWS    128              /* query rows per block */
+#define DLRT_ATTN_MIN_ROWS    16               /* ... at least, when halving them for parallelism */
+#define DLRT_ATTN_MIN_ITEMS   16               /* work items that halving aims at */
 #define DLRT_ATTN_MAX_THREADS 256
 
 /* How a [rows, cols] operand with strides (st, sc) is stored for dlrt_sgemm: row-major with
@@ -194,8 +194,8 @@ static void dlrt_attn_block_loops(const dlrt_attn *a, const float *qh, const flo
 
 /* Work item t: head t / nblk, query rows of block t % nblk. */
 static void dlrt_attn_item(const dlrt_attn *a, const dlrt_attn_plan *pl, const float *q,
-                           const float *k, const float *v, const float *mask, float *y,
-                           int64_t t, int64_t nblk, int64_t rows, float *s) {
+                           const float *k, const float *v, const float *mask, float *y, int64_t t,
+                           int64_t nblk, int64_t rows, float *s) {
     const int64_t h = t / nblk, b = h / a->heads, hh = h % a->heads;
     const int64_t i0 = (t % nblk) * rows, mb = DLRT_MIN(rows, a->tq - i0);
     const float *qh = q + b * a->q_sb + hh * a->q_sh;
@@ -219,8 +219,8 @@ static int dlrt_attn_max_threads(void) {
 
 size_t dlrt_attention_workspace(const dlrt_attn *a, int threads) {
     if (a->tk <= DLRT_ATTN_MAX_TK) return 0;
-    const int64_t slots = threads <= 0 || threads > DLRT_ATTN_MAX_THREADS ? DLRT_ATTN_MAX_THREADS
-                                                                          : threads;
+    const int64_t slots =
+        threads <= 0 || threads > DLRT_ATTN_MAX_THREADS ? DLRT_ATTN_MAX_THREADS : threads;
     if ((uint64_t)a->tk > SIZE_MAX / sizeof(float) / (uint64_t)slots) return SIZE_MAX;
     return (size_t)slots * (size_t)a->tk * sizeof(float);
 }
@@ -251,8 +251,7 @@ void dlrt_attention(const dlrt_attn *a, const float *q, const float *k, const fl
     const double work = (double)bh * (double)a->tq * (double)a->tk * (double)(a->d + a->dv + 16);
     const int par = items > 1 && work >= DLRT_PAR_MIN;
     (void)par;
-    DLRT_PRAGMA_OMP(parallel num_threads(threads) if(par))
-    {
+    DLRT_PRAGMA_OMP(parallel num_threads(threads) if (par)) {
         float stack[DLRT_ATTN_STACK];
         float *s = stack;
         if (!on_stack) {
@@ -263,6 +262,7 @@ void dlrt_attention(const dlrt_attn *a, const float *q, const float *k, const fl
 #endif
         }
         DLRT_PRAGMA_OMP(for schedule(dynamic, 1))
-        for (int64_t t = 0; t < items; t++) dlrt_attn_item(a, &pl, q, k, v, mask, y, t, nblk, rows, s);
+        for (int64_t t = 0; t < items; t++)
+            dlrt_attn_item(a, &pl, q, k, v, mask, y, t, nblk, rows, s);
     }
 }

@@ -56,8 +56,8 @@ void dlrt_conv_im2col(const dlrt_win3 *g, int64_t cig, const float *x, float *co
 
 /* The 1x1 and im2col algorithms: one GEMM per image and group. */
 static void dlrt_conv_gemm(const dlrt_conv *p, const dlrt_win3 *g, int im2col, const float *x,
-                           const float *w, const float *wpacked, float *y, float *col,
-                           const dlrt_epilogue *ep) {
+                           const float *w, const float *wpacked, int wpack_mode, float *y,
+                           float *col, const dlrt_epilogue *ep) {
     const int64_t cig = p->c_in / p->group, cog = p->c_out / p->group;
     const int64_t kdim = cig * g->k_sp; /* GEMM K: one weight row */
     for (int64_t b = 0; b < p->n; b++)
@@ -72,8 +72,8 @@ static void dlrt_conv_gemm(const dlrt_conv *p, const dlrt_win3 *g, int im2col, c
             dlrt_epilogue e;
             const dlrt_epilogue *eb = dlrt_conv_ep(p, g->out_sp, ep, b, c0, &e);
             if (wpacked) /* one group: the packed weights are the whole left operand */
-                dlrt_sgemm_ex(cog, g->out_sp, kdim, wpacked, kdim, 0, 1, src, g->out_sp, 0, 0,
-                              y + b * p->c_out * g->out_sp, g->out_sp, eb);
+                dlrt_sgemm_ex(cog, g->out_sp, kdim, wpacked, kdim, 0, wpack_mode, src, g->out_sp, 0,
+                              0, y + b * p->c_out * g->out_sp, g->out_sp, eb);
             else
                 dlrt_sgemm(cog, g->out_sp, kdim, w + c0 * kdim, kdim, 0, src, g->out_sp, 0,
                            y + (b * p->c_out + c0) * g->out_sp, g->out_sp, eb);
@@ -216,10 +216,10 @@ void dlrt_conv_forward_algo(const dlrt_conv *p, int algo, const float *x, const 
         dlrt_conv_winograd(p, x, w, y, workspace, ep);
         break;
     case DLRT_CONV_GEMM_1X1:
-        dlrt_conv_gemm(p, &g, 0, x, w, NULL, y, NULL, ep);
+        dlrt_conv_gemm(p, &g, 0, x, w, NULL, 0, y, NULL, ep);
         break;
     default:
-        dlrt_conv_gemm(p, &g, 1, x, w, NULL, y, workspace, ep);
+        dlrt_conv_gemm(p, &g, 1, x, w, NULL, 0, y, workspace, ep);
         break;
     }
 }
@@ -233,8 +233,9 @@ int dlrt_conv_packs_weights(const dlrt_conv *p) {
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
     const int algo = dlrt_conv_choose(p);
-    return p->group == 1 && (algo == DLRT_CONV_GEMM_1X1 || algo == DLRT_CONV_IM2COL) &&
-           !dlrt_sgemm_transposes(p->c_out, g.out_sp, p->c_in * g.k_sp);
+    if (p->group != 1 || (algo != DLRT_CONV_GEMM_1X1 && algo != DLRT_CONV_IM2COL)) return 0;
+    return dlrt_sgemm_transposes(p->c_out, g.out_sp, p->c_in * g.k_sp) ? DLRT_A_PACKED_T
+                                                                       : DLRT_A_PACKED;
 }
 
 void dlrt_conv_forward_packed(const dlrt_conv *p, const float *x, const float *w,
@@ -243,9 +244,11 @@ void dlrt_conv_forward_packed(const dlrt_conv *p, const float *x, const float *w
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
     /* decided again here: with a symbolic batch the emitter could not know the choice */
-    if (!wpacked || !dlrt_conv_packs_weights(p) || p->n <= 0 || g.out_sp <= 0) {
+    const int mode = wpacked ? dlrt_conv_packs_weights(p) : 0;
+    if (!mode || p->n <= 0 || g.out_sp <= 0) {
         dlrt_conv_forward(p, x, w, y, workspace, ep);
         return;
     }
-    dlrt_conv_gemm(p, &g, dlrt_conv_choose(p) == DLRT_CONV_IM2COL, x, w, wpacked, y, workspace, ep);
+    dlrt_conv_gemm(p, &g, dlrt_conv_choose(p) == DLRT_CONV_IM2COL, x, w, wpacked, mode, y,
+                   workspace, ep);
 }

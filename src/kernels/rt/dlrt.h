@@ -57,7 +57,11 @@ size_t dlrt_gemm_packed_bytes(int operand, int64_t lines, int64_t K);
 void dlrt_gemm_pack_operand(int operand, int64_t lines, int64_t K, const float *X, int64_t ld,
                             int trans, float *dst);
 /* dlrt_sgemm where A and/or B may be prepacked (a_packed / b_packed: then lda/trans_a, or
- * ldb/trans_b, are ignored). Same epilogue and aliasing rules. */
+ * ldb/trans_b, are ignored). Same epilogue and aliasing rules. a_packed = DLRT_A_PACKED_T says
+ * op(A) was packed as the right operand of the transposed product (dlrt_gemm_pack_operand(1, M,
+ * K, A, lda, !trans_a, ...)): the product is then computed transposed, C^T = op(B)^T op(A)^T,
+ * for a narrow N (dlrt_sgemm_transposes) whose left operand is a layer's weights. */
+enum { DLRT_A_PACKED = 1, DLRT_A_PACKED_T = 2 };
 void dlrt_sgemm_ex(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
                    int a_packed, const float *B, int64_t ldb, int trans_b, int b_packed, float *C,
                    int64_t ldc, const dlrt_epilogue *ep);
@@ -84,10 +88,12 @@ typedef struct dlrt_conv {
 size_t dlrt_conv_workspace(const dlrt_conv *p);
 void dlrt_conv_forward(const dlrt_conv *p, const float *x, const float *w, float *y,
                        void *workspace, const dlrt_epilogue *ep);
-/* The same with the weights also prepacked as a GEMM left operand (dlrt_gemm_pack_operand(0,
- * c_out, c_in * prod(k), w, c_in * prod(k), 0, wpacked)), used when the layer runs as GEMMs
- * (1x1 or im2col, one group) and the product is not computed transposed; otherwise, or when
- * wpacked is NULL, exactly dlrt_conv_forward. dlrt_conv_packs_weights says which. */
+/* The same with the weights also prepacked, used when the layer runs as GEMMs (1x1 or im2col,
+ * one group); otherwise, or when wpacked is NULL, exactly dlrt_conv_forward.
+ * dlrt_conv_packs_weights says how: 0 not packed; DLRT_A_PACKED as the GEMM's left operand
+ * (dlrt_gemm_pack_operand(0, c_out, K, w, K, 0, wpacked), K = c_in * prod(k)); DLRT_A_PACKED_T
+ * as the right operand of the transposed product, for narrow output planes
+ * (dlrt_gemm_pack_operand(1, c_out, K, w, K, 1, wpacked)). */
 void dlrt_conv_forward_packed(const dlrt_conv *p, const float *x, const float *w,
                               const float *wpacked, float *y, void *workspace,
                               const dlrt_epilogue *ep);
@@ -173,7 +179,7 @@ enum {
     DLRT_CONV_GEMM_1X1 = 0, /* 1x1, stride 1, no padding: one GEMM on the input */
     DLRT_CONV_IM2COL,       /* im2col into the workspace, then GEMM */
     DLRT_CONV_DEPTHWISE,    /* one input channel per group: direct, vectorized */
-    DLRT_CONV_WINOGRAD,     /* 3x3, stride 1, dilation 1, 2-D: Winograd F(4x4, 3x3) or F(2x2, 3x3) */
+    DLRT_CONV_WINOGRAD, /* 3x3, stride 1, dilation 1, 2-D: Winograd F(4x4, 3x3) or F(2x2, 3x3) */
 };
 int dlrt_conv_choose(const dlrt_conv *p);
 /* A short name of an algorithm ("gemm1x1", "im2col", "depthwise", "winograd"). */

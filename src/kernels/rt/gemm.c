@@ -40,7 +40,7 @@ static void dlrt_gemm_pack(const float *X, int64_t ld, int by_rows, int64_t i0, 
 }
 
 /* What one call computes: C (or C^T when c_trans: element (i, j) of the product lands at
- * C[j * ldc + i]) = epilogue(op(A) op(B)). The epilogue is in the product's orientation. */
+ * C[j * ldc + i]) = epilogue(op(A) op(B)). The epilogue is in C's orientation. */
 typedef struct dlrt_gemm_args {
     const float *A, *B;
     int64_t lda, ldb;
@@ -53,12 +53,29 @@ typedef struct dlrt_gemm_args {
 
 /* Stores row i (n values starting at column j0) of the product through the epilogue. */
 static void dlrt_gemm_store_row(const dlrt_gemm_args *g, int64_t i, int64_t j0, float *row, int n) {
-    dlrt_epi_apply(g->ep, i, j0, row, n);
     if (!g->c_trans) {
+        dlrt_epi_apply(g->ep, i, j0, row, n);
         memcpy(g->C + i * g->ldc + j0, row, (size_t)n * sizeof(float));
-    } else {
-        float *dst = g->C + j0 * g->ldc + i;
-        for (int j = 0; j < n; j++) dst[j * g->ldc] = row[j];
+        return;
+    }
+    float *dst = g->C + j0 * g->ldc + i; /* one element per row of C (the short paths only) */
+    for (int j = 0; j < n; j++) {
+        float v = row[j];
+        dlrt_epi_apply(g->ep, j0 + j, i, &v, 1);
+        dst[j * g->ldc] = v;
+    }
+}
+
+/* Block blk (mr x nr, rows NR floats apart) at (i0, j0) of a transposed product: its column jj
+ * is mr consecutive elements of row j0 + jj of C, finished there with the epilogue and stored
+ * with one contiguous write. */
+static void dlrt_gemm_store_cols(const dlrt_gemm_args *g, int64_t i0, int64_t j0, const float *blk,
+                                 int mr, int nr) {
+    for (int jj = 0; jj < nr; jj++) {
+        float v[DLRT_GEMM_MR];
+        for (int ii = 0; ii < mr; ii++) v[ii] = blk[ii * DLRT_GEMM_NR + jj];
+        dlrt_epi_apply(g->ep, j0 + jj, i0, v, mr);
+        memcpy(g->C + (j0 + jj) * g->ldc + i0, v, (size_t)mr * sizeof(float));
     }
 }
 
@@ -101,6 +118,10 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
 #endif
                 dlrt_gemm_micro(kc, ap, bp, pt, !first);
                 if (!last) continue;
+                if (g->c_trans) {
+                    dlrt_gemm_store_cols(g, i0 + r, j0 + c, pt, mr, nr);
+                    continue;
+                }
                 for (int i = 0; i < mr; i++)
                     dlrt_gemm_store_row(g, i0 + r + i, j0 + c, pt + i * DLRT_GEMM_NR, nr);
             }
@@ -195,7 +216,7 @@ const char *dlrt_gemm_isa(void) {
 
 int dlrt_sgemm_transposes(int64_t M, int64_t N, int64_t K) {
     /* a transposed store is strided: only worth it when it saves a good share of the work */
-    return M > 0 && N > 0 && K > 0 && dlrt_gemm_padded(N, M) < 0.8 * dlrt_gemm_padded(M, N);
+    return M > 0 && N > 0 && K > 0 && dlrt_gemm_padded(N, M) < 0.9 * dlrt_gemm_padded(M, N);
 }
 
 size_t dlrt_gemm_packed_bytes(int operand, int64_t lines, int64_t K) {
@@ -238,27 +259,24 @@ void dlrt_sgemm_ex(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                         .ldc = ldc,
                         .ep = ep};
     /* a packed operand fixes the orientation */
-    if (a_packed || b_packed || !dlrt_sgemm_transposes(M, N, K)) {
+    const int transposed =
+        a_packed == DLRT_A_PACKED_T || (!a_packed && !b_packed && dlrt_sgemm_transposes(M, N, K));
+    if (!transposed) {
         dlrt_gemm_run(&g, M, N, K);
         return;
     }
-    /* C^T = op(B)^T op(A)^T: the product's rows are C's columns, so the epilogue's strides swap */
-    dlrt_epilogue et;
-    if (ep) {
-        et = *ep;
-        et.bias_rs = ep->bias_cs, et.bias_cs = ep->bias_rs;
-        et.res_rs = ep->res_cs, et.res_cs = ep->res_rs;
-    }
+    /* C^T = op(B)^T op(A)^T: the product's rows are C's columns */
     dlrt_gemm_args t = {.A = B,
                         .lda = ldb,
                         .trans_a = !trans_b,
                         .B = A,
                         .ldb = lda,
                         .trans_b = !trans_a,
+                        .b_packed = a_packed == DLRT_A_PACKED_T,
                         .C = C,
                         .ldc = ldc,
                         .c_trans = 1,
-                        .ep = ep ? &et : NULL};
+                        .ep = ep};
     dlrt_gemm_run(&t, N, M, K);
 }
 
