@@ -69,26 +69,50 @@ typedef __m256 dlrt_vf;
 /* Intrinsics: MR x (NR / VW) vector accumulators indexed by constants, fully unrolled at -O2
  * and above, so they stay in registers. */
 #define DLRT_GEMM_NV (DLRT_GEMM_NR / DLRT_GEMM_VW)
-/* c[MR][NV] = the sum over p < kc of the outer products of a's and b's panels (a macro, not a
- * function taking c, so the accumulators certainly stay in registers) */
-#define DLRT_GEMM_MAC(kc, a, b, c)                                                                 \
+/* c[MR][nv] = the sum over p < kc of the outer products of a's panel and the first nv vectors
+ * of b's (panels are NR wide whatever nv). A macro, not a function taking c, so that with a
+ * constant nv the accumulators certainly stay in registers. */
+#define DLRT_GEMM_MAC(kc, a, b, c, nv)                                                             \
     do {                                                                                           \
         for (int i_ = 0; i_ < DLRT_GEMM_MR; i_++)                                                  \
-            for (int j_ = 0; j_ < DLRT_GEMM_NV; j_++) c[i_][j_] = DLRT_VZERO();                    \
+            for (int j_ = 0; j_ < (nv); j_++) c[i_][j_] = DLRT_VZERO();                            \
         for (int p_ = 0; p_ < (kc); p_++, a += DLRT_GEMM_MR, b += DLRT_GEMM_NR) {                  \
-            dlrt_vf bv_[DLRT_GEMM_NV];                                                             \
-            for (int j_ = 0; j_ < DLRT_GEMM_NV; j_++) bv_[j_] = DLRT_VLOAD(b + j_ * DLRT_GEMM_VW); \
+            dlrt_vf bv_[nv];                                                                       \
+            for (int j_ = 0; j_ < (nv); j_++) bv_[j_] = DLRT_VLOAD(b + j_ * DLRT_GEMM_VW);         \
             for (int i_ = 0; i_ < DLRT_GEMM_MR; i_++) {                                            \
                 const dlrt_vf av_ = DLRT_VBCAST(a[i_]);                                            \
-                for (int j_ = 0; j_ < DLRT_GEMM_NV; j_++)                                          \
-                    c[i_][j_] = DLRT_VFMA(av_, bv_[j_], c[i_][j_]);                                \
+                for (int j_ = 0; j_ < (nv); j_++) c[i_][j_] = DLRT_VFMA(av_, bv_[j_], c[i_][j_]);  \
             }                                                                                      \
         }                                                                                          \
     } while (0)
+
+/* The microkernel on the first nv vectors of each row only: for the last panel of a product
+ * whose N is not a multiple of NR (a 14x14 plane: 196 = 3 x 64 + 4), which a full-width
+ * kernel would pad to NR columns. acc keeps the NR-float row stride. */
+#define DLRT_GEMM_MICRO_NARROW(nv)                                                                 \
+    static inline void dlrt_gemm_micro_n##nv(                                                      \
+        int kc, const float *restrict a, const float *restrict b, float *restrict acc, int add) {  \
+        dlrt_vf c[DLRT_GEMM_MR][nv];                                                               \
+        DLRT_GEMM_MAC(kc, a, b, c, nv);                                                            \
+        for (int i = 0; i < DLRT_GEMM_MR; i++)                                                     \
+            for (int j = 0; j < (nv); j++) {                                                       \
+                float *dst = acc + i * DLRT_GEMM_NR + j * DLRT_GEMM_VW;                            \
+                DLRT_VSTORE(dst, add ? DLRT_VADD(DLRT_VLOAD(dst), c[i][j]) : c[i][j]);             \
+            }                                                                                      \
+    }
+DLRT_GEMM_MICRO_NARROW(1)
+DLRT_GEMM_MICRO_NARROW(2)
+DLRT_GEMM_MICRO_NARROW(3)
+#define DLRT_GEMM_NARROW 1
+/* Vectors of a panel that hold its first nr columns. */
+static inline int dlrt_gemm_vectors(int nr) {
+    return (nr + DLRT_GEMM_VW - 1) / DLRT_GEMM_VW;
+}
+
 static inline void dlrt_gemm_micro(int kc, const float *restrict a, const float *restrict b,
                                    float *restrict acc, int add) {
     dlrt_vf c[DLRT_GEMM_MR][DLRT_GEMM_NV];
-    DLRT_GEMM_MAC(kc, a, b, c);
+    DLRT_GEMM_MAC(kc, a, b, c, DLRT_GEMM_NV);
     for (int i = 0; i < DLRT_GEMM_MR; i++)
         for (int j = 0; j < DLRT_GEMM_NV; j++) {
             float *dst = acc + i * DLRT_GEMM_NR + j * DLRT_GEMM_VW;
@@ -113,7 +137,7 @@ static inline void dlrt_gemm_micro_store(int kc, const float *restrict a, const 
                                          const float *part, float *C, int64_t ldc,
                                          const dlrt_epilogue *ep, int64_t i0, int64_t j0) {
     dlrt_vf c[DLRT_GEMM_MR][DLRT_GEMM_NV];
-    DLRT_GEMM_MAC(kc, a, b, c);
+    DLRT_GEMM_MAC(kc, a, b, c, DLRT_GEMM_NV);
     const int act = ep ? ep->act : DLRT_ACT_NONE;
     for (int i = 0; i < DLRT_GEMM_MR; i++) {
         float *dst = C + (i0 + i) * ldc + j0;

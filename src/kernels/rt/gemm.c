@@ -116,7 +116,17 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
                     continue;
                 }
 #endif
-                dlrt_gemm_micro(kc, ap, bp, pt, !first);
+#ifdef DLRT_GEMM_NARROW
+                const int nv = dlrt_gemm_vectors(nr);
+                if (nv == 1)
+                    dlrt_gemm_micro_n1(kc, ap, bp, pt, !first);
+                else if (nv == 2)
+                    dlrt_gemm_micro_n2(kc, ap, bp, pt, !first);
+                else if (nv == 3 && DLRT_GEMM_NV > 3)
+                    dlrt_gemm_micro_n3(kc, ap, bp, pt, !first);
+                else
+#endif
+                    dlrt_gemm_micro(kc, ap, bp, pt, !first);
                 if (!last) continue;
                 if (g->c_trans) {
                     dlrt_gemm_store_cols(g, i0 + r, j0 + c, pt, mr, nr);
@@ -202,12 +212,27 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
     }
 }
 
-/* Multiply-adds the microkernel performs for an M x N product, edges padded. */
-static double dlrt_gemm_padded(int64_t M, int64_t N) {
-    if (M == 1) return (double)N; /* the unpacked vector path pads nothing */
-    int64_t mp = (M + DLRT_GEMM_MR - 1) / DLRT_GEMM_MR * DLRT_GEMM_MR;
-    int64_t np = (N + DLRT_GEMM_NR - 1) / DLRT_GEMM_NR * DLRT_GEMM_NR;
-    return (double)mp * (double)np;
+/* Estimated cycles of an M x N x K product computed in the orientation given (transposed: the
+ * product is N x M, each of its elements stored to C through the column path). Per step of K,
+ * a register tile of MR rows and nv vectors costs max(MR * nv, MR + nv) half-cycles (its FMAs or
+ * its loads, two of either per cycle), so a narrow last panel costs less than a full one but
+ * more per column; a store costs about 0.1 cycle per element in C's orientation (vectors) and
+ * 1.5 transposed (a scalar run through the epilogue), which decides small-K products. */
+static double dlrt_gemm_cycles(int64_t M, int64_t N, int64_t K, int transposed) {
+    const int64_t rows = transposed ? N : M, cols = transposed ? M : N;
+    const double store = (double)M * (double)N * (transposed ? 1.5 : 0.1);
+    if (rows == 1) return (double)cols * (double)K / 16.0 + store; /* the unpacked vector path */
+    const double panels = (double)((rows + DLRT_GEMM_MR - 1) / DLRT_GEMM_MR);
+#ifdef DLRT_GEMM_NARROW
+    const int tail = dlrt_gemm_vectors((int)(cols % DLRT_GEMM_NR));
+    const double tile = DLRT_GEMM_MR * DLRT_GEMM_NV,
+                 tail_tile = tail ? DLRT_MAX(DLRT_GEMM_MR * tail, DLRT_GEMM_MR + tail) : 0;
+    const double per_k = (double)(cols / DLRT_GEMM_NR) * tile + tail_tile;
+#else
+    const double per_k = (double)((cols + DLRT_GEMM_NR - 1) / DLRT_GEMM_NR) * DLRT_GEMM_MR *
+                         DLRT_GEMM_NR / 4.0; /* scalar FMAs, four per cycle at best */
+#endif
+    return panels * per_k * (double)K / 2.0 + store;
 }
 
 const char *dlrt_gemm_isa(void) {
@@ -215,8 +240,9 @@ const char *dlrt_gemm_isa(void) {
 }
 
 int dlrt_sgemm_transposes(int64_t M, int64_t N, int64_t K) {
-    /* a transposed store is strided: only worth it when it saves a good share of the work */
-    return M > 0 && N > 0 && K > 0 && dlrt_gemm_padded(N, M) < 0.9 * dlrt_gemm_padded(M, N);
+    /* only when the model expects a clear gain: it ignores packing and cache effects */
+    return M > 0 && N > 0 && K > 0 &&
+           dlrt_gemm_cycles(M, N, K, 1) < 0.9 * dlrt_gemm_cycles(M, N, K, 0);
 }
 
 size_t dlrt_gemm_packed_bytes(int operand, int64_t lines, int64_t K) {
