@@ -527,11 +527,14 @@ static void pool_run(int kind, int nsp, const int64_t *in, const int64_t *k, con
                      int include_pad, int lp) {
     static const char *ops[] = {"MaxPool", "AveragePool", "LpPool"};
     char what[256], at[256] = "";
+    const int l_ = nsp - 1; /* the last dim too: the width, where the kernel's fast path splits */
     snprintf(what, sizeof what,
-             "%s %dd in0=%lld k0=%lld s0=%lld d0=%lld pads0=%lld,%lld ceil=%d "
-             "incl=%d p=%d",
+             "%s %dd in0=%lld k0=%lld s0=%lld d0=%lld pads0=%lld,%lld in%d=%lld k=%lld s=%lld "
+             "d=%lld pads=%lld,%lld ceil=%d incl=%d p=%d",
              ops[kind], nsp, (long long)in[0], (long long)k[0], (long long)s[0], (long long)dil[0],
-             (long long)pb[0], (long long)pe[0], ceil_mode, include_pad, lp);
+             (long long)pb[0], (long long)pe[0], l_, (long long)in[l_], (long long)k[l_],
+             (long long)s[l_], (long long)dil[l_], (long long)pb[l_], (long long)pe[l_], ceil_mode,
+             include_pad, lp);
     int64_t xd[5] = {2, 3}, xn = 6;
     for (int d = 0; d < nsp; d++) xd[2 + d] = in[d], xn *= in[d];
     float *x = rand_buf(xn);
@@ -579,6 +582,162 @@ static void pool_run(int kind, int nsp, const int64_t *in, const int64_t *k, con
     free(x);
 }
 
+/* Wide rows, where dlrt_pool_forward splits each output row into the columns whose windows lie
+ * inside the input (its vectorized fast path, 2x2 and 3x3 windows fused into one pass) and the
+ * edge columns: the shapes it specializes (strides 1 and 2), those it does in several passes
+ * (5x5, 3x4, 3-D) and those it leaves to the per-output code (dilation inside a row, stride 3). */
+static void test_pool_wide(void) {
+    static const int64_t one[3] = {1, 1, 1};
+    for (int kind = 0; kind < 2; kind++)
+        for (int variant = 0; variant < 2; variant++) {
+            const int incl = kind == 1 && variant;
+            int64_t in[2] = {37, 41}, p0[2] = {0, 0}, p1[2] = {1, 1}, p2[2] = {2, 2};
+            int64_t k3[2] = {3, 3}, k2[2] = {2, 2}, k5[2] = {5, 5}, k34[2] = {3, 4};
+            int64_t s1[2] = {1, 1}, s2[2] = {2, 2}, s3[2] = {3, 3}, d2[2] = {2, 2}, d12[2] = {1, 2};
+            pool_run(kind, 2, in, k3, s2, one, p1, p1, variant, incl, 0); /* ResNet's MaxPool */
+            pool_run(kind, 2, in, k2, s2, one, p0, p0, variant, incl, 0); /* ceil: 21st column */
+            pool_run(kind, 2, in, k3, s1, one, p1, p1, variant, incl, 0);
+            pool_run(kind, 2, in, k2, s1, one, p0, p1, variant, incl, 0);
+            pool_run(kind, 2, in, k5, s1, one, p2, p2, variant, incl, 0);  /* several passes */
+            pool_run(kind, 2, in, k34, s2, one, p1, p2, variant, incl, 0); /* rows of 3 + 1 taps */
+            pool_run(kind, 2, in, k3, s1, d2, p2, p2, variant, incl, 0);   /* dilated */
+            pool_run(kind, 2, in, k3, s2, d12, p1, p2, variant, incl, 0);  /* dilated in width */
+            pool_run(kind, 2, in, k3, s3, one, p1, p1, variant, incl, 0);  /* stride 3 */
+            int64_t in1[1] = {700}, k1[1] = {3}, s11[1] = {1}, p11[1] = {1}; /* > 256 columns */
+            pool_run(kind, 1, in1, k1, s11, one, p11, p11, variant, incl, 0);
+            int64_t in3[3] = {4, 9, 40}, k3d[3] = {2, 3, 3}, s3d[3] = {1, 2, 2}, p3d[3] = {0, 1, 1};
+            pool_run(kind, 3, in3, k3d, s3d, one, p3d, p3d, variant, incl, 0); /* 6 rows a window */
+            int64_t k3e[3] = {1, 2, 2}, s3e[3] = {2, 2, 2};
+            pool_run(kind, 3, in3, k3e, s3e, one, p3d, p3d, variant, incl, 0);
+        }
+    int64_t in[2] = {37, 41}, k3[2] = {3, 3}, s2[2] = {2, 2}, p1[2] = {1, 1};
+    pool_run(2, 2, in, k3, s2, one, p1, p1, 0, 0, 2);
+}
+
+/* out[d] of a pooling, as ONNX's MaxPool / AveragePool shape inference */
+static int64_t pool_out_dim(int64_t in, int64_t k, int64_t s, int64_t dil, int64_t pb, int64_t pe,
+                            int ceil_mode) {
+    int64_t span = in + pb + pe - ((k - 1) * dil + 1);
+    if (span < 0) return 0;
+    int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    if (ceil_mode && (out - 1) * s >= in + pb) out--;
+    return out;
+}
+
+/* The reference's semantics as a plain loop over each output's taps in order: max keeps the first
+ * in-range tap and replaces it only by a strictly greater one (so a leading NaN stays and a later
+ * one is ignored, and the first of equal values, e.g. of -0 and +0, is kept); the average sums
+ * from 0 in double and divides by the taps counted. */
+static void pool_plain(int kind, int nsp, const int64_t *in, const int64_t *out, const int64_t *k,
+                       const int64_t *s, const int64_t *dil, const int64_t *pb, const int64_t *pe,
+                       int incl, int64_t planes, const float *x, float *y) {
+    int64_t in_sp = 1, out_sp = 1, k_sp = 1;
+    for (int d = 0; d < nsp; d++) in_sp *= in[d], out_sp *= out[d], k_sp *= k[d];
+    for (int64_t pl = 0; pl < planes; pl++)
+        for (int64_t o = 0; o < out_sp; o++) {
+            float best = 0.0f;
+            int seen = 0;
+            double acc = 0.0;
+            int64_t cnt = 0;
+            for (int64_t t = 0; t < k_sp; t++) {
+                int64_t off = 0, orem = o, trem = t, ostep = out_sp, tstep = k_sp;
+                int inside = 1, in_pad = 1;
+                for (int d = 0; d < nsp; d++) {
+                    ostep /= out[d], tstep /= k[d];
+                    int64_t od = orem / ostep, td = trem / tstep;
+                    orem %= ostep, trem %= tstep;
+                    int64_t i = od * s[d] - pb[d] + td * dil[d];
+                    inside = inside && i >= 0 && i < in[d];
+                    in_pad = in_pad && i >= -pb[d] && i < in[d] + pe[d];
+                    off = off * in[d] + i;
+                }
+                if (!inside) {
+                    cnt += incl && in_pad;
+                    continue;
+                }
+                float v = x[pl * in_sp + off];
+                cnt++;
+                if (!seen || v > best) best = v;
+                seen = 1;
+                acc += v;
+            }
+            y[pl * out_sp + o] = kind == 0 ? (seen ? best : 0.0f)
+                                           : (float)(cnt ? acc / (double)cnt : 0.0);
+        }
+}
+
+/* dlrt_pool_forward against pool_plain bit for bit, on inputs full of ties (half the values from a
+ * small set, with -0 and +0), NaNs and infinities. An average over more than one NaN may be a NaN of
+ * either sign (C leaves the operand order of +, which picks the NaN, to the compiler), so two
+ * NaNs count as equal there. */
+static void pool_exact(int kind, int nsp, const int64_t *in, const int64_t *k, const int64_t *s,
+                       const int64_t *dil, const int64_t *pb, const int64_t *pe, int ceil_mode,
+                       int incl) {
+    static const float vals[] = {1.0f, 2.0f, 0.0f, -0.0f, -1.0f, 0.5f, 2.0f, 1.0f};
+    char what[200];
+    snprintf(what, sizeof what,
+             "pool exact kind=%d %dd in=%lld k=%lld s=%lld d=%lld pads=%lld,%lld ceil=%d incl=%d",
+             kind, nsp, (long long)in[nsp - 1], (long long)k[nsp - 1], (long long)s[nsp - 1],
+             (long long)dil[nsp - 1], (long long)pb[nsp - 1], (long long)pe[nsp - 1], ceil_mode,
+             incl);
+    dlrt_pool p = {.nsp = nsp, .kind = kind, .count_include_pad = incl, .n = 2, .c = 3};
+    int64_t in_sp = 1, out_sp = 1;
+    for (int d = 0; d < nsp; d++) {
+        p.in[d] = in[d], p.k[d] = k[d], p.stride[d] = s[d], p.dil[d] = dil[d];
+        p.pad_begin[d] = pb[d], p.pad_end[d] = pe[d];
+        p.out[d] = pool_out_dim(in[d], k[d], s[d], dil[d], pb[d], pe[d], ceil_mode);
+        in_sp *= in[d], out_sp *= p.out[d];
+    }
+    const int64_t xn = 6 * in_sp, yn = 6 * out_sp;
+    float *x = rand_buf(xn), *y = malloc((size_t)(yn + 1) * 4), *ref = malloc((size_t)yn * 4 + 4);
+    for (int64_t i = 0; i < xn; i++) {
+        uint64_t r = (uint64_t)((x[i] + 1.0f) * 1000.0f);
+        /* the rest random: sums that round */
+        x[i] = r % 37 == 0   ? NAN
+               : r % 41 == 0 ? -NAN
+               : r % 43 == 0 ? INFINITY
+               : r % 47 == 0 ? -INFINITY
+               : r % 2       ? vals[r / 2 % 8]
+                             : x[i];
+    }
+    y[yn] = CANARY;
+    dlrt_pool_forward(&p, x, y);
+    pool_plain(kind, nsp, in, p.out, k, s, dil, pb, pe, incl, 6, x, ref);
+    int ok = y[yn] == CANARY;
+    for (int64_t i = 0; ok && i < yn; i++) {
+        ok = !memcmp(&y[i], &ref[i], 4) || (kind == 1 && isnan(y[i]) && isnan(ref[i]));
+        if (!ok) printf("  at y[%lld]: got %g want %g\n", (long long)i, y[i], ref[i]);
+    }
+    check(ok, what);
+    free(x), free(y), free(ref);
+}
+
+static void test_pool_exact(void) {
+    static const int64_t one[3] = {1, 1, 1}, zero[3] = {0, 0, 0};
+    for (int kind = 0; kind < 2; kind++)
+        for (int variant = 0; variant < 2; variant++) {
+            const int incl = kind == 1 && variant;
+            int64_t in[2] = {37, 41}, p1[2] = {1, 1}, p2[2] = {2, 2};
+            int64_t k3[2] = {3, 3}, k2[2] = {2, 2}, k5[2] = {5, 4}, s1[2] = {1, 1}, s2[2] = {2, 2};
+            int64_t s3[2] = {3, 3}, d2[2] = {1, 2};
+            pool_exact(kind, 2, in, k3, s2, one, p1, p1, variant, incl);
+            pool_exact(kind, 2, in, k2, s2, one, zero, zero, variant, incl);
+            pool_exact(kind, 2, in, k3, s1, one, p1, p1, variant, incl);
+            pool_exact(kind, 2, in, k2, s1, one, zero, p1, variant, incl);
+            pool_exact(kind, 2, in, k5, s1, one, p2, p1, variant, incl);
+            pool_exact(kind, 2, in, k3, s1, d2, p2, p2, variant, incl);
+            pool_exact(kind, 2, in, k3, s3, one, p1, p2, variant, incl);
+            int64_t k31[2] = {3, 1}, p10[2] = {2, 0}; /* divisors 1 to 3 on the border rows */
+            pool_exact(kind, 2, in, k31, s1, one, p10, p10, variant, incl);
+            int64_t big[2] = {40, 45}; /* windows larger than the input */
+            pool_exact(kind, 2, in, big, s2, one, p2, p2, variant, incl);
+            int64_t in1[1] = {300}, k1[1] = {3}, s11[1] = {2}, p11[1] = {1};
+            pool_exact(kind, 1, in1, k1, s11, one, p11, p11, variant, incl);
+            int64_t in3[3] = {4, 7, 33}, k3d[3] = {2, 3, 3}, s3d[3] = {1, 1, 2}, p3d[3] = {1, 1, 1};
+            pool_exact(kind, 3, in3, k3d, s3d, one, p3d, p3d, variant, incl);
+        }
+}
+
 static void test_pool(void) {
     static const int64_t one[3] = {1, 1, 1}, zero[3] = {0, 0, 0};
     for (int kind = 0; kind < 3; kind++)
@@ -601,6 +760,8 @@ static void test_pool(void) {
         }
     int64_t in2[2] = {6, 6}, k2[2] = {3, 3}, s2[2] = {1, 1}, pb2[2] = {1, 1};
     pool_run(2, 2, in2, k2, s2, one, pb2, pb2, 0, 0, 3); /* Lp p = 3 */
+    test_pool_wide();
+    test_pool_exact();
 }
 
 /* ---- softmax and layer normalization ---- */
