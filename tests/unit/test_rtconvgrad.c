@@ -9,7 +9,11 @@
  *   - dlrt_maxpool_grad / dlrt_avgpool_grad against MaxPoolGrad / AveragePoolGrad, bit for bit:
  *     ties (constant input, quantized input), NaNs, ceil_mode, count_include_pad both ways with
  *     windows reaching past the end padding, dilations, global max pooling, ranks 1-3;
- *   - OpenMP builds (build/tests-isa/): the same results with 1 and 3 threads, bit for bit;
+ *   - batches split over the images in chunks (LeNet's convolutions at batch 64, batch 7 with a
+ *     chunk per image and in uneven chunks, 1x1, groups, 1-D, 3-D) and batches that are not (one
+ *     image, little work, large images, the workspace cap): the chunk count and the workspace
+ *     size the geometry implies, results against the reference; random batched geometries;
+ *   - OpenMP builds (build/tests-isa/): the same results with 1, 2 and 3 threads, bit for bit;
  *   - end to end: graphs of the four ops with a symbolic batch compiled natively (each becomes a
  *     conv-grad / pool-grad kernel, none falls back) against the interpreter at two batch sizes;
  *     and a small conv net trained for three steps natively and on the interpreter (same losses
@@ -246,16 +250,20 @@ static void conv_check(const char *name, const conv_geo *c) {
     snprintf(nm, sizeof nm, "%s: weight gradient", name);
     CHECK(nm, want_dw && ok_w && close_to(dw, want_dw->data, nw, 1e-4));
 #ifdef _OPENMP
-    /* the sums must not depend on the thread count (DLRT_PAR_MIN=1 builds split every loop) */
+    /* the sums must not depend on the thread count (DLRT_PAR_MIN=1 builds split every loop;
+     * batches of small images are split over the images, in a number of chunks that does not
+     * depend on it) */
     int threads = omp_get_max_threads();
-    omp_set_num_threads(3);
-    float *dx3 = conv_rt_run(&p, RUN_INPUT, dy, w, nx, &ok_x);
-    float *dw3 = conv_rt_run(&p, RUN_WEIGHT, x, dy, nw, &ok_w);
+    for (int t = 1; t <= 3; t++) {
+        omp_set_num_threads(t);
+        float *dxt = conv_rt_run(&p, RUN_INPUT, dy, w, nx, &ok_x);
+        float *dwt = conv_rt_run(&p, RUN_WEIGHT, x, dy, nw, &ok_w);
+        snprintf(nm, sizeof nm, "%s: same bits with %d thread%s", name, t, t > 1 ? "s" : "");
+        CHECK(nm, ok_x && ok_w && same_bits(dxt, dx, nx) && same_bits(dwt, dw, nw));
+        free(dxt);
+        free(dwt);
+    }
     omp_set_num_threads(threads);
-    snprintf(nm, sizeof nm, "%s: same bits with 3 threads", name);
-    CHECK(nm, ok_x && ok_w && same_bits(dx3, dx, nx) && same_bits(dw3, dw, nw));
-    free(dx3);
-    free(dw3);
 #endif
     free(dx), free(dw), free(x), free(w), free(dy);
     dl_tensor_free(tx), dl_tensor_free(tw), dl_tensor_free(tdy);
@@ -286,19 +294,88 @@ static const struct {
     {"wide 1-D", {1, 1, 2, 2, 1, {300}, {40}, {3}, {1}, {5}, {7}}},
 };
 
-/* Random geometries: any rank, strides, dilations, pads, groups. */
-static void random_conv_cases(int count) {
+/* Batches whose images are small enough to be split over threads in chunks (conv-grad.c's
+ * dlrt_grad_plan_of, visible here through rt-lib.c), with the chunk count expected from the
+ * geometry, and some that are not:
+ * each is checked like the cases above (reference, 1-3 threads), and its workspace against
+ * the formula chunks * columns + (chunks - 1) * partial dW, both rounded to 16 floats when
+ * there are several chunks (no columns for the direct 1x1 GEMM). */
+static const struct {
+    const char *name;
+    conv_geo g;
+    int64_t chunks;
+} batch_cases[] = {
+    {"LeNet conv1 batch 64",
+     {2, 64, 1, 6, 1, {28, 28}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}},
+     16},
+    {"LeNet conv2 batch 64",
+     {2, 64, 6, 16, 1, {14, 14}, {5, 5}, {1, 1}, {1, 1}, {0, 0}, {0, 0}},
+     16},
+    {"LeNet conv1 batch 1", {2, 1, 1, 6, 1, {28, 28}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}}, 1},
+    {"batch 7, groups 2, stride 2, asymmetric pads (a chunk per image)",
+     {2, 7, 8, 12, 2, {64, 63}, {3, 3}, {2, 2}, {1, 1}, {1, 0}, {0, 1}},
+     7},
+    {"batch 7 in 4 uneven chunks",
+     {2, 7, 4, 8, 1, {25, 25}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+     4},
+    {"1x1 direct GEMM batch 64",
+     {2, 64, 16, 32, 1, {14, 14}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}},
+     16},
+    {"1x1 stride 2 groups 4 batch 64",
+     {2, 64, 16, 16, 4, {28, 28}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}},
+     3},
+    {"depthwise batch 32", {2, 32, 8, 8, 8, {32, 32}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 9},
+    {"dilated 1-D batch 64", {1, 64, 3, 5, 1, {200}, {5}, {1}, {2}, {4}, {4}}, 3},
+    {"3-D batch 9",
+     {3, 9, 2, 4, 1, {10, 10, 10}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}},
+     7},
+    {"too little work for two chunks",
+     {2, 64, 2, 2, 1, {8, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+     1},
+    {"one image's GEMM splits itself: images serial",
+     {2, 3, 16, 32, 1, {20, 20}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+     1},
+    {"4 MB of columns per chunk: chunks cut to the workspace cap",
+     {2, 8, 1, 1, 1, {200, 200}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}},
+     4},
+};
+
+static int64_t round16(int64_t n) {
+    return (n + 15) / 16 * 16;
+}
+
+static void batch_check(const char *name, const conv_geo *c, int64_t chunks) {
+    dlrt_conv p;
+    conv_rt(c, &p);
+    const int64_t out_sp = prod(3, p.out), kdim = c->c / c->group * prod(3, p.k);
+    const bool direct = prod(c->ns, c->k) == 1 && prod(c->ns, c->s) == 1 &&
+                        c->pb[0] + c->pb[1] + c->pb[2] + c->pe[0] + c->pe[1] + c->pe[2] == 0;
+    const int64_t cols = direct ? 0 : chunks > 1 ? round16(kdim * out_sp) : kdim * out_sp;
+    const size_t ws = (size_t)(chunks * cols + (chunks - 1) * round16(c->m * kdim)) * sizeof(float);
+    char nm[200];
+    snprintf(nm, sizeof nm, "%s: %lld chunk%s, %zu workspace bytes", name, (long long)chunks,
+             chunks > 1 ? "s" : "", ws);
+    const dlrt_grad_plan pl = dlrt_grad_plan_of(&p);
+    CHECK(nm, pl.chunks == chunks && dlrt_conv_grad_workspace(&p) == ws &&
+                  (chunks == 1 || ws <= DLRT_GRAD_WS_MAX));
+    conv_check(name, c);
+}
+
+/* Random geometries: any rank, strides, dilations, pads, groups. `batched`: batches of 2-40
+ * larger images, drawn again until the backward splits them in chunks. */
+static void random_conv_cases(int count, bool batched) {
     for (int t = 0; t < count; t++) {
         conv_geo c;
         memset(&c, 0, sizeof c);
         c.ns = (int)irand(1, 3);
         c.group = irand(1, 3);
-        c.c = c.group * irand(1, 3);
-        c.m = c.group * irand(1, 3);
-        c.n = irand(1, 3);
+        c.c = c.group * irand(1, batched ? 6 : 3);
+        c.m = c.group * irand(1, batched ? 6 : 3);
+        c.n = batched ? irand(2, 40) : irand(1, 3);
         bool fits = true;
         for (int d = 0; d < c.ns; d++) {
-            c.in[d] = irand(1, c.ns == 3 ? 6 : 11);
+            const int64_t lo[3] = {100, 16, 6}, hi[3] = {400, 40, 12};
+            c.in[d] = batched ? irand(lo[c.ns - 1], hi[c.ns - 1]) : irand(1, c.ns == 3 ? 6 : 11);
             c.k[d] = irand(1, 4);
             c.s[d] = irand(1, 3);
             c.dil[d] = irand(1, 2);
@@ -306,13 +383,15 @@ static void random_conv_cases(int count) {
             c.pe[d] = irand(0, 2);
             fits = fits && c.in[d] + c.pb[d] + c.pe[d] >= (c.k[d] - 1) * c.dil[d] + 1;
         }
-        if (!fits) {
+        dlrt_conv p;
+        conv_rt(&c, &p);
+        if (!fits || (batched && dlrt_grad_plan_of(&p).chunks < 2)) {
             t--;
             continue;
         }
-        char nm[64];
-        snprintf(nm, sizeof nm, "random conv %d (rank %d, group %lld)", t, c.ns,
-                 (long long)c.group);
+        char nm[80];
+        snprintf(nm, sizeof nm, "random %sconv %d (rank %d, group %lld, batch %lld)",
+                 batched ? "batched " : "", t, c.ns, (long long)c.group, (long long)c.n);
         conv_check(nm, &c);
     }
 }
@@ -699,7 +778,10 @@ int main(void) {
     ctx = dl_ctx_new();
     for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++)
         conv_check(conv_cases[i].name, &conv_cases[i].g);
-    random_conv_cases(40);
+    for (size_t i = 0; i < sizeof batch_cases / sizeof *batch_cases; i++)
+        batch_check(batch_cases[i].name, &batch_cases[i].g, batch_cases[i].chunks);
+    random_conv_cases(40, false);
+    random_conv_cases(12, true);
     conv_empty_batch();
     for (size_t i = 0; i < sizeof pool_cases / sizeof *pool_cases; i++)
         pool_check(pool_cases[i].name, &pool_cases[i].g);

@@ -10,14 +10,106 @@
  *     col is dX_g itself: the GEMM writes it directly;
  *   - weight gradient: dW_g = Σ_n dY_ng · im2col(X_ng)ᵀ (conv.c's im2col, dlrt_sgemm reading
  *     the columns transposed), one GEMM per image that accumulates through the epilogue's
- *     in-place residual from the second image on.
+ *     in-place residual from the second image (of a chunk, below) on.
+ * Small layers (a LeNet at batch 64: GEMMs of 6-16 x 25-150 x 100-784) are too small for the
+ * GEMM, im2col and col2im to split internally, so a batch of them is split over the images
+ * instead, in C contiguous chunks (dlrt_grad_plan_of), C depending on the geometry only, never
+ * on the thread count, so neither do the results:
+ *   - input gradient: images are independent; they run in parallel, each thread with its own
+ *     columns (the workspace has C of them; threads are capped to C);
+ *   - weight gradient: chunk c sums its images in order (as above) into its own partial dW
+ *     (chunk 0 into dw itself), then dw += partial 1, += partial 2, ... in chunk order, each
+ *     element on its own. The chunks go to however many threads there are.
+ * Workspace: C * cols + (C - 1) * part floats, cols = one image and group's columns
+ * (cig * k_sp * out_sp, none for the direct 1x1 GEMM) and part = dW's c_out * cig * k_sp, both
+ * rounded up to 16 floats when C > 1 (C = 1: the columns alone, as before the chunks).
+ * Layers with one image's GEMM large enough to be parallel inside, or one image, or too little
+ * work to fork for, have C = 1: the images one after the other. So does any layer at one
+ * thread, without a parallel region: inside one, the GEMM's and im2col's own (inactive)
+ * constructs become nested regions, for which libgomp allocates a team at every call.
  * Pooling: (n, c) planes in parallel; within a plane the outputs are visited in order and each
  * dY is added to dX in the reference kernels' order, so the results are theirs bit for bit. */
 #include "conv-impl.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* The chunking is decided by these constants and the geometry alone, never by build flags
+ * (DLRT_PAR_MIN is overridden in test builds) nor the thread count: the host sizes the workspace
+ * with its own copy of this file, and must plan as the generated code does. */
+enum {
+    /* chunks at most: enough for 16 cores, and the partial sums stay cheap */
+    DLRT_GRAD_CHUNKS = 16,
+    /* multiply-adds per chunk at least: a fork pays for that much (DLRT_PAR_MIN's default / 4) */
+    DLRT_GRAD_CHUNK_WORK = 1 << 18,
+    /* one image and group's GEMM from which the images stay serial: the GEMM then splits
+     * itself (DLRT_PAR_MIN's default) */
+    DLRT_GRAD_IMAGE_PAR = 1 << 20,
+};
+/* The workspace the chunks may use (bytes) before their number is cut. */
+#define DLRT_GRAD_WS_MAX ((size_t)16 << 20)
+
+/* How the backward of p lays out its work and workspace: per chunk cols floats of columns (0 for
+ * the direct 1x1 GEMM) and part floats of partial dW, both rounded to 64 bytes when there are
+ * several chunks so that threads do not share cache lines; chunks 1.. have a partial (chunk 0
+ * sums into dw). */
+typedef struct dlrt_grad_plan {
+    int64_t chunks, cols, part;
+} dlrt_grad_plan;
+
+static int64_t dlrt_round16(int64_t n) {
+    return (n + 15) / 16 * 16;
+}
+
+static size_t dlrt_grad_plan_bytes(const dlrt_grad_plan *pl) {
+    return ((size_t)pl->chunks * (size_t)pl->cols + (size_t)(pl->chunks - 1) * (size_t)pl->part) *
+           sizeof(float);
+}
+
+/* The chunk count: 1 for a single image, for one image and group's GEMM of DLRT_GRAD_IMAGE_PAR
+ * multiply-adds or more, or for a batch under 2 * DLRT_GRAD_CHUNK_WORK; otherwise one chunk per
+ * DLRT_GRAD_CHUNK_WORK of the batch, at most one per image and DLRT_GRAD_CHUNKS, fewer when their
+ * workspace would pass DLRT_GRAD_WS_MAX. The sizes are products of integers computed in double:
+ * exact up to 2^53, and past that still far beyond every threshold, whatever the rounding. */
+static dlrt_grad_plan dlrt_grad_plan_of(const dlrt_conv *p) {
+    dlrt_win3 g;
+    dlrt_conv_geom(p, &g);
+    dlrt_grad_plan pl = {1, 0, 0};
+    if (p->group <= 0) return pl;
+    const int64_t cig = p->c_in / p->group, cog = p->c_out / p->group, kdim = cig * g.k_sp;
+    pl.cols = dlrt_conv_algo_ok(p, DLRT_CONV_GEMM_1X1) ? 0 : kdim * g.out_sp;
+    const double gemm = (double)cog * (double)kdim * (double)g.out_sp;
+    if (p->n < 2 || gemm <= 0 || gemm >= DLRT_GRAD_IMAGE_PAR) return pl;
+    const double by_work = gemm * (double)p->group * (double)p->n / DLRT_GRAD_CHUNK_WORK;
+    dlrt_grad_plan t = {by_work < DLRT_GRAD_CHUNKS ? (int64_t)by_work : DLRT_GRAD_CHUNKS,
+                        dlrt_round16(pl.cols), dlrt_round16(p->c_out * kdim)};
+    t.chunks = DLRT_MIN(t.chunks, p->n);
+    while (t.chunks > 1 && dlrt_grad_plan_bytes(&t) > DLRT_GRAD_WS_MAX) t.chunks--;
+    return t.chunks > 1 ? t : pl;
+}
+
 size_t dlrt_conv_grad_workspace(const dlrt_conv *p) {
-    if (p->group <= 0 || dlrt_conv_algo_ok(p, DLRT_CONV_GEMM_1X1)) return 0;
-    return dlrt_conv_algo_workspace(p, DLRT_CONV_IM2COL); /* one image and group's columns */
+    const dlrt_grad_plan pl = dlrt_grad_plan_of(p);
+    return dlrt_grad_plan_bytes(&pl);
+}
+
+/* Threads for the chunked loops: the workspace has columns for one per chunk. */
+static int dlrt_grad_threads(int64_t chunks) {
+#ifdef _OPENMP
+    return (int)DLRT_MIN((int64_t)omp_get_max_threads(), chunks);
+#else
+    (void)chunks;
+    return 1;
+#endif
+}
+
+static int dlrt_grad_thread(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
 }
 
 /* d[0..n) += s[0..n), in whole blocks of 8 first: rows are short in small layers, and a fixed
@@ -33,8 +125,9 @@ static inline void dlrt_add_row(float *restrict d, const float *restrict s, int6
  * [cig * k_sp, out_sp]: each of its column rows is added at the tap's offsets. Taps are visited
  * in order and output rows one after the other, so consecutive vector updates land on different
  * input rows (the next tap's, shifted by one element, would stall on forwarding from the store
- * before it). */
-static void dlrt_conv_col2im_plane(const dlrt_win3 *g, int64_t ci, const float *col, float *plane) {
+ * before it). Forced inline: the input gradient's hot loop, ~5% slower out of line (gcc). */
+static DLRT_INLINE void dlrt_conv_col2im_plane(const dlrt_win3 *g, int64_t ci, const float *col,
+                                               float *plane) {
     const int64_t ow_n = g->out[2], sw = g->stride[2];
     memset(plane, 0, (size_t)g->in_sp * sizeof(float));
     for (int64_t t = 0; t < g->k_sp; t++) {
@@ -61,12 +154,33 @@ static void dlrt_conv_col2im_plane(const dlrt_win3 *g, int64_t ci, const float *
     }
 }
 
-/* The cig planes of dx, in parallel when the work pays. */
+/* The cig planes of dx, in parallel when the work pays; otherwise no parallel construct at all
+ * (inside the images' region it would be a nested one, see above). */
 static void dlrt_conv_col2im(const dlrt_win3 *g, int64_t cig, const float *col, float *dx) {
-    const int par = (double)cig * (double)g->k_sp * (double)g->out_sp >= DLRT_PAR_MIN;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
+    if ((double)cig * (double)g->k_sp * (double)g->out_sp < DLRT_PAR_MIN) {
+        for (int64_t ci = 0; ci < cig; ci++) dlrt_conv_col2im_plane(g, ci, col, dx + ci * g->in_sp);
+        return;
+    }
+    DLRT_PRAGMA_OMP(parallel for schedule(static))
     for (int64_t ci = 0; ci < cig; ci++) dlrt_conv_col2im_plane(g, ci, col, dx + ci * g->in_sp);
+}
+
+/* The input gradient of image b (every group), columns in col. */
+static void dlrt_conv_grad_input_image(const dlrt_conv *p, const dlrt_win3 *g, int pointwise,
+                                       int64_t b, const float *dy, const float *w, float *dx,
+                                       float *col) {
+    const int64_t cig = p->c_in / p->group, cog = p->c_out / p->group, kdim = cig * g->k_sp;
+    for (int64_t gi = 0; gi < p->group; gi++) {
+        const float *wg = w + gi * cog * kdim;
+        const float *dyg = dy + (b * p->c_out + gi * cog) * g->out_sp;
+        float *dxg = dx + (b * p->c_in + gi * cig) * g->in_sp;
+        if (pointwise) {
+            dlrt_sgemm(cig, g->out_sp, cog, wg, cig, 1, dyg, g->out_sp, 0, dxg, g->in_sp, NULL);
+            continue;
+        }
+        dlrt_sgemm(kdim, g->out_sp, cog, wg, kdim, 1, dyg, g->out_sp, 0, col, g->out_sp, NULL);
+        dlrt_conv_col2im(g, cig, col, dxg);
+    }
 }
 
 void dlrt_conv_grad_input(const dlrt_conv *p, const float *dy, const float *w, float *dx,
@@ -74,25 +188,65 @@ void dlrt_conv_grad_input(const dlrt_conv *p, const float *dy, const float *w, f
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
     if (p->n <= 0 || p->c_in <= 0 || g.in_sp <= 0 || p->group <= 0) return;
-    const int64_t cig = p->c_in / p->group, cog = p->c_out / p->group, kdim = cig * g.k_sp;
-    if (g.out_sp <= 0 || cog <= 0) { /* no output: nothing flows back */
+    if (g.out_sp <= 0 || p->c_out / p->group <= 0) { /* no output: nothing flows back */
         memset(dx, 0, (size_t)(p->n * p->c_in * g.in_sp) * sizeof(float));
         return;
     }
     const int pointwise = dlrt_conv_algo_ok(p, DLRT_CONV_GEMM_1X1);
-    float *col = workspace;
-    for (int64_t b = 0; b < p->n; b++)
+    const dlrt_grad_plan pl = dlrt_grad_plan_of(p);
+    const int threads = dlrt_grad_threads(pl.chunks);
+    float *cols = workspace;
+    if (threads == 1) { /* no region: the GEMM's own constructs would be nested ones */
+        for (int64_t b = 0; b < p->n; b++)
+            dlrt_conv_grad_input_image(p, &g, pointwise, b, dy, w, dx, cols);
+        return;
+    }
+    /* images are independent: any thread may take any image, each with its own columns;
+     * dynamic, so that a thread that loses its core to another process leaves its images to
+     * the others */
+    DLRT_PRAGMA_OMP(parallel num_threads(threads)) {
+        float *col = pointwise ? NULL : cols + (size_t)dlrt_grad_thread() * (size_t)pl.cols;
+        DLRT_PRAGMA_OMP(for schedule(dynamic))
+        for (int64_t b = 0; b < p->n; b++)
+            dlrt_conv_grad_input_image(p, &g, pointwise, b, dy, w, dx, col);
+    }
+}
+
+/* Weight gradient of images [b0, b1) (every group) into dw: the first image's product
+ * overwrites, the next ones add theirs in image order. Columns in col. */
+static void dlrt_conv_grad_weight_images(const dlrt_conv *p, const dlrt_win3 *g, int pointwise,
+                                         int64_t b0, int64_t b1, const float *x, const float *dy,
+                                         float *dw, float *col) {
+    const int64_t cig = p->c_in / p->group, cog = p->c_out / p->group, kdim = cig * g->k_sp;
+    for (int64_t b = b0; b < b1; b++)
         for (int64_t gi = 0; gi < p->group; gi++) {
-            const float *wg = w + gi * cog * kdim;
-            const float *dyg = dy + (b * p->c_out + gi * cog) * g.out_sp;
-            float *dxg = dx + (b * p->c_in + gi * cig) * g.in_sp;
-            if (pointwise) {
-                dlrt_sgemm(cig, g.out_sp, cog, wg, cig, 1, dyg, g.out_sp, 0, dxg, g.in_sp, NULL);
-                continue;
+            const float *src = x + (b * p->c_in + gi * cig) * g->in_sp;
+            const float *dyg = dy + (b * p->c_out + gi * cog) * g->out_sp;
+            float *dwg = dw + gi * cog * kdim;
+            if (!pointwise) {
+                dlrt_conv_im2col(g, cig, src, col);
+                src = col;
             }
-            dlrt_sgemm(kdim, g.out_sp, cog, wg, kdim, 1, dyg, g.out_sp, 0, col, g.out_sp, NULL);
-            dlrt_conv_col2im(&g, cig, col, dxg);
+            const dlrt_epilogue acc = {.alpha = 1.0f, .residual = dwg, .res_rs = kdim, .res_cs = 1};
+            dlrt_sgemm(cog, kdim, g->out_sp, dyg, g->out_sp, 0, src, g->out_sp, 1, dwg, kdim,
+                       b > b0 ? &acc : NULL);
         }
+}
+
+/* Chunk c of plan pl: its images into dw (chunk 0) or its partial in parts. */
+static void dlrt_grad_weight_chunk(const dlrt_conv *p, const dlrt_win3 *g, int pointwise,
+                                   const dlrt_grad_plan *pl, int64_t c, const float *x,
+                                   const float *dy, float *dw, float *parts, float *col) {
+    dlrt_conv_grad_weight_images(p, g, pointwise, c * p->n / pl->chunks,
+                                 (c + 1) * p->n / pl->chunks, x, dy,
+                                 c ? parts + (size_t)(c - 1) * (size_t)pl->part : dw, col);
+}
+
+/* dw += the partials of chunks 1.. in chunk order, on elements [i0, i0 + len). */
+static void dlrt_grad_reduce(const dlrt_grad_plan *pl, const float *parts, float *dw, int64_t i0,
+                             int64_t len) {
+    for (int64_t c = 1; c < pl->chunks; c++)
+        dlrt_add_row(dw + i0, parts + (size_t)(c - 1) * (size_t)pl->part + i0, len);
 }
 
 void dlrt_conv_grad_weight(const dlrt_conv *p, const float *x, const float *dy, float *dw,
@@ -100,27 +254,41 @@ void dlrt_conv_grad_weight(const dlrt_conv *p, const float *x, const float *dy, 
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
     if (p->group <= 0 || p->c_out <= 0) return;
-    const int64_t cig = p->c_in / p->group, cog = p->c_out / p->group, kdim = cig * g.k_sp;
+    const int64_t kdim = p->c_in / p->group * g.k_sp, nel = p->c_out * kdim;
     if (kdim <= 0) return;
     if (p->n <= 0) { /* an empty batch: the sum is empty */
-        memset(dw, 0, (size_t)(p->c_out * kdim) * sizeof(float));
+        memset(dw, 0, (size_t)nel * sizeof(float));
         return;
     }
     const int pointwise = dlrt_conv_algo_ok(p, DLRT_CONV_GEMM_1X1);
-    float *col = workspace;
-    for (int64_t b = 0; b < p->n; b++)
-        for (int64_t gi = 0; gi < p->group; gi++) {
-            const float *src = x + (b * p->c_in + gi * cig) * g.in_sp;
-            const float *dyg = dy + (b * p->c_out + gi * cog) * g.out_sp;
-            float *dwg = dw + gi * cog * kdim;
-            if (!pointwise) {
-                dlrt_conv_im2col(&g, cig, src, col);
-                src = col;
-            }
-            const dlrt_epilogue acc = {.alpha = 1.0f, .residual = dwg, .res_rs = kdim, .res_cs = 1};
-            dlrt_sgemm(cog, kdim, g.out_sp, dyg, g.out_sp, 0, src, g.out_sp, 1, dwg, kdim,
-                       b ? &acc : NULL);
-        }
+    const dlrt_grad_plan pl = dlrt_grad_plan_of(p);
+    float *cols = workspace;
+    if (pl.chunks == 1) {
+        dlrt_conv_grad_weight_images(p, &g, pointwise, 0, p->n, x, dy, dw, cols);
+        return;
+    }
+    float *parts = cols + (size_t)pl.chunks * (size_t)pl.cols; /* chunk c's at (c - 1) * part */
+    const int threads = dlrt_grad_threads(pl.chunks);
+    if (threads == 1) { /* the same sums without a region (see dlrt_conv_grad_input) */
+        for (int64_t c = 0; c < pl.chunks; c++)
+            dlrt_grad_weight_chunk(p, &g, pointwise, &pl, c, x, dy, dw, parts, cols);
+        dlrt_grad_reduce(&pl, parts, dw, 0, nel);
+        return;
+    }
+    enum { BLOCK = 1024 }; /* elements per reduction step */
+    const int64_t blocks = (nel + BLOCK - 1) / BLOCK;
+    (void)blocks;
+    DLRT_PRAGMA_OMP(parallel num_threads(threads)) {
+        float *col = cols + (size_t)dlrt_grad_thread() * (size_t)pl.cols;
+        /* dynamic as for the input gradient: a chunk's sums do not depend on its thread */
+        DLRT_PRAGMA_OMP(for schedule(dynamic))
+        for (int64_t c = 0; c < pl.chunks; c++)
+            dlrt_grad_weight_chunk(p, &g, pointwise, &pl, c, x, dy, dw, parts, col);
+        /* the partials in chunk order, whatever thread computed them */
+        DLRT_PRAGMA_OMP(for schedule(static))
+        for (int64_t k = 0; k < blocks; k++)
+            dlrt_grad_reduce(&pl, parts, dw, k * BLOCK, DLRT_MIN((int64_t)BLOCK, nel - k * BLOCK));
+    }
 }
 
 /* ---- pooling ---- */
