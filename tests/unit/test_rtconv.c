@@ -22,6 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #define CANARY 12345.0f
 
@@ -391,6 +394,76 @@ static void test_im2col_and_1x1(void) {
     }
 }
 
+/* Batches of small images split into chunks of images run in parallel (dlrt_conv_chunks_of):
+ * against the plain loop with every epilogue (conv_case's canaries also bound the larger
+ * workspace), and bit-identical whatever the thread count. */
+static void test_batch_chunks(void) {
+    /* n, c_in, c_out, group, in (square), kernel, stride, pad */
+    static const int64_t rows[][8] = {
+        {64, 1, 6, 1, 28, 5, 1, 2},   /* LeNet conv1 */
+        {64, 6, 16, 1, 14, 5, 1, 0},  /* LeNet conv2 */
+        {7, 8, 12, 1, 12, 3, 1, 1},   /* uneven chunks */
+        {32, 16, 24, 1, 9, 1, 1, 0},  /* 1x1: no columns */
+        {64, 16, 32, 2, 20, 3, 2, 1}, /* groups, stride 2 */
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const int64_t *r = rows[i];
+        const int64_t o = (r[4] + 2 * r[7] - r[5]) / r[6] + 1;
+        dlrt_conv p = {.nsp = 2,
+                       .n = r[0],
+                       .c_in = r[1],
+                       .c_out = r[2],
+                       .group = r[3],
+                       .in = {r[4], r[4]},
+                       .out = {o, o},
+                       .k = {r[5], r[5]},
+                       .stride = {r[6], r[6]},
+                       .dil = {1, 1},
+                       .pad_begin = {r[7], r[7]}};
+        dlrt_win3 g;
+        dlrt_conv_geom(&p, &g);
+        const int im2col = !dlrt_conv_algo_ok(&p, DLRT_CONV_GEMM_1X1);
+        char what[96];
+        snprintf(what, sizeof what, "batch case %zu is split into chunks", i);
+        CHECK(what, dlrt_conv_chunks_of(&p, &g, im2col).chunks > 1);
+        conv_case(&p, (1u << EP_KINDS) - 1, "chunks");
+#ifdef _OPENMP
+        const int algo = im2col ? DLRT_CONV_IM2COL : DLRT_CONV_GEMM_1X1;
+        const int64_t yn = numel_out(&p);
+        float *x = buf_new(numel_in(&p), 0), *w = buf_new(numel_w(&p), 0);
+        float *y1 = malloc((size_t)yn * sizeof(float)), *y3 = malloc((size_t)yn * sizeof(float));
+        void *ws = malloc(dlrt_conv_algo_workspace(&p, algo) + 16);
+        const int threads = omp_get_max_threads();
+        omp_set_num_threads(1);
+        dlrt_conv_forward_algo(&p, algo, x, w, y1, ws, NULL);
+        omp_set_num_threads(3);
+        dlrt_conv_forward_algo(&p, algo, x, w, y3, ws, NULL);
+        omp_set_num_threads(threads);
+        snprintf(what, sizeof what, "batch case %zu: 1 and 3 threads give the same bits", i);
+        CHECK(what, !memcmp(y1, y3, (size_t)yn * sizeof(float)));
+        free(x), free(w), free(y1), free(y3), free(ws);
+#endif
+    }
+    /* a single image, and a layer whose one-image GEMM is parallel inside, stay serial */
+    dlrt_conv one = {.nsp = 2,
+                     .n = 1,
+                     .c_in = 6,
+                     .c_out = 16,
+                     .group = 1,
+                     .in = {14, 14},
+                     .out = {10, 10},
+                     .k = {5, 5},
+                     .stride = {1, 1},
+                     .dil = {1, 1}};
+    dlrt_conv big = one;
+    big.n = 8, big.c_in = 64, big.c_out = 128;
+    dlrt_win3 g1, g2;
+    dlrt_conv_geom(&one, &g1);
+    dlrt_conv_geom(&big, &g2);
+    CHECK("one image: one chunk", dlrt_conv_chunks_of(&one, &g1, 1).chunks == 1);
+    CHECK("large images: one chunk", dlrt_conv_chunks_of(&big, &g2, 1).chunks == 1);
+}
+
 static dlrt_conv conv2d(int64_t c_in, int64_t c_out, int64_t group, int64_t hw, int64_t k,
                         int64_t s) {
     dlrt_conv p = {.nsp = 2, .n = 1, .c_in = c_in, .c_out = c_out, .group = group};
@@ -411,7 +484,8 @@ static void test_choose(void) {
     CHECK("no winograd with 3 channels", dlrt_conv_choose(&tiny) == DLRT_CONV_IM2COL);
     CHECK("no winograd at stride 2", dlrt_conv_choose(&s2) == DLRT_CONV_IM2COL);
     dlrt_conv grey = conv2d(1, 6, 1, 28, 5, 1);
-    CHECK("one channel, one group: im2col, not depthwise", dlrt_conv_choose(&grey) == DLRT_CONV_IM2COL);
+    CHECK("one channel, one group: im2col, not depthwise",
+          dlrt_conv_choose(&grey) == DLRT_CONV_IM2COL);
     dlrt_conv r128 = conv2d(128, 128, 1, 28, 3, 1), r512 = conv2d(512, 512, 1, 7, 3, 1);
     CHECK("winograd for ResNet 128ch 28x28", dlrt_conv_choose(&r128) == DLRT_CONV_WINOGRAD);
     CHECK("no winograd for ResNet 512ch 7x7 (filter transform)",
@@ -495,6 +569,7 @@ int main(int argc, char **argv) {
     test_winograd();
     test_winograd_accuracy();
     test_im2col_and_1x1();
+    test_batch_chunks();
     test_choose();
     printf("largest error relative to the terms' magnitude: %.3g\n", worst_rel);
     printf("%d passed, %d failed\n", passed, failed);

@@ -357,7 +357,7 @@ static void batch_check(const char *name, const conv_geo *c, int64_t chunks) {
              chunks > 1 ? "s" : "", ws);
     const dlrt_grad_plan pl = dlrt_grad_plan_of(&p);
     CHECK(nm, pl.chunks == chunks && dlrt_conv_grad_workspace(&p) == ws &&
-                  (chunks == 1 || ws <= DLRT_GRAD_WS_MAX));
+                  (chunks == 1 || ws <= DLRT_CONV_CHUNK_WS_MAX));
     conv_check(name, c);
 }
 

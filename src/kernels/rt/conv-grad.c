@@ -35,21 +35,6 @@
 #include <omp.h>
 #endif
 
-/* The chunking is decided by these constants and the geometry alone, never by build flags
- * (DLRT_PAR_MIN is overridden in test builds) nor the thread count: the host sizes the workspace
- * with its own copy of this file, and must plan as the generated code does. */
-enum {
-    /* chunks at most: enough for 16 cores, and the partial sums stay cheap */
-    DLRT_GRAD_CHUNKS = 16,
-    /* multiply-adds per chunk at least: a fork pays for that much (DLRT_PAR_MIN's default / 4) */
-    DLRT_GRAD_CHUNK_WORK = 1 << 18,
-    /* one image and group's GEMM from which the images stay serial: the GEMM then splits
-     * itself (DLRT_PAR_MIN's default) */
-    DLRT_GRAD_IMAGE_PAR = 1 << 20,
-};
-/* The workspace the chunks may use (bytes) before their number is cut. */
-#define DLRT_GRAD_WS_MAX ((size_t)16 << 20)
-
 /* How the backward of p lays out its work and workspace: per chunk cols floats of columns (0 for
  * the direct 1x1 GEMM) and part floats of partial dW, both rounded to 64 bytes when there are
  * several chunks so that threads do not share cache lines; chunks 1.. have a partial (chunk 0
@@ -58,20 +43,17 @@ typedef struct dlrt_grad_plan {
     int64_t chunks, cols, part;
 } dlrt_grad_plan;
 
-static int64_t dlrt_round16(int64_t n) {
-    return (n + 15) / 16 * 16;
-}
-
 static size_t dlrt_grad_plan_bytes(const dlrt_grad_plan *pl) {
     return ((size_t)pl->chunks * (size_t)pl->cols + (size_t)(pl->chunks - 1) * (size_t)pl->part) *
            sizeof(float);
 }
 
-/* The chunk count: 1 for a single image, for one image and group's GEMM of DLRT_GRAD_IMAGE_PAR
- * multiply-adds or more, or for a batch under 2 * DLRT_GRAD_CHUNK_WORK; otherwise one chunk per
- * DLRT_GRAD_CHUNK_WORK of the batch, at most one per image and DLRT_GRAD_CHUNKS, fewer when their
- * workspace would pass DLRT_GRAD_WS_MAX. The sizes are products of integers computed in double:
- * exact up to 2^53, and past that still far beyond every threshold, whatever the rounding. */
+/* The chunk count: 1 for a single image, for one image and group's GEMM of DLRT_CONV_IMAGE_PAR
+ * multiply-adds or more, or for a batch under 2 * DLRT_CONV_CHUNK_WORK; otherwise one chunk per
+ * DLRT_CONV_CHUNK_WORK of the batch, at most one per image and DLRT_CONV_CHUNKS, fewer when their
+ * workspace would pass DLRT_CONV_CHUNK_WS_MAX. The sizes are products of integers computed in
+ * double: exact up to 2^53, and past that still far beyond every threshold, whatever the rounding.
+ */
 static dlrt_grad_plan dlrt_grad_plan_of(const dlrt_conv *p) {
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
@@ -80,12 +62,12 @@ static dlrt_grad_plan dlrt_grad_plan_of(const dlrt_conv *p) {
     const int64_t cig = p->c_in / p->group, cog = p->c_out / p->group, kdim = cig * g.k_sp;
     pl.cols = dlrt_conv_algo_ok(p, DLRT_CONV_GEMM_1X1) ? 0 : kdim * g.out_sp;
     const double gemm = (double)cog * (double)kdim * (double)g.out_sp;
-    if (p->n < 2 || gemm <= 0 || gemm >= DLRT_GRAD_IMAGE_PAR) return pl;
-    const double by_work = gemm * (double)p->group * (double)p->n / DLRT_GRAD_CHUNK_WORK;
-    dlrt_grad_plan t = {by_work < DLRT_GRAD_CHUNKS ? (int64_t)by_work : DLRT_GRAD_CHUNKS,
-                        dlrt_round16(pl.cols), dlrt_round16(p->c_out * kdim)};
+    if (p->n < 2 || gemm <= 0 || gemm >= DLRT_CONV_IMAGE_PAR) return pl;
+    const double by_work = gemm * (double)p->group * (double)p->n / DLRT_CONV_CHUNK_WORK;
+    dlrt_grad_plan t = {by_work < DLRT_CONV_CHUNKS ? (int64_t)by_work : DLRT_CONV_CHUNKS,
+                        dlrt_conv_round16(pl.cols), dlrt_conv_round16(p->c_out * kdim)};
     t.chunks = DLRT_MIN(t.chunks, p->n);
-    while (t.chunks > 1 && dlrt_grad_plan_bytes(&t) > DLRT_GRAD_WS_MAX) t.chunks--;
+    while (t.chunks > 1 && dlrt_grad_plan_bytes(&t) > DLRT_CONV_CHUNK_WS_MAX) t.chunks--;
     return t.chunks > 1 ? t : pl;
 }
 

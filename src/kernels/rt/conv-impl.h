@@ -15,6 +15,28 @@
 #define DLRT_INLINE inline
 #endif
 
+/* Batches of small images are split into chunks of images that run in parallel, each with its
+ * own scratch (the forward in conv.c, the backward in conv-grad.c). The number of chunks is
+ * decided by these constants, the geometry and the batch alone, never by build flags
+ * (DLRT_PAR_MIN is overridden in test builds) nor the thread count: the host sizes the
+ * workspace with its own copy of the sources and must plan as the generated code does, and the
+ * results must not depend on the thread count. */
+enum {
+    /* chunks at most: enough for 16 cores, and the backward's partial sums stay cheap */
+    DLRT_CONV_CHUNKS = 16,
+    /* multiply-adds per chunk at least: a fork pays for that much (DLRT_PAR_MIN's default / 4) */
+    DLRT_CONV_CHUNK_WORK = 1 << 18,
+    /* one image and group's GEMM from which the images stay serial: the GEMM then splits
+     * itself (DLRT_PAR_MIN's default) */
+    DLRT_CONV_IMAGE_PAR = 1 << 20,
+};
+/* The workspace the chunks may use (bytes) before their number is cut. */
+#define DLRT_CONV_CHUNK_WS_MAX ((size_t)16 << 20)
+
+static inline int64_t dlrt_conv_round16(int64_t n) {
+    return (n + 15) / 16 * 16;
+}
+
 static inline void dlrt_conv_geom(const dlrt_conv *p, dlrt_win3 *g) {
     dlrt_win3_init(g, p->nsp, p->in, p->out, p->k, p->stride, p->dil, p->pad_begin);
 }

@@ -8,7 +8,8 @@
  *   - 1x1, stride 1, no padding: per image and group, y = W x is one GEMM on the input itself;
  *   - otherwise im2col of one image and group into the caller's workspace, then one GEMM
  *     W_g[c_out/g, c_in/g * k] x col[c_in/g * k, out_spatial]; the workspace is reused by every
- *     image and group, parallelism comes from inside im2col and the GEMM.
+ *     image and group, parallelism comes from inside im2col and the GEMM, or, for batches of
+ *     small images, from chunks of images each with its own columns (dlrt_conv_chunks_of).
  * Spatial ranks 1 and 2 are run as rank 3 with leading dims of 1. */
 #include "conv-impl.h"
 
@@ -54,13 +55,36 @@ void dlrt_conv_im2col(const dlrt_win3 *g, int64_t cig, const float *x, float *co
     }
 }
 
-/* The 1x1 and im2col algorithms: one GEMM per image and group. */
-static void dlrt_conv_gemm(const dlrt_conv *p, const dlrt_win3 *g, int im2col, const float *x,
-                           const float *w, const float *wpacked, int wpack_mode, float *y,
-                           float *col, const dlrt_epilogue *ep) {
+/* How the 1x1 and im2col algorithms split a batch: chunks of images run in parallel, each with
+ * cols floats of im2col columns (0 for 1x1), when one image's GEMMs are too small to be parallel
+ * inside (LeNet's layers at batch 64); one chunk (the images in order, the parallelism inside
+ * im2col and the GEMM) for a single image, a large image, or too little work to fork for. Each
+ * image is computed the same way either way, so the results do not depend on the split. */
+typedef struct dlrt_conv_chunking {
+    int64_t chunks, cols;
+} dlrt_conv_chunking;
+
+static dlrt_conv_chunking dlrt_conv_chunks_of(const dlrt_conv *p, const dlrt_win3 *g, int im2col) {
+    const int64_t cig = p->c_in / p->group, cog = p->c_out / p->group, kdim = cig * g->k_sp;
+    dlrt_conv_chunking c = {1, im2col ? kdim * g->out_sp : 0};
+    const double gemm = (double)cog * (double)kdim * (double)g->out_sp;
+    if (p->n < 2 || gemm <= 0 || gemm >= DLRT_CONV_IMAGE_PAR) return c;
+    const double by_work = gemm * (double)p->group * (double)p->n / DLRT_CONV_CHUNK_WORK;
+    dlrt_conv_chunking t = {by_work < DLRT_CONV_CHUNKS ? (int64_t)by_work : DLRT_CONV_CHUNKS,
+                            dlrt_conv_round16(c.cols)};
+    t.chunks = DLRT_MIN(t.chunks, p->n);
+    while (t.chunks > 1 && (size_t)(t.chunks * t.cols) * sizeof(float) > DLRT_CONV_CHUNK_WS_MAX)
+        t.chunks--;
+    return t.chunks > 1 ? t : c;
+}
+
+/* Images [b0, b1) of the 1x1 and im2col algorithms: one GEMM per image and group. */
+static void dlrt_conv_gemm_images(const dlrt_conv *p, const dlrt_win3 *g, int im2col, int64_t b0,
+                                  int64_t b1, const float *x, const float *w, const float *wpacked,
+                                  int wpack_mode, float *y, float *col, const dlrt_epilogue *ep) {
     const int64_t cig = p->c_in / p->group, cog = p->c_out / p->group;
     const int64_t kdim = cig * g->k_sp; /* GEMM K: one weight row */
-    for (int64_t b = 0; b < p->n; b++)
+    for (int64_t b = b0; b < b1; b++)
         for (int64_t gi = 0; gi < p->group; gi++) {
             const int64_t c0 = gi * cog;
             const float *xg = x + (b * p->c_in + gi * cig) * g->in_sp;
@@ -78,6 +102,22 @@ static void dlrt_conv_gemm(const dlrt_conv *p, const dlrt_win3 *g, int im2col, c
                 dlrt_sgemm(cog, g->out_sp, kdim, w + c0 * kdim, kdim, 0, src, g->out_sp, 0,
                            y + (b * p->c_out + c0) * g->out_sp, g->out_sp, eb);
         }
+}
+
+static void dlrt_conv_gemm(const dlrt_conv *p, const dlrt_win3 *g, int im2col, const float *x,
+                           const float *w, const float *wpacked, int wpack_mode, float *y,
+                           float *col, const dlrt_epilogue *ep) {
+    const dlrt_conv_chunking c = dlrt_conv_chunks_of(p, g, im2col);
+    if (c.chunks == 1) {
+        dlrt_conv_gemm_images(p, g, im2col, 0, p->n, x, w, wpacked, wpack_mode, y, col, ep);
+        return;
+    }
+    /* chunk k: images [k n / C, (k+1) n / C) with the k-th columns; which thread runs it does
+     * not matter */
+    DLRT_PRAGMA_OMP(parallel for schedule(dynamic))
+    for (int64_t k = 0; k < c.chunks; k++)
+        dlrt_conv_gemm_images(p, g, im2col, k * p->n / c.chunks, (k + 1) * p->n / c.chunks, x, w,
+                              wpacked, wpack_mode, y, col ? col + k * c.cols : NULL, ep);
 }
 
 /* The cost model behind dlrt_conv_choose, in integers (saturating), so that the host library
@@ -196,7 +236,8 @@ size_t dlrt_conv_algo_workspace(const dlrt_conv *p, int algo) {
     if (p->group <= 0) return 0;
     if (algo == DLRT_CONV_WINOGRAD) return dlrt_conv_winograd_workspace(p);
     if (algo != DLRT_CONV_IM2COL) return 0;
-    return (size_t)(p->c_in / p->group) * (size_t)g.k_sp * (size_t)g.out_sp * sizeof(float);
+    const dlrt_conv_chunking c = dlrt_conv_chunks_of(p, &g, 1);
+    return (size_t)c.chunks * (size_t)c.cols * sizeof(float);
 }
 
 size_t dlrt_conv_workspace(const dlrt_conv *p) {
