@@ -149,8 +149,8 @@ static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const char *name, dl
     if (pk >= 0) snprintf(packed, sizeof packed, "(const float *)b[DLK_PACK + %d]", pk);
     dl_sb_printf(sb,
                  "    dlrt_conv_forward_packed(&p, (const float *)b[%d], (const float *)b[%d], %s, "
-                 "(float *)b[%d], b[DLK_WS], &ep);\n}\n",
-                 cp.x_slot, cp.w_slot, packed, cp.y_slot);
+                 "%d, (float *)b[%d], b[DLK_WS], &ep);\n}\n",
+                 cp.x_slot, cp.w_slot, packed, pk >= 0 ? mode : 0, cp.y_slot);
     return DL_OK;
 }
 

@@ -479,7 +479,20 @@ static void test_conv_packed(void) {
             .alpha = 1, .beta = 1, .bias = bias, .residual = y1, .act = DLRT_ACT_RELU};
         dlrt_conv_forward(p, x, w, y1, ws, &ep);
         ep.residual = y2;
-        dlrt_conv_forward_packed(p, x, w, wp, y2, ws, &ep);
+        dlrt_conv_forward_packed(p, x, w, wp, mode, y2, ws, &ep);
+        /* a copy packed the other way (a host built for other tiles decided) is ignored */
+        if (mode) {
+            float *y3 = malloc((size_t)yn * 4);
+            memcpy(y3, y2, (size_t)yn * 4);
+            ep.residual = NULL;
+            dlrt_conv_forward(p, x, w, y3, ws, &ep);
+            float *y4 = malloc((size_t)yn * 4);
+            dlrt_conv_forward_packed(p, x, w, wp, 3 - mode, y4, ws, &ep);
+            char w2[96];
+            snprintf(w2, sizeof w2, "conv packed: case %zu, a copy of the other mode ignored", ci);
+            check(!memcmp(y3, y4, (size_t)yn * 4), w2);
+            free(y3), free(y4);
+        }
         int ok = 1;
         for (int64_t i = 0; i < yn && ok; i++)
             ok = close_to(y2[i], y1[i], 1e-5 * (1.0 + kdim / 100.0));
@@ -661,14 +674,14 @@ static void pool_plain(int kind, int nsp, const int64_t *in, const int64_t *out,
                 seen = 1;
                 acc += v;
             }
-            y[pl * out_sp + o] = kind == 0 ? (seen ? best : 0.0f)
-                                           : (float)(cnt ? acc / (double)cnt : 0.0);
+            y[pl * out_sp + o] =
+                kind == 0 ? (seen ? best : 0.0f) : (float)(cnt ? acc / (double)cnt : 0.0);
         }
 }
 
 /* dlrt_pool_forward against pool_plain bit for bit, on inputs full of ties (half the values from a
- * small set, with -0 and +0), NaNs and infinities. An average over more than one NaN may be a NaN of
- * either sign (C leaves the operand order of +, which picks the NaN, to the compiler), so two
+ * small set, with -0 and +0), NaNs and infinities. An average over more than one NaN may be a NaN
+ * of either sign (C leaves the operand order of +, which picks the NaN, to the compiler), so two
  * NaNs count as equal there. */
 static void pool_exact(int kind, int nsp, const int64_t *in, const int64_t *k, const int64_t *s,
                        const int64_t *dil, const int64_t *pb, const int64_t *pe, int ceil_mode,

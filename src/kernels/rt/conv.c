@@ -280,13 +280,15 @@ int dlrt_conv_packs_weights(const dlrt_conv *p) {
 }
 
 void dlrt_conv_forward_packed(const dlrt_conv *p, const float *x, const float *w,
-                              const float *wpacked, float *y, void *workspace,
+                              const float *wpacked, int wpack_mode, float *y, void *workspace,
                               const dlrt_epilogue *ep) {
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
     /* decided again here: with a symbolic batch the emitter could not know the choice */
+    /* the copy is used only when this build would have packed it the same way: the emitter
+     * decided with the host's build of these sources, whose tile sizes may differ */
     const int mode = wpacked ? dlrt_conv_packs_weights(p) : 0;
-    if (!mode || p->n <= 0 || g.out_sp <= 0) {
+    if (!mode || mode != wpack_mode || p->n <= 0 || g.out_sp <= 0) {
         dlrt_conv_forward(p, x, w, y, workspace, ep);
         return;
     }

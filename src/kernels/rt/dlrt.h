@@ -93,9 +93,11 @@ void dlrt_conv_forward(const dlrt_conv *p, const float *x, const float *w, float
  * dlrt_conv_packs_weights says how: 0 not packed; DLRT_A_PACKED as the GEMM's left operand
  * (dlrt_gemm_pack_operand(0, c_out, K, w, K, 0, wpacked), K = c_in * prod(k)); DLRT_A_PACKED_T
  * as the right operand of the transposed product, for narrow output planes
- * (dlrt_gemm_pack_operand(1, c_out, K, w, K, 1, wpacked)). */
+ * (dlrt_gemm_pack_operand(1, c_out, K, w, K, 1, wpacked)). wpack_mode says how wpacked was
+ * packed; the copy is ignored when it is not how this build packs (the host that decided may
+ * have been built for other tile sizes). */
 void dlrt_conv_forward_packed(const dlrt_conv *p, const float *x, const float *w,
-                              const float *wpacked, float *y, void *workspace,
+                              const float *wpacked, int wpack_mode, float *y, void *workspace,
                               const dlrt_epilogue *ep);
 int dlrt_conv_packs_weights(const dlrt_conv *p);
 
