@@ -126,8 +126,8 @@ static void emit_conv_struct(dl_sbuf *sb, const dlrt_conv *p, int n_sym) {
     dl_sb_put(sb, "};\n");
 }
 
-static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const char *name, dl_packs *packs,
-                           dl_sbuf *sb) {
+static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const dl_target *t, const char *name,
+                           dl_packs *packs, dl_sbuf *sb) {
     dl_conv_params cp;
     DL_TRY(dl_conv_params_of(ctx, gr, &cp));
     const dlrt_conv *p = &cp.p;
@@ -140,7 +140,7 @@ static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const char *name, dl
     int64_t kdim = p->group > 0 ? p->c_in / p->group : 0;
     for (int d = 0; d < p->nsp; d++) kdim *= p->k[d];
     int pk = -1;
-    const int mode = dlrt_conv_packs_weights(p);
+    const int mode = dlrt_conv_packs_weights_for(t->vector_bytes, p); /* the target's tiles */
     if (mode) /* op(A) = w as the left operand, or as the transposed product's right one */
         DL_TRY(request_pack(ctx, packs, gr->nodes[0]->in[1], mode == DLRT_A_PACKED ? 0 : 1,
                             p->c_out, kdim, kdim, mode == DLRT_A_PACKED_T, &pk));
@@ -534,7 +534,7 @@ dl_status dl_emit_group(dl_ctx *ctx, const dl_group *gr, const dl_target *t, con
     case DL_G_TRANSPOSE:
         return emit_transpose(ctx, gr, t, name, sb);
     case DL_G_CONV:
-        return emit_conv(ctx, gr, name, packs, sb);
+        return emit_conv(ctx, gr, t, name, packs, sb);
     case DL_G_GEMM:
         return emit_gemm(ctx, gr, name, packs, sb);
     case DL_G_MATMUL:

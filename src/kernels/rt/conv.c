@@ -12,6 +12,7 @@
  *     small images, from chunks of images each with its own columns (dlrt_conv_chunks_of).
  * Spatial ranks 1 and 2 are run as rank 3 with leading dims of 1. */
 #include "conv-impl.h"
+#include "gemm-micro.h" /* DLRT_GEMM_VBYTES: the tiles this build runs */
 
 static int dlrt_conv_is_1x1(const dlrt_win3 *g) {
     for (int d = 0; d < 3; d++)
@@ -270,13 +271,18 @@ void dlrt_conv_forward(const dlrt_conv *p, const float *x, const float *w, float
     dlrt_conv_forward_algo(p, dlrt_conv_choose(p), x, w, y, workspace, ep);
 }
 
-int dlrt_conv_packs_weights(const dlrt_conv *p) {
+int dlrt_conv_packs_weights_for(int vector_bytes, const dlrt_conv *p) {
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
     const int algo = dlrt_conv_choose(p);
     if (p->group != 1 || (algo != DLRT_CONV_GEMM_1X1 && algo != DLRT_CONV_IM2COL)) return 0;
-    return dlrt_sgemm_transposes(p->c_out, g.out_sp, p->c_in * g.k_sp) ? DLRT_A_PACKED_T
-                                                                       : DLRT_A_PACKED;
+    return dlrt_sgemm_transposes_for(vector_bytes, p->c_out, g.out_sp, p->c_in * g.k_sp)
+               ? DLRT_A_PACKED_T
+               : DLRT_A_PACKED;
+}
+
+int dlrt_conv_packs_weights(const dlrt_conv *p) {
+    return dlrt_conv_packs_weights_for(DLRT_GEMM_VBYTES, p);
 }
 
 void dlrt_conv_forward_packed(const dlrt_conv *p, const float *x, const float *w,
@@ -284,9 +290,8 @@ void dlrt_conv_forward_packed(const dlrt_conv *p, const float *x, const float *w
                               const dlrt_epilogue *ep) {
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
-    /* decided again here: with a symbolic batch the emitter could not know the choice */
-    /* the copy is used only when this build would have packed it the same way: the emitter
-     * decided with the host's build of these sources, whose tile sizes may differ */
+    /* decided again here: with a symbolic batch the emitter could not know the algorithm, and
+     * a copy packed for other tiles must not be misread */
     const int mode = wpacked ? dlrt_conv_packs_weights(p) : 0;
     if (!mode || mode != wpack_mode || p->n <= 0 || g.out_sp <= 0) {
         dlrt_conv_forward(p, x, w, y, workspace, ep);

@@ -68,6 +68,10 @@ void dlrt_sgemm_ex(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
 /* Whether dlrt_sgemm computes an M x N product transposed (narrow N): prepacking its left
  * operand then does not pay. */
 int dlrt_sgemm_transposes(int64_t M, int64_t N, int64_t K);
+/* The same decision for the kernels of a build with vectors of vector_bytes (64: AVX-512,
+ * 32: AVX2+FMA, else generic C), so a host built for another instruction set plans as the
+ * generated code will run. */
+int dlrt_sgemm_transposes_for(int vector_bytes, int64_t M, int64_t N, int64_t K);
 /* The instruction set the GEMM microkernel was built for: "avx512", "avx2" or "generic". */
 const char *dlrt_gemm_isa(void);
 
@@ -93,13 +97,15 @@ void dlrt_conv_forward(const dlrt_conv *p, const float *x, const float *w, float
  * dlrt_conv_packs_weights says how: 0 not packed; DLRT_A_PACKED as the GEMM's left operand
  * (dlrt_gemm_pack_operand(0, c_out, K, w, K, 0, wpacked), K = c_in * prod(k)); DLRT_A_PACKED_T
  * as the right operand of the transposed product, for narrow output planes
- * (dlrt_gemm_pack_operand(1, c_out, K, w, K, 1, wpacked)). wpack_mode says how wpacked was
- * packed; the copy is ignored when it is not how this build packs (the host that decided may
- * have been built for other tile sizes). */
+ * (dlrt_gemm_pack_operand(1, c_out, K, w, K, 1, wpacked)). The emitter decides with
+ * dlrt_conv_packs_weights_for(the target's vector bytes, p); wpack_mode says how wpacked was
+ * packed, and a copy packed otherwise than this build would (a mismatched target) is ignored
+ * rather than misread. */
 void dlrt_conv_forward_packed(const dlrt_conv *p, const float *x, const float *w,
                               const float *wpacked, int wpack_mode, float *y, void *workspace,
                               const dlrt_epilogue *ep);
 int dlrt_conv_packs_weights(const dlrt_conv *p);
+int dlrt_conv_packs_weights_for(int vector_bytes, const dlrt_conv *p);
 
 /* Pooling over NC + spatial (1 to 3 dims). kind: 0 max, 1 average, 2 Lp (p). Windows follow
  * ONNX (pads, strides, dilations; ceil_mode is already reflected in out[]). The average divides

@@ -17,12 +17,25 @@
 
 #include "dlrt-impl.h"
 
+/* Register tiles (MR rows x NR columns, VW floats per vector, 0: scalar) of each build, named
+ * once here: the build's own kernel uses its row, and a host built for another instruction set
+ * plans with the row of the target it generates code for (dlrt_gemm_tiles_for). */
+#define DLRT_TILE_AVX512_MR  6
+#define DLRT_TILE_AVX512_NR  64
+#define DLRT_TILE_AVX512_VW  16
+#define DLRT_TILE_AVX2_MR    6
+#define DLRT_TILE_AVX2_NR    16
+#define DLRT_TILE_AVX2_VW    8
+#define DLRT_TILE_GENERIC_MR 4
+#define DLRT_TILE_GENERIC_NR 16
+
 #if defined(__AVX512F__) && !defined(DLRT_GEMM_GENERIC)
 #include <immintrin.h>
-#define DLRT_GEMM_ISA "avx512"
-#define DLRT_GEMM_MR  6
-#define DLRT_GEMM_NR  64
-#define DLRT_GEMM_VW  16
+#define DLRT_GEMM_ISA    "avx512"
+#define DLRT_GEMM_VBYTES 64
+#define DLRT_GEMM_MR     DLRT_TILE_AVX512_MR
+#define DLRT_GEMM_NR     DLRT_TILE_AVX512_NR
+#define DLRT_GEMM_VW     DLRT_TILE_AVX512_VW
 #ifndef DLRT_GEMM_MC /* overridable for tuning */
 #define DLRT_GEMM_MC 132
 #define DLRT_GEMM_NC 256
@@ -40,10 +53,11 @@ typedef __m512 dlrt_vf;
 #elif defined(__AVX2__) && defined(__FMA__) && !defined(DLRT_GEMM_GENERIC)
 #include <immintrin.h>
 #define DLRT_GEMM_ISA      "avx2"
+#define DLRT_GEMM_VBYTES   32
 /* 12 ymm accumulators + 2 for B + 1 broadcast: 15 of the 16 registers */
-#define DLRT_GEMM_MR       6
-#define DLRT_GEMM_NR       16
-#define DLRT_GEMM_VW       8
+#define DLRT_GEMM_MR       DLRT_TILE_AVX2_MR
+#define DLRT_GEMM_NR       DLRT_TILE_AVX2_NR
+#define DLRT_GEMM_VW       DLRT_TILE_AVX2_VW
 #define DLRT_GEMM_MC       96
 #define DLRT_GEMM_NC       256
 #define DLRT_GEMM_KC       256
@@ -57,12 +71,13 @@ typedef __m256 dlrt_vf;
 #define DLRT_VMUL(a, b)    _mm256_mul_ps(a, b)
 #define DLRT_VMAX(a, b)    _mm256_max_ps(a, b)
 #else
-#define DLRT_GEMM_ISA "generic"
-#define DLRT_GEMM_MR  4
-#define DLRT_GEMM_NR  16
-#define DLRT_GEMM_MC  96
-#define DLRT_GEMM_NC  128
-#define DLRT_GEMM_KC  192
+#define DLRT_GEMM_ISA    "generic"
+#define DLRT_GEMM_VBYTES 16
+#define DLRT_GEMM_MR     DLRT_TILE_GENERIC_MR
+#define DLRT_GEMM_NR     DLRT_TILE_GENERIC_NR
+#define DLRT_GEMM_MC     96
+#define DLRT_GEMM_NC     128
+#define DLRT_GEMM_KC     192
 #endif
 
 #ifdef DLRT_GEMM_VW

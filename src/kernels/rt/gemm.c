@@ -212,27 +212,49 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
     }
 }
 
-/* Estimated cycles of an M x N x K product computed in the orientation given (transposed: the
- * product is N x M, each of its elements stored to C through the column path). Per step of K,
- * a register tile of MR rows and nv vectors costs max(MR * nv, MR + nv) half-cycles (its FMAs or
- * its loads, two of either per cycle), so a narrow last panel costs less than a full one but
- * more per column; a store costs about 0.1 cycle per element in C's orientation (vectors) and
- * 1.5 transposed (a scalar run through the epilogue), which decides small-K products. */
-static double dlrt_gemm_cycles(int64_t M, int64_t N, int64_t K, int transposed) {
+/* A build's register tile, for planning: mr x nr, vw floats per vector (0: the generic C kernel).
+ */
+typedef struct dlrt_gemm_tiles {
+    int mr, nr, vw;
+} dlrt_gemm_tiles;
+
+static dlrt_gemm_tiles dlrt_gemm_tiles_for(int vector_bytes) {
+    if (vector_bytes >= 64)
+        return (dlrt_gemm_tiles){DLRT_TILE_AVX512_MR, DLRT_TILE_AVX512_NR, DLRT_TILE_AVX512_VW};
+    if (vector_bytes >= 32)
+        return (dlrt_gemm_tiles){DLRT_TILE_AVX2_MR, DLRT_TILE_AVX2_NR, DLRT_TILE_AVX2_VW};
+    return (dlrt_gemm_tiles){DLRT_TILE_GENERIC_MR, DLRT_TILE_GENERIC_NR, 0};
+}
+
+/* Estimated cycles of an M x N x K product on tiles t, computed in the orientation given
+ * (transposed: the product is N x M, each of its elements stored to C through the column path).
+ * Per step of K, a register tile of MR rows and nv vectors costs max(MR * nv, MR + nv)
+ * half-cycles (its FMAs or its loads, two of either per cycle), so a narrow last panel costs
+ * less than a full one but more per column; a store costs about 0.1 cycle per element in C's
+ * orientation (vectors) and 1.5 transposed (a scalar run through the epilogue), which decides
+ * small-K products. */
+static double dlrt_gemm_cycles(const dlrt_gemm_tiles *t, int64_t M, int64_t N, int64_t K,
+                               int transposed) {
     const int64_t rows = transposed ? N : M, cols = transposed ? M : N;
     const double store = (double)M * (double)N * (transposed ? 1.5 : 0.1);
     if (rows == 1) return (double)cols * (double)K / 16.0 + store; /* the unpacked vector path */
-    const double panels = (double)((rows + DLRT_GEMM_MR - 1) / DLRT_GEMM_MR);
-#ifdef DLRT_GEMM_NARROW
-    const int tail = dlrt_gemm_vectors((int)(cols % DLRT_GEMM_NR));
-    const double tile = DLRT_GEMM_MR * DLRT_GEMM_NV,
-                 tail_tile = tail ? DLRT_MAX(DLRT_GEMM_MR * tail, DLRT_GEMM_MR + tail) : 0;
-    const double per_k = (double)(cols / DLRT_GEMM_NR) * tile + tail_tile;
-#else
-    const double per_k = (double)((cols + DLRT_GEMM_NR - 1) / DLRT_GEMM_NR) * DLRT_GEMM_MR *
-                         DLRT_GEMM_NR / 4.0; /* scalar FMAs, four per cycle at best */
-#endif
+    const double panels = (double)((rows + t->mr - 1) / t->mr);
+    double per_k;
+    if (t->vw) { /* the last panel computes only the vectors it needs */
+        const int nv = t->nr / t->vw, tail = (int)((cols % t->nr + t->vw - 1) / t->vw);
+        per_k =
+            (double)(cols / t->nr) * t->mr * nv + (tail ? DLRT_MAX(t->mr * tail, t->mr + tail) : 0);
+    } else { /* scalar FMAs, four per cycle at best */
+        per_k = (double)((cols + t->nr - 1) / t->nr) * t->mr * t->nr / 4.0;
+    }
     return panels * per_k * (double)K / 2.0 + store;
+}
+
+int dlrt_sgemm_transposes_for(int vector_bytes, int64_t M, int64_t N, int64_t K) {
+    const dlrt_gemm_tiles t = dlrt_gemm_tiles_for(vector_bytes);
+    /* only when the model expects a clear gain: it ignores packing and cache effects */
+    return M > 0 && N > 0 && K > 0 &&
+           dlrt_gemm_cycles(&t, M, N, K, 1) < 0.9 * dlrt_gemm_cycles(&t, M, N, K, 0);
 }
 
 const char *dlrt_gemm_isa(void) {
@@ -240,9 +262,7 @@ const char *dlrt_gemm_isa(void) {
 }
 
 int dlrt_sgemm_transposes(int64_t M, int64_t N, int64_t K) {
-    /* only when the model expects a clear gain: it ignores packing and cache effects */
-    return M > 0 && N > 0 && K > 0 &&
-           dlrt_gemm_cycles(M, N, K, 1) < 0.9 * dlrt_gemm_cycles(M, N, K, 0);
+    return dlrt_sgemm_transposes_for(DLRT_GEMM_VBYTES, M, N, K);
 }
 
 size_t dlrt_gemm_packed_bytes(int operand, int64_t lines, int64_t K) {
