@@ -16,13 +16,7 @@
 
 #include "check.h"
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static float frand(void) { /* uniform in [-1, 1) */
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
-}
+#include "test-rng.h"
 
 /* ---------------------------------------------------------------- (a) the kernel ---- */
 

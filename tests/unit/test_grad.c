@@ -37,17 +37,7 @@ typedef struct grad_case {
 
 static const grad_case *const case_lists[] = {cases_core, cases_math, cases_shape, cases_nn};
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static double urand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (double)(rng >> 11) * (1.0 / 9007199254740992.0);
-}
-static double nrand(void) {
-    double u = urand() + 1e-12, v = urand();
-    return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
-}
+#include "test-rng.h"
 
 typedef struct spec {
     char kind;
@@ -115,7 +105,7 @@ static dl_tensor *make_input(dl_ctx *ctx, const spec *sp, dl_dtype ft) {
             v = urand() < 0.5;
             break;
         default:
-            v = nrand();
+            v = grand();
         }
         dl_set_f64(t, i, v);
     }
@@ -182,7 +172,7 @@ static dl_status build(dl_ctx *ctx, const grad_case *c, built *b) {
         if (out[o]->type.dtype != ft) continue;
         dl_tensor *r = NULL;
         DL_TRY(dl_tensor_new(ctx, ft, out[o]->type.rank, out[o]->type.dims, &r));
-        for (int64_t i = 0; i < r->numel; i++) dl_set_f64(r, i, nrand());
+        for (int64_t i = 0; i < r->numel; i++) dl_set_f64(r, i, grand());
         dl_value *term =
             dl_op1(g, "ReduceSum", dl_mul(g, out[o], dl_constant(g, NULL, r)), "keepdims=0");
         loss = loss ? dl_add(g, loss, term) : term;

@@ -13,13 +13,7 @@
 #include "check.h"
 #include "native-ref.h"
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static float frand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
-}
+#include "test-rng.h"
 
 static dl_tensor *rand_tensor(dl_ctx *ctx, dl_dtype dt, int rank, const int64_t *dims) {
     dl_tensor *t = NULL;

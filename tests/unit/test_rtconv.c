@@ -28,22 +28,8 @@
 
 #define CANARY 12345.0f
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint64_t rnext(void) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return rng;
-}
-static int64_t irand(int64_t lo, int64_t hi) { /* uniform in [lo, hi] */
-    return lo + (int64_t)(rnext() % (uint64_t)(hi - lo + 1));
-}
-static float frand(void) { /* uniform in [-1, 1) */
-    return (float)((double)(rnext() >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-static float grand(void) { /* N(0, 1), Box-Muller */
-    double u = ((double)(rnext() >> 11) + 0.5) / 9007199254740992.0;
-    double v = (double)(rnext() >> 11) / 9007199254740992.0;
-    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
-}
+#include "test-rng.h"
+
 static float *buf_new(int64_t n, int gauss) {
     float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
     for (int64_t i = 0; i < n; i++) p[i] = gauss ? grand() : frand();

@@ -43,17 +43,7 @@ static dl_ctx *ctx;
 #define CANARY    12345.0f
 #define WS_CANARY 0xA5
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint64_t rnext(void) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return rng;
-}
-static int64_t irand(int64_t lo, int64_t hi) { /* uniform in [lo, hi] */
-    return lo + (int64_t)(rnext() % (uint64_t)(hi - lo + 1));
-}
-static float frand(void) { /* uniform in [-1, 1) */
-    return (float)((double)(rnext() >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
+#include "test-rng.h"
 
 /* n random floats followed by 16 canaries. */
 static float *buf_new(int64_t n) {

@@ -63,19 +63,13 @@ static bool temp_files_left(void) {
     return found;
 }
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint64_t next_rand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+#include "test-rng.h"
 
 static dl_tensor *random_tensor(dl_ctx *ctx, dl_dtype dt, int rank, const int64_t *dims) {
     dl_tensor *t = NULL;
     if (dl_tensor_new(ctx, dt, rank, dims, &t) != DL_OK) return NULL;
     for (size_t i = 0; i < t->nbytes; i++)
-        ((unsigned char *)t->data)[i] = (unsigned char)(dt == DL_BOOL ? next_rand() & 1 : next_rand());
+        ((unsigned char *)t->data)[i] = (unsigned char)(dt == DL_BOOL ? rnext() & 1 : rnext());
     return t;
 }
 
@@ -646,7 +640,7 @@ static void test_kill_during_save(dl_ctx *ctx) {
             }
         }
         if (pid < 0) break;
-        struct timespec ts = {0, (long)(1000000 + next_rand() % 40000000)}; /* 1 .. 41 ms */
+        struct timespec ts = {0, (long)(1000000 + rnext() % 40000000)}; /* 1 .. 41 ms */
         nanosleep(&ts, NULL);
         kill(pid, SIGKILL);
         int st;
