@@ -12,6 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Steps a run may ask for (their count is added and multiplied), and the step times kept for the
+ * summary's median. */
+#define MAX_STEPS ((int64_t)1 << 48)
+enum { TIMED_MAX = 1 << 20 };
+
 static const char help[] =
     "usage: dlcc train MODEL.onnx --x X.npy --y Y.npy [options]\n\n"
     "Trains the model's initializers (its weights). The model's first input takes rows of X, its\n"
@@ -54,7 +59,9 @@ typedef struct train_args {
 } train_args;
 
 /* ---- random numbers: xoshiro256**, seeded through splitmix64 (state saved in checkpoints) ---- */
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static uint64_t rotl(uint64_t x, int k) {
+    return (x << k) | (x >> (64 - k));
+}
 static uint64_t next_u64(uint64_t *s) {
     uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
     s[2] ^= s[0];
@@ -110,7 +117,9 @@ static int parse_int(const char *opt, const char *v, int64_t lo, int64_t *out) {
     char *end = NULL;
     long long d = v ? strtoll(v, &end, 10) : 0;
     if (!v || end == v || *end || d < lo)
-        return cli_error("train: %s needs an integer >= %lld, got '%s'", opt, (long long)lo, v ? v : "") + 1;
+        return cli_error("train: %s needs an integer >= %lld, got '%s'", opt, (long long)lo,
+                         v ? v : "") +
+               1;
     *out = d;
     return 0;
 }
@@ -133,47 +142,82 @@ static int parse_args(int argc, char **argv, train_args *a) {
         if (cli_is_help(argv[i])) {
             fputs(help, stdout);
             return -1;
-        } else if (OPT("--x")) a->x = v;
-        else if (OPT("--y")) a->y = v;
-        else if (OPT("--loss")) loss = v;
-        else if (OPT("--optimizer")) opt = v;
-        else if (OPT("--lr")) rc = parse_num("--lr", v, 0, &lr);
-        else if (OPT("--momentum")) rc = parse_num("--momentum", v, 0, &mom);
-        else if (OPT("--weight-decay")) rc = parse_num("--weight-decay", v, 0, &wd);
-        else if (OPT("--beta1")) rc = parse_num("--beta1", v, 0, &b1);
-        else if (OPT("--beta2")) rc = parse_num("--beta2", v, 0, &b2);
-        else if (OPT("--eps")) rc = parse_num("--eps", v, 0, &eps);
-        else if (OPT("--clip-norm")) rc = parse_num("--clip-norm", v, 0, &clip);
-        else if (OPT("--label-smoothing")) rc = parse_num("--label-smoothing", v, 0, &ls);
-        else if (OPT("--schedule")) a->schedule = v;
-        else if (OPT("--warmup")) rc = parse_int("--warmup", v, 0, &a->warmup);
-        else if (OPT("--step-size")) rc = parse_int("--step-size", v, 1, &a->step_size);
-        else if (OPT("--gamma")) rc = parse_num("--gamma", v, 0, &a->gamma);
-        else if (OPT("--batch")) rc = parse_int("--batch", v, 1, &a->batch);
-        else if (OPT("--epochs")) rc = parse_int("--epochs", v, 1, &a->epochs);
-        else if (OPT("--steps")) rc = parse_int("--steps", v, 1, &a->steps);
-        else if (OPT("--stop-after")) rc = parse_int("--stop-after", v, 1, &a->stop_after);
-        else if (OPT("--val-split")) rc = parse_num("--val-split", v, 0, &a->val_split);
+        } else if (OPT("--x"))
+            a->x = v;
+        else if (OPT("--y"))
+            a->y = v;
+        else if (OPT("--loss"))
+            loss = v;
+        else if (OPT("--optimizer"))
+            opt = v;
+        else if (OPT("--lr"))
+            rc = parse_num("--lr", v, 0, &lr);
+        else if (OPT("--momentum"))
+            rc = parse_num("--momentum", v, 0, &mom);
+        else if (OPT("--weight-decay"))
+            rc = parse_num("--weight-decay", v, 0, &wd);
+        else if (OPT("--beta1"))
+            rc = parse_num("--beta1", v, 0, &b1);
+        else if (OPT("--beta2"))
+            rc = parse_num("--beta2", v, 0, &b2);
+        else if (OPT("--eps"))
+            rc = parse_num("--eps", v, 0, &eps);
+        else if (OPT("--clip-norm"))
+            rc = parse_num("--clip-norm", v, 0, &clip);
+        else if (OPT("--label-smoothing"))
+            rc = parse_num("--label-smoothing", v, 0, &ls);
+        else if (OPT("--schedule"))
+            a->schedule = v;
+        else if (OPT("--warmup"))
+            rc = parse_int("--warmup", v, 0, &a->warmup);
+        else if (OPT("--step-size"))
+            rc = parse_int("--step-size", v, 1, &a->step_size);
+        else if (OPT("--gamma"))
+            rc = parse_num("--gamma", v, 0, &a->gamma);
+        else if (OPT("--batch"))
+            rc = parse_int("--batch", v, 1, &a->batch);
+        else if (OPT("--epochs"))
+            rc = parse_int("--epochs", v, 1, &a->epochs);
+        else if (OPT("--steps"))
+            rc = parse_int("--steps", v, 1, &a->steps);
+        else if (OPT("--stop-after"))
+            rc = parse_int("--stop-after", v, 1, &a->stop_after);
+        else if (OPT("--val-split"))
+            rc = parse_num("--val-split", v, 0, &a->val_split);
         else if (OPT("--seed")) {
             rc = parse_int("--seed", v, 0, &k);
             a->seed = (uint64_t)k;
-        } else if (OPT("--freeze")) a->freeze = v;
-        else if (OPT("--threads")) rc = cli_threads(v, &a->threads);
-        else if (OPT("--backend")) backend = v;
-        else if (OPT("--checkpoint")) a->ckpt = v;
+        } else if (OPT("--freeze"))
+            a->freeze = v;
+        else if (OPT("--threads"))
+            rc = cli_threads(v, &a->threads);
+        else if (OPT("--backend"))
+            backend = v;
+        else if (OPT("--checkpoint"))
+            a->ckpt = v;
         else if (OPT("--save-every")) {
             rc = parse_int("--save-every", v, 1, &k);
             a->save_every = (int)(k > 1000000000 ? 1000000000 : k);
-        } else if (OPT("--export")) a->export_path = v;
-        else if (OPT("--log")) a->log = v;
-        else if (strcmp(argv[i], "--nesterov") == 0) a->o.nesterov = 1;
-        else if (strcmp(argv[i], "--no-shuffle") == 0) a->shuffle = 0;
-        else if (strcmp(argv[i], "--resume") == 0) a->resume = 1;
-        else if (strcmp(argv[i], "--quiet") == 0) a->quiet = 1;
-        else if (strcmp(argv[i], "--profile") == 0) a->profile = 1;
-        else if (argv[i][0] == '-') return cli_error("train: unknown option '%s' (see dlcc train --help)", argv[i]) + 1;
-        else if (!a->model) a->model = argv[i];
-        else return cli_error("train: unexpected argument '%s'", argv[i]) + 1;
+        } else if (OPT("--export"))
+            a->export_path = v;
+        else if (OPT("--log"))
+            a->log = v;
+        else if (strcmp(argv[i], "--nesterov") == 0)
+            a->o.nesterov = 1;
+        else if (strcmp(argv[i], "--no-shuffle") == 0)
+            a->shuffle = 0;
+        else if (strcmp(argv[i], "--resume") == 0)
+            a->resume = 1;
+        else if (strcmp(argv[i], "--quiet") == 0)
+            a->quiet = 1;
+        else if (strcmp(argv[i], "--profile") == 0)
+            a->profile = 1;
+        else if (argv[i][0] == '-')
+            return cli_error("train: unknown option '%s' (see dlcc train --help)", argv[i]) + 1;
+        else if (!a->model)
+            a->model = argv[i];
+        else
+            return cli_error("train: unexpected argument '%s'", argv[i]) + 1;
 #undef OPT
         if (rc) return rc;
     }
@@ -181,18 +225,30 @@ static int parse_args(int argc, char **argv, train_args *a) {
         fputs(help, stderr);
         return 2;
     }
-    if (strcmp(opt, "sgd") == 0) a->o.optimizer = DL_OPT_SGD;
-    else if (strcmp(opt, "adam") == 0) a->o.optimizer = DL_OPT_ADAM;
-    else if (strcmp(opt, "adamw") == 0) a->o.optimizer = DL_OPT_ADAMW;
-    else return cli_error("train: unknown optimizer '%s' (sgd, adam, adamw)", opt) + 1;
-    if (strcmp(loss, "cross_entropy") == 0) a->o.loss = DL_LOSS_CROSS_ENTROPY;
-    else if (strcmp(loss, "mse") == 0) a->o.loss = DL_LOSS_MSE;
-    else if (strcmp(loss, "bce_logits") == 0) a->o.loss = DL_LOSS_BCE_LOGITS;
-    else return cli_error("train: unknown loss '%s' (cross_entropy, mse, bce_logits)", loss) + 1;
-    if (strcmp(backend, "native") == 0) a->o.backend = DL_BACKEND_NATIVE;
-    else if (strcmp(backend, "ref") == 0) a->o.backend = DL_BACKEND_REF;
-    else return cli_error("train: unknown backend '%s' (native, ref)", backend) + 1;
-    if (strcmp(a->schedule, "constant") && strcmp(a->schedule, "step") && strcmp(a->schedule, "cosine"))
+    if (strcmp(opt, "sgd") == 0)
+        a->o.optimizer = DL_OPT_SGD;
+    else if (strcmp(opt, "adam") == 0)
+        a->o.optimizer = DL_OPT_ADAM;
+    else if (strcmp(opt, "adamw") == 0)
+        a->o.optimizer = DL_OPT_ADAMW;
+    else
+        return cli_error("train: unknown optimizer '%s' (sgd, adam, adamw)", opt) + 1;
+    if (strcmp(loss, "cross_entropy") == 0)
+        a->o.loss = DL_LOSS_CROSS_ENTROPY;
+    else if (strcmp(loss, "mse") == 0)
+        a->o.loss = DL_LOSS_MSE;
+    else if (strcmp(loss, "bce_logits") == 0)
+        a->o.loss = DL_LOSS_BCE_LOGITS;
+    else
+        return cli_error("train: unknown loss '%s' (cross_entropy, mse, bce_logits)", loss) + 1;
+    if (strcmp(backend, "native") == 0)
+        a->o.backend = DL_BACKEND_NATIVE;
+    else if (strcmp(backend, "ref") == 0)
+        a->o.backend = DL_BACKEND_REF;
+    else
+        return cli_error("train: unknown backend '%s' (native, ref)", backend) + 1;
+    if (strcmp(a->schedule, "constant") && strcmp(a->schedule, "step") &&
+        strcmp(a->schedule, "cosine"))
         return cli_error("train: unknown schedule '%s' (constant, step, cosine)", a->schedule) + 1;
     if (a->epochs && a->steps) return cli_error("train: give --epochs or --steps, not both") + 1;
     if (a->val_split >= 1) return cli_error("train: --val-split must be below 1") + 1;
@@ -256,9 +312,11 @@ static dl_status rows_tensor(dl_ctx *ctx, const dl_tensor *src, int64_t count, d
     return dl_tensor_new(ctx, src->dtype, src->rank, dims, out);
 }
 
-static void gather_rows(const dl_tensor *src, size_t row, const int64_t *idx, int64_t n, dl_tensor *dst) {
+static void gather_rows(const dl_tensor *src, size_t row, const int64_t *idx, int64_t n,
+                        dl_tensor *dst) {
     for (int64_t i = 0; i < n; i++)
-        memcpy((char *)dst->data + (size_t)i * row, (const char *)src->data + (size_t)idx[i] * row, row);
+        memcpy((char *)dst->data + (size_t)i * row, (const char *)src->data + (size_t)idx[i] * row,
+               row);
 }
 
 /* Validation loss (row-weighted mean) and accuracy (cross-entropy: argmax; bce: sign; else NaN). */
@@ -331,16 +389,21 @@ static int save_ckpt(dl_ctx *ctx, dl_trainer *t, const train_args *a, const int6
 static int load_ckpt(dl_ctx *ctx, dl_trainer *t, const train_args *a, int64_t *order,
                      int64_t n_order, uint64_t *rng) {
     dl_st_file *f = NULL;
-    if (dl_trainer_load(ctx, t, a->ckpt, &f) != DL_OK) return cli_error("resume: %s", dl_errmsg(ctx));
-    const dl_tensor *ord = dl_st_find(f, "extra/data_order"), *st = dl_st_find(f, "extra/rng_state");
+    if (dl_trainer_load(ctx, t, a->ckpt, &f) != DL_OK)
+        return cli_error("resume: %s", dl_errmsg(ctx));
+    const dl_tensor *ord = dl_st_find(f, "extra/data_order"),
+                    *st = dl_st_find(f, "extra/rng_state");
     int rc = 0;
-    if (!ord || ord->dtype != DL_I64 || ord->numel != n_order || !st || st->dtype != DL_U64 || st->numel != 4) {
+    if (!ord || ord->dtype != DL_I64 || ord->numel != n_order || !st || st->dtype != DL_U64 ||
+        st->numel != 4) {
         rc = cli_error("resume: checkpoint '%s' has no data order for %lld training rows (another "
-                       "data set or --val-split?)", a->ckpt, (long long)n_order);
+                       "data set or --val-split?)",
+                       a->ckpt, (long long)n_order);
     } else {
         for (int64_t i = 0; i < n_order && !rc; i++) {
             int64_t r = ((const int64_t *)ord->data)[i];
-            if (r < 0 || r >= n_order) rc = cli_error("resume: checkpoint '%s': bad data order", a->ckpt);
+            if (r < 0 || r >= n_order)
+                rc = cli_error("resume: checkpoint '%s': bad data order", a->ckpt);
             order[i] = r;
         }
         memcpy(rng, st->data, sizeof(uint64_t) * 4);
@@ -393,7 +456,8 @@ int cmd_train(int argc, char **argv) {
     if (a.freeze) {
         frozen_buf = strdup(a.freeze);
         char *save = NULL;
-        for (char *tok = strtok_r(frozen_buf, ",", &save); tok && a.o.n_frozen < 256; tok = strtok_r(NULL, ",", &save)) {
+        for (char *tok = strtok_r(frozen_buf, ",", &save); tok && a.o.n_frozen < 256;
+             tok = strtok_r(NULL, ",", &save)) {
             if (!dl_graph_find_value(g, tok)) {
                 cli_error("train: --freeze: the model has no initializer '%s'", tok);
                 goto done;
@@ -412,14 +476,27 @@ int cmd_train(int argc, char **argv) {
         goto done;
     }
     int64_t per_epoch = d.n_train / a.batch;
+    if (a.steps > MAX_STEPS) {
+        cli_error("--steps %lld is too many (at most %lld)", (long long)a.steps,
+                  (long long)MAX_STEPS);
+        goto done;
+    }
+    if (!a.steps && per_epoch > 0 && a.epochs > MAX_STEPS / per_epoch) {
+        cli_error("--epochs %lld is too many (at most %lld steps)", (long long)a.epochs,
+                  (long long)MAX_STEPS);
+        goto done;
+    }
     int64_t total = a.steps ? a.steps : a.epochs * per_epoch;
     int64_t epochs = (total + per_epoch - 1) / per_epoch;
     if (!a.quiet)
-        fprintf(stderr, "%s: %d parameter tensors, %lld training rows, %lld validation rows, "
-                "%lld steps per epoch (compiled in %.1f s)\n", a.model, dl_trainer_num_params(t),
-                (long long)d.n_train, (long long)d.n_val, (long long)per_epoch, cli_now() - t0);
+        fprintf(stderr,
+                "%s: %d parameter tensors, %lld training rows, %lld validation rows, "
+                "%lld steps per epoch (compiled in %.1f s)\n",
+                a.model, dl_trainer_num_params(t), (long long)d.n_train, (long long)d.n_val,
+                (long long)per_epoch, cli_now() - t0);
     order = malloc(sizeof(int64_t) * (size_t)d.n_train);
-    times = malloc(sizeof(double) * (size_t)(total + 1));
+    /* the summary's median is over the first TIMED_MAX steps of the run */
+    times = malloc(sizeof(double) * (size_t)((total < TIMED_MAX ? total : TIMED_MAX) + 1));
     if (!order || !times) {
         cli_error("out of memory");
         goto done;
@@ -441,7 +518,8 @@ int cmd_train(int argc, char **argv) {
         cli_error("cannot write the log '%s'", a.log);
         goto done;
     }
-    if (rows_tensor(ctx, d.x, a.batch, &bx) != DL_OK || rows_tensor(ctx, d.y, a.batch, &by) != DL_OK) {
+    if (rows_tensor(ctx, d.x, a.batch, &bx) != DL_OK ||
+        rows_tensor(ctx, d.y, a.batch, &by) != DL_OK) {
         cli_error("%s", dl_errmsg(ctx));
         goto done;
     }
@@ -464,10 +542,11 @@ int cmd_train(int argc, char **argv) {
             goto done;
         }
         double ms = (cli_now() - ts) * 1e3;
-        times[timed++] = ms;
+        if (timed < TIMED_MAX) times[timed] = ms;
+        timed++;
         if (log) {
-            fprintf(log, "{\"step\":%lld,\"loss\":%.9g,\"lr\":%.9g,\"ms\":%.4f}\n", (long long)step + 1,
-                    loss, hp.lr, ms);
+            fprintf(log, "{\"step\":%lld,\"loss\":%.9g,\"lr\":%.9g,\"ms\":%.4f}\n",
+                    (long long)step + 1, loss, hp.lr, ms);
             fflush(log);
         }
         epoch_loss += loss;
@@ -497,7 +576,10 @@ int cmd_train(int argc, char **argv) {
         }
         if (stop) break;
     }
-    if (a.profile && dl_trainer_profile(ctx, t, bx, by, &a.hp, getenv("DLCC_PROFILE_TOP") ? atoi(getenv("DLCC_PROFILE_TOP")) : 30, stdout) != DL_OK) {
+    if (a.profile &&
+        dl_trainer_profile(ctx, t, bx, by, &a.hp,
+                           getenv("DLCC_PROFILE_TOP") ? atoi(getenv("DLCC_PROFILE_TOP")) : 30,
+                           stdout) != DL_OK) {
         cli_error("profile: %s", dl_errmsg(ctx));
         goto done;
     }
@@ -506,8 +588,9 @@ int cmd_train(int argc, char **argv) {
         goto done;
     }
     if (!a.quiet && timed > 0) {
-        qsort(times, (size_t)timed, sizeof *times, cmp_double);
-        fprintf(stderr, "%lld steps, median step %.3f ms%s%s\n", (long long)timed, times[timed / 2],
+        const int64_t kept = timed < TIMED_MAX ? timed : TIMED_MAX;
+        qsort(times, (size_t)kept, sizeof *times, cmp_double);
+        fprintf(stderr, "%lld steps, median step %.3f ms%s%s\n", (long long)timed, times[kept / 2],
                 a.export_path ? "; exported " : "", a.export_path ? a.export_path : "");
     }
     rc = 0;

@@ -67,7 +67,7 @@ static dl_value *loss_cross_entropy(builder *b, dl_value *pred, dl_value *y) {
     int64_t c = t->dims[1];
     b->tg->n_classes = c;
     dl_tensor *range = NULL;
-    if (dl_tensor_new(b->ctx, DL_I64, 1, &c, &range) != DL_OK) return NULL;
+    if (dg_check(&b->gc, dl_tensor_new(b->ctx, DL_I64, 1, &c, &range)) != DL_OK) return NULL;
     for (int64_t i = 0; i < c; i++) ((int64_t *)range->data)[i] = i;
     dl_value *classes = dl_constant(b->g, dl_graph_fresh_name(b->g, "classes"), range);
     int64_t one = 1;
@@ -230,9 +230,11 @@ static dl_status batchnorm_buffers(builder *b, bool eval, bool *is_buf, int *nbu
             return fail_g(b, DL_ERR_UNSUPPORTED, "BatchNormalization with training_mode=1 in the model: ",
                           dl_node_desc(n, nd, sizeof nd));
         dl_value *x = n->in[0], *mean = n->in[3], *var = n->in[4];
-        if (is_buf[mean->id] || is_buf[var->id] || x->type.rank < 2 || x->type.dims[1] < 1)
-            return fail_g(b, DL_ERR_UNSUPPORTED, "BatchNormalization with shared statistics or an unknown "
-                          "channel count: ", dl_node_desc(n, nd, sizeof nd));
+        /* distinct initializers, each a candidate parameter: the buffer lists are sized by those */
+        if (mean == var || !mean->is_initializer || !var->is_initializer || is_buf[mean->id] ||
+            is_buf[var->id] || x->type.rank < 2 || x->type.dims[1] < 1)
+            return fail_g(b, DL_ERR_UNSUPPORTED, "BatchNormalization with shared or non-initializer "
+                          "statistics, or an unknown channel count: ", dl_node_desc(n, nd, sizeof nd));
         is_buf[mean->id] = is_buf[var->id] = true;
         bufs[*nbuf] = mean;
         bufs[*nbuf + 1] = var;

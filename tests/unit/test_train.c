@@ -59,7 +59,8 @@ static void linear_grads(const float *x, const float *y, const float *w, const f
 
 static double max_diff(const float *a, const float *b, int n) {
     double m = 0;
-    for (int i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]) / (1e-3 + fabs((double)b[i])));
+    for (int i = 0; i < n; i++)
+        m = fmax(m, fabs((double)a[i] - b[i]) / (1e-3 + fabs((double)b[i])));
     return m;
 }
 
@@ -121,8 +122,10 @@ static void check_optimizer(dl_ctx *ctx, dl_optimizer_kind opt, int momentum, in
                     }
                     ps[k][i] = (float)(p - hp.lr * upd);
                 } else {
-                    if (opt == DL_OPT_ADAM) gr += hp.weight_decay * p;
-                    else p *= 1 - hp.lr * hp.weight_decay;
+                    if (opt == DL_OPT_ADAM)
+                        gr += hp.weight_decay * p;
+                    else
+                        p *= 1 - hp.lr * hp.weight_decay;
                     v1[k][i] = (float)(hp.beta1 * v1[k][i] + (1 - hp.beta1) * gr);
                     v2[k][i] = (float)(hp.beta2 * v2[k][i] + (1 - hp.beta2) * gr * gr);
                     double mh = v1[k][i] / (1 - pow(hp.beta1, step));
@@ -180,6 +183,7 @@ static void check_classifier(dl_ctx *ctx) {
     blobs(ctx, 48, &x, &y);
     float first[2] = {0}, last[2] = {0};
     float per_step[2][40];
+    for (int k = 0; k < 40; k++) per_step[0][k] = per_step[1][k] = NAN; /* a failed step fails */
     for (int be = 0; be < 2; be++) {
         dl_train_options o;
         dl_train_options_init(&o);
@@ -197,12 +201,14 @@ static void check_classifier(dl_ctx *ctx) {
         hp.lr = 0.05f;
         hp.momentum = 0.9f;
         hp.label_smoothing = 0.1f;
-        for (int k = 0; k < 40; k++) {
+        int k = 0;
+        for (; k < 40; k++) {
             if (dl_train_step(ctx, t, x, y, &hp, &per_step[be][k]) != DL_OK) {
                 printf("  %s\n", dl_errmsg(ctx));
                 break;
             }
         }
+        CHECK("40 training steps ran", k == 40);
         first[be] = per_step[be][0];
         last[be] = per_step[be][39];
         float vl = 0;
@@ -229,13 +235,15 @@ static void check_classifier(dl_ctx *ctx) {
         float l0;
         dl_status s = dl_train_step(ctx, t, x, y, &z, &l0);
         CHECK("lr 0 at run time: weights unchanged",
-              s == DL_OK && memcmp(before->data, dl_trainer_param(t, 0)->data, before->nbytes) == 0);
+              s == DL_OK &&
+                  memcmp(before->data, dl_trainer_param(t, 0)->data, before->nbytes) == 0);
         dl_tensor_free(before);
         /* bad labels: clear error, weights untouched */
         ((int64_t *)y->data)[5] = 7;
         s = dl_train_step(ctx, t, x, y, &hp, &l0);
         if (s != DL_ERR_INVALID) printf("  got %d: %s\n", s, dl_errmsg(ctx));
-        CHECK("label out of range -> clear error", s == DL_ERR_INVALID && strstr(dl_errmsg(ctx), "outside [0, 3)"));
+        CHECK("label out of range -> clear error",
+              s == DL_ERR_INVALID && strstr(dl_errmsg(ctx), "outside [0, 3)"));
         ((int64_t *)y->data)[5] = 5 % OUT;
         dl_ctx_clear(ctx);
         dl_trainer_free(t);
@@ -243,7 +251,8 @@ static void check_classifier(dl_ctx *ctx) {
     CHECK("loss falls (ref)", last[0] < 0.5f * first[0]);
     CHECK("loss falls (native)", last[1] < 0.5f * first[1]);
     double worst = 0;
-    for (int k = 0; k < 40; k++) worst = fmax(worst, fabs(per_step[0][k] - per_step[1][k]) / fabs(per_step[0][k]));
+    for (int k = 0; k < 40; k++)
+        worst = fmax(worst, fabs(per_step[0][k] - per_step[1][k]) / fabs(per_step[0][k]));
     printf("  ref vs native: worst relative loss difference %.2g over 40 steps\n", worst);
     CHECK("native and ref losses agree", worst < 1e-4);
     dl_tensor_free(x);
@@ -265,7 +274,8 @@ static void check_loss_values(dl_ctx *ctx) {
     for (int n = 0; n < N; n++)
         for (int o = 0; o < OUT; o++) {
             double p = b[o];
-            for (int i = 0; i < IN; i++) p += (double)((float *)x->data)[n * IN + i] * w[o * IN + i];
+            for (int i = 0; i < IN; i++)
+                p += (double)((float *)x->data)[n * IN + i] * w[o * IN + i];
             pred[n][o] = p;
         }
     const float eps_ls = 0.2f;
@@ -305,8 +315,8 @@ static void check_loss_values(dl_ctx *ctx) {
             if (s == DL_OK) s = dl_trainer_eval(ctx, t, x, y, &got, NULL);
             if (s != DL_OK) printf("  %s\n", dl_errmsg(ctx));
             char nm[160];
-            snprintf(nm, sizeof nm, "%s loss value (%s): %.7g vs %.7g", names[k], be ? "native" : "ref",
-                     got, want[k]);
+            snprintf(nm, sizeof nm, "%s loss value (%s): %.7g vs %.7g", names[k],
+                     be ? "native" : "ref", got, want[k]);
             CHECK(nm, s == DL_OK && fabs(got - want[k]) <= 1e-5 * fabs(want[k]) &&
                           fabs(l0 - want[k]) <= 1e-5 * fabs(want[k]));
             dl_trainer_free(t);
@@ -328,7 +338,25 @@ static void check_errors(dl_ctx *ctx) {
     dl_trainer *t = NULL;
     dl_ctx_clear(ctx);
     dl_status s = dl_trainer_new(ctx, g, &o, &t);
-    CHECK("no parameters -> clear error", s == DL_ERR_INVALID && strstr(dl_errmsg(ctx), "no trainable"));
+    CHECK("no parameters -> clear error",
+          s == DL_ERR_INVALID && strstr(dl_errmsg(ctx), "no trainable"));
+    dl_graph_free(g);
+    /* a BatchNormalization whose mean and variance are one initializer: refused, not two buffers */
+    g = dl_graph_new(ctx);
+    x = dl_input(g, "x", DL_F32, 2, xd, sym);
+    int64_t cd[1] = {3};
+    dl_value *stat = dl_parameter(g, "stat", rand_t(ctx, 1, cd));
+    dl_value *in[5] = {x, dl_parameter(g, "scale", rand_t(ctx, 1, cd)),
+                       dl_parameter(g, "bias", rand_t(ctx, 1, cd)), stat, stat};
+    dl_value *bn = NULL;
+    dl_add_node(g, "BatchNormalization", 5, in, 1, &bn, 0, NULL);
+    dl_output(g, bn, "y");
+    dl_ctx_clear(ctx);
+    s = dl_trainer_new(ctx, g, &o, &t);
+    if (s == DL_OK) dl_trainer_free(t);
+    CHECK("BatchNormalization with one initializer as mean and variance -> clear error",
+          s == DL_ERR_UNSUPPORTED &&
+              strstr(dl_errmsg(ctx), "shared or non-initializer statistics"));
     dl_graph_free(g);
 }
 
