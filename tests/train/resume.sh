@@ -75,29 +75,38 @@ else
     bad "batchnorm running statistics checkpointed: resumed run exports the same bytes"
 fi
 
-# 3. SIGKILL at random moments of a run that saves after every step: the file always loads
+# 3. SIGKILL at moments of a run that saves after every step, each after a first save (waited
+#    for, so no timing decides what is tested): the file always loads and training resumes
 killed=0
 resumed=0
-for delay in 0.15 0.3 0.45 0.6 0.8 1.0; do
+rounds=0
+for delay in 0 0.05 0.1 0.2 0.3 0.5; do
+    rounds=$((rounds + 1))
     rm -f "$T/k.st"
     "$DLCC" "${common[@]}" --epochs 1000 --checkpoint "$T/k.st" --save-every 1 &
     pid=$!
+    waited=0
+    while [ ! -e "$T/k.st" ] && [ "$waited" -lt 600 ] && kill -0 "$pid" 2>/dev/null; do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
     sleep "$delay"
     kill -9 "$pid" 2>/dev/null && killed=$((killed + 1))
     wait "$pid" 2>/dev/null
-    if [ ! -e "$T/k.st" ]; then continue; fi
+    if [ ! -e "$T/k.st" ]; then
+        bad "round $rounds: no checkpoint was written within 60 s"
+        continue
+    fi
     if "$DLCC" "${common[@]}" --epochs 1000 --stop-after 1 --checkpoint "$T/k.st" --resume 2>"$T/k.err"; then
-        ok "killed after ${delay}s: checkpoint loads and training resumes"
         resumed=$((resumed + 1))
     else
-        bad "killed after ${delay}s: $(cat "$T/k.err")"
+        bad "killed ${delay}s after the first save: $(cat "$T/k.err")"
     fi
 done
-# the kills must have landed after a first save, or the loop tested nothing
-if [ "$killed" -ge 3 ] && [ "$resumed" -ge 3 ]; then
-    ok "killed mid-run $killed times, resumed from the checkpoint $resumed times"
+if [ "$killed" -eq "$rounds" ] && [ "$resumed" -eq "$rounds" ]; then
+    ok "killed mid-run $killed times after a first save, resumed from the checkpoint every time"
 else
-    bad "too few kills after a save (killed $killed, resumed $resumed)"
+    bad "kill -9 rounds: $rounds, killed running $killed, resumed $resumed"
 fi
 # a save cleans up the temp files that killed saves left (their processes are gone)
 if ls "$T"/k.st.tmp.* >/dev/null 2>&1; then bad "stale temp files left: $(ls "$T"/k.st.tmp.*)"; else ok "no stale temp checkpoint files left"; fi

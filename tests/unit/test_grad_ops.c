@@ -118,7 +118,8 @@ static bool run1(dl_graph *g, dl_value *out, double *got, int64_t n) {
     if (!out) return false;
     dl_output(g, out, NULL);
     dl_tensor *res = NULL;
-    if (dl_graph_toposort(g) != DL_OK || dl_run(ctx, g, DL_BACKEND_REF, 0, NULL, NULL, &res) != DL_OK)
+    if (dl_graph_toposort(g) != DL_OK ||
+        dl_run(ctx, g, DL_BACKEND_REF, 0, NULL, NULL, &res) != DL_OK)
         return false;
     bool ok = res->numel == n;
     for (int64_t i = 0; ok && i < n; i++) got[i] = dl_get_f64(res, i);
@@ -319,7 +320,8 @@ static void expect_error(const char *name, const char *op, int n_in, dl_value *c
 
 static void infer_errors(void) {
     int64_t x4[4] = {2, 4, 5, 5}, w4[4] = {6, 2, 3, 3}, y4[4] = {2, 6, 3, 3}, y4b[4] = {2, 6, 4, 3};
-    int64_t xs[4] = {2, 4, 5, 5}, xs3[3] = {2, 4, 5}, xsbad[4] = {2, 3, 5, 5}, xneg[4] = {2, 4, -5, 5};
+    int64_t xs[4] = {2, 4, 5, 5}, xs3[3] = {2, 4, 5}, xsbad[4] = {2, 3, 5, 5},
+            xneg[4] = {2, 4, -5, 5};
     int64_t w4c[4] = {5, 2, 3, 3}, d3[3] = {2, 4, 5};
     ERR_CASE("ConvGradInput: x_shape length", "ConvGradInput", "group=2", "values for rank",
              fin(g, DL_F32, 4, y4), fin(g, DL_F32, 4, w4), ints(g, 3, xs3));
@@ -329,31 +331,31 @@ static void infer_errors(void) {
              fin(g, DL_F32, 4, y4), fin(g, DL_F32, 4, w4c), ints(g, 4, xs));
     ERR_CASE("ConvGradInput: dY spatial", "ConvGradInput", "group=2", "spatial dim 0",
              fin(g, DL_F32, 4, y4b), fin(g, DL_F32, 4, w4), ints(g, 4, xs));
-    ERR_CASE("ConvGradInput: dtypes differ", "ConvGradInput", "group=2", "ConvGradInput",
+    ERR_CASE("ConvGradInput: dtypes differ", "ConvGradInput", "group=2", "differ in dtype",
              fin(g, DL_F32, 4, y4), fin(g, DL_F64, 4, w4), ints(g, 4, xs));
     ERR_CASE("ConvGradInput: float x_shape", "ConvGradInput", "group=2", "dtype float32",
              fin(g, DL_F32, 4, y4), fin(g, DL_F32, 4, w4), fin(g, DL_F32, 1, (int64_t[]){4}));
     ERR_CASE("ConvGradInput: negative x_shape", "ConvGradInput", "group=2", "out of range",
              fin(g, DL_F32, 4, y4), fin(g, DL_F32, 4, w4), ints(g, 4, xneg));
-    ERR_CASE("ConvGradInput: rank 2", "ConvGradInput", NULL, "rank",
-             fin(g, DL_F32, 2, y4), fin(g, DL_F32, 2, w4), ints(g, 2, xs));
+    ERR_CASE("ConvGradInput: rank 2", "ConvGradInput", NULL, "rank", fin(g, DL_F32, 2, y4),
+             fin(g, DL_F32, 2, w4), ints(g, 2, xs));
     ERR_CASE("ConvGradInput: bad strides", "ConvGradInput", "group=2;strides=[1]", "strides",
              fin(g, DL_F32, 4, y4), fin(g, DL_F32, 4, w4), ints(g, 4, xs));
     ERR_CASE("ConvGradWeight: kernel_shape required", "ConvGradWeight", "group=2", "kernel_shape",
              fin(g, DL_F32, 4, x4), fin(g, DL_F32, 4, y4));
     ERR_CASE("ConvGradWeight: dY spatial", "ConvGradWeight", "group=2;kernel_shape=[3,3]",
              "spatial dim 0", fin(g, DL_F32, 4, x4), fin(g, DL_F32, 4, y4b));
-    ERR_CASE("ConvGradWeight: group", "ConvGradWeight", "group=3;kernel_shape=[3,3]",
-             "divisible", fin(g, DL_F32, 4, x4), fin(g, DL_F32, 4, y4));
+    ERR_CASE("ConvGradWeight: group", "ConvGradWeight", "group=3;kernel_shape=[3,3]", "divisible",
+             fin(g, DL_F32, 4, x4), fin(g, DL_F32, 4, y4));
     ERR_CASE("ConvGradWeight: ranks", "ConvGradWeight", "kernel_shape=[3,3]", "ranks",
              fin(g, DL_F32, 4, x4), fin(g, DL_F32, 3, y4));
     int64_t p4[4] = {2, 4, 2, 2}, p4b[4] = {2, 4, 3, 2};
-    ERR_CASE("MaxPoolGrad: dY shape", "MaxPoolGrad", "kernel_shape=[2,2];strides=[2,2]",
-             "dY dim 2", fin(g, DL_F32, 4, x4), fin(g, DL_F32, 4, p4b));
-    ERR_CASE("MaxPoolGrad: kernel_shape required", "MaxPoolGrad", "strides=[2,2]",
-             "kernel_shape", fin(g, DL_F32, 4, x4), fin(g, DL_F32, 4, p4));
+    ERR_CASE("MaxPoolGrad: dY shape", "MaxPoolGrad", "kernel_shape=[2,2];strides=[2,2]", "dY dim 2",
+             fin(g, DL_F32, 4, x4), fin(g, DL_F32, 4, p4b));
+    ERR_CASE("MaxPoolGrad: kernel_shape required", "MaxPoolGrad", "strides=[2,2]", "kernel_shape",
+             fin(g, DL_F32, 4, x4), fin(g, DL_F32, 4, p4));
     ERR_CASE("MaxPoolGrad: integer X", "MaxPoolGrad", "kernel_shape=[2,2];strides=[2,2]",
-             "MaxPoolGrad", fin(g, DL_I64, 4, x4), fin(g, DL_F32, 4, p4));
+             "unsupported dtype int64", fin(g, DL_I64, 4, x4), fin(g, DL_F32, 4, p4));
     ERR_CASE("MaxPoolGrad: rank 2", "MaxPoolGrad", "global=1", "rank", fin(g, DL_F32, 2, x4),
              fin(g, DL_F32, 2, p4));
     ERR_CASE("AveragePoolGrad: dY shape", "AveragePoolGrad", "kernel_shape=[2,2];strides=[2,2]",
@@ -374,13 +376,13 @@ static void infer_errors(void) {
     memcpy(bad->data, xsbad, sizeof xsbad);
     dl_output(g, out, NULL);
     dl_status s = out ? dl_run(ctx, g, DL_BACKEND_REF, 1, NULL, &bad, &res) : DL_ERR_INTERNAL;
-    CHECK("ConvGradInput: bad runtime x_shape -> error", s == DL_ERR_SHAPE &&
-                                                            strstr(dl_errmsg(ctx), "channels"));
+    CHECK("ConvGradInput: bad runtime x_shape -> error",
+          s == DL_ERR_SHAPE && strstr(dl_errmsg(ctx), "channels"));
     memcpy(bad->data, xs, sizeof xs);
     dl_ctx_clear(ctx);
     s = out ? dl_run(ctx, g, DL_BACKEND_REF, 1, NULL, &bad, &res) : DL_ERR_INTERNAL;
-    CHECK("ConvGradInput: runtime x_shape", s == DL_OK && res && res->numel == 200 &&
-                                                res->dims[2] == 5);
+    CHECK("ConvGradInput: runtime x_shape",
+          s == DL_OK && res && res->numel == 200 && res->dims[2] == 5);
     dl_tensor_free(res);
     dl_tensor_free(bad);
     dl_graph_free(g);
@@ -446,33 +448,126 @@ int main(void) {
     static const conv_case convs[] = {
         {"2-D", {2, {5, 5}, {3, 3}, {1, 1}, {0, 0}, {0, 0}, {1, 1}}, 2, 3, 4, 1, NULL},
         {"strides pads", {2, {6, 5}, {3, 2}, {2, 2}, {1, 0}, {1, 2}, {1, 1}}, 1, 2, 3, 1, NULL},
-        {"dilations groups",
-         {2, {7, 6}, {2, 2}, {2, 1}, {1, 0}, {0, 1}, {2, 2}}, 2, 4, 6, 2, NULL},
+        {"dilations groups", {2, {7, 6}, {2, 2}, {2, 1}, {1, 0}, {0, 1}, {2, 2}}, 2, 4, 6, 2, NULL},
         {"depthwise", {2, {6, 6}, {3, 3}, {1, 2}, {1, 1}, {1, 1}, {1, 1}}, 1, 3, 3, 3, NULL},
         {"pointwise", {2, {3, 4}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}}, 2, 4, 5, 1, NULL},
         {"1-D", {1, {9}, {3}, {2}, {1}, {2}, {2}}, 2, 3, 2, 1, NULL},
-        {"3-D", {3, {4, 3, 5}, {2, 2, 3}, {1, 2, 1}, {1, 0, 1}, {0, 1, 1}, {1, 1, 2}}, 1, 2, 4, 2,
+        {"3-D",
+         {3, {4, 3, 5}, {2, 2, 3}, {1, 2, 1}, {1, 0, 1}, {0, 1, 1}, {1, 1, 2}},
+         1,
+         2,
+         4,
+         2,
          NULL},
         /* SAME_UPPER on 5 with k 3 stride 2: 3 outputs, total pad 2 -> 1 / 1; on 6 with k 2
          * stride 2: 3 outputs, no pad */
-        {"SAME_UPPER", {2, {5, 6}, {3, 2}, {2, 2}, {1, 0}, {1, 0}, {1, 1}}, 1, 2, 2, 1, "SAME_UPPER"},
+        {"SAME_UPPER",
+         {2, {5, 6}, {3, 2}, {2, 2}, {1, 0}, {1, 0}, {1, 1}},
+         1,
+         2,
+         2,
+         1,
+         "SAME_UPPER"},
         /* SAME_LOWER on 6 with k 3 stride 2: 3 outputs, total pad 1 -> begin 1, end 0 */
-        {"SAME_LOWER", {2, {6, 6}, {3, 3}, {2, 2}, {1, 1}, {0, 0}, {1, 1}}, 1, 2, 2, 1, "SAME_LOWER"},
+        {"SAME_LOWER",
+         {2, {6, 6}, {3, 3}, {2, 2}, {1, 1}, {0, 0}, {1, 1}},
+         1,
+         2,
+         2,
+         1,
+         "SAME_LOWER"},
     };
     static const pool_case pools[] = {
-        {"2x2/2", {2, {4, 4}, {2, 2}, {2, 2}, {0, 0}, {0, 0}, {1, 1}}, 2, 3, true, false, false, NULL},
-        {"3x3/2 pads", {2, {5, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, 1, 2, true, false, false, NULL},
-        {"overlapping ties", {2, {4, 5}, {2, 3}, {1, 1}, {0, 1}, {0, 1}, {1, 1}}, 1, 2, true, false, false, "tie"},
-        {"ceil dilated", {2, {6, 7}, {2, 3}, {2, 2}, {0, 1}, {1, 0}, {2, 1}}, 1, 2, true, true, false, NULL},
+        {"2x2/2",
+         {2, {4, 4}, {2, 2}, {2, 2}, {0, 0}, {0, 0}, {1, 1}},
+         2,
+         3,
+         true,
+         false,
+         false,
+         NULL},
+        {"3x3/2 pads",
+         {2, {5, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}},
+         1,
+         2,
+         true,
+         false,
+         false,
+         NULL},
+        {"overlapping ties",
+         {2, {4, 5}, {2, 3}, {1, 1}, {0, 1}, {0, 1}, {1, 1}},
+         1,
+         2,
+         true,
+         false,
+         false,
+         "tie"},
+        {"ceil dilated",
+         {2, {6, 7}, {2, 3}, {2, 2}, {0, 1}, {1, 0}, {2, 1}},
+         1,
+         2,
+         true,
+         true,
+         false,
+         NULL},
         {"1-D", {1, {9}, {3}, {2}, {1}, {1}, {1}}, 2, 2, true, false, false, NULL},
-        {"3-D", {3, {4, 3, 4}, {2, 2, 2}, {2, 1, 2}, {0, 0, 1}, {0, 1, 1}, {1, 1, 1}}, 1, 2, true, false, false, NULL},
-        {"avg 2x2/2", {2, {4, 4}, {2, 2}, {2, 2}, {0, 0}, {0, 0}, {1, 1}}, 2, 3, false, false, false, NULL},
-        {"avg pads exclude", {2, {5, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, 1, 2, false, false, false, NULL},
-        {"avg pads include", {2, {5, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, 1, 2, false, false, true, NULL},
-        {"avg ceil include", {2, {6, 6}, {3, 3}, {2, 2}, {1, 0}, {0, 1}, {1, 1}}, 1, 2, false, true, true, NULL},
-        {"avg ceil exclude", {2, {6, 7}, {3, 2}, {2, 2}, {0, 1}, {0, 0}, {1, 2}}, 1, 2, false, true, false, NULL},
+        {"3-D",
+         {3, {4, 3, 4}, {2, 2, 2}, {2, 1, 2}, {0, 0, 1}, {0, 1, 1}, {1, 1, 1}},
+         1,
+         2,
+         true,
+         false,
+         false,
+         NULL},
+        {"avg 2x2/2",
+         {2, {4, 4}, {2, 2}, {2, 2}, {0, 0}, {0, 0}, {1, 1}},
+         2,
+         3,
+         false,
+         false,
+         false,
+         NULL},
+        {"avg pads exclude",
+         {2, {5, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}},
+         1,
+         2,
+         false,
+         false,
+         false,
+         NULL},
+        {"avg pads include",
+         {2, {5, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}},
+         1,
+         2,
+         false,
+         false,
+         true,
+         NULL},
+        {"avg ceil include",
+         {2, {6, 6}, {3, 3}, {2, 2}, {1, 0}, {0, 1}, {1, 1}},
+         1,
+         2,
+         false,
+         true,
+         true,
+         NULL},
+        {"avg ceil exclude",
+         {2, {6, 7}, {3, 2}, {2, 2}, {0, 1}, {0, 0}, {1, 2}},
+         1,
+         2,
+         false,
+         true,
+         false,
+         NULL},
         {"avg 1-D", {1, {9}, {3}, {2}, {1}, {1}, {1}}, 2, 2, false, false, true, NULL},
-        {"avg 3-D", {3, {4, 3, 4}, {2, 2, 2}, {2, 1, 2}, {0, 0, 1}, {0, 1, 1}, {1, 1, 1}}, 1, 2, false, false, false, NULL},
+        {"avg 3-D",
+         {3, {4, 3, 4}, {2, 2, 2}, {2, 1, 2}, {0, 0, 1}, {0, 1, 1}, {1, 1, 1}},
+         1,
+         2,
+         false,
+         false,
+         false,
+         NULL},
     };
     const dl_dtype dts[3] = {DL_F64, DL_F32, DL_F16};
     for (size_t i = 0; i < sizeof convs / sizeof *convs; i++)

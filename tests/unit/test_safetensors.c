@@ -6,6 +6,7 @@
 #include "../../src/train/safetensors.h"
 
 #include <dirent.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -19,7 +20,9 @@
 
 static char dir[] = "/tmp/dlcc-st-XXXXXX";
 
-static void path_of(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", dir, name); }
+static void path_of(char *buf, size_t n, const char *name) {
+    snprintf(buf, n, "%s/%s", dir, name);
+}
 
 /* ---- files and tensors ---- */
 
@@ -97,7 +100,8 @@ static dl_status save_version(dl_ctx *ctx, const char *path, const version *v) {
 static bool matches(const dl_st_file *f, const version *v) {
     if (!f || dl_st_count(f) != v->n) return false;
     for (int i = 0; i < v->n; i++)
-        if (strcmp(dl_st_name(f, i), v->names[i]) != 0 || !same_tensor(dl_st_tensor(f, i), v->t[i]) ||
+        if (strcmp(dl_st_name(f, i), v->names[i]) != 0 ||
+            !same_tensor(dl_st_tensor(f, i), v->t[i]) ||
             dl_st_find(f, v->names[i]) != dl_st_tensor(f, i))
             return false;
     for (int i = 0; i < v->n_meta; i++)
@@ -153,7 +157,8 @@ static void build_many(dl_ctx *ctx, version *v) {
     }
     v->n_meta = 3;
     v->keys[0] = "epoch", v->vals[0] = "12";
-    v->keys[1] = "quote\"key\\", v->vals[1] = "back\\slash\nnewline\ttab\x01\x1f\b\f\r \xc3\xa9 \xf0\x9f\x98\x80";
+    v->keys[1] = "quote\"key\\",
+    v->vals[1] = "back\\slash\nnewline\ttab\x01\x1f\b\f\r \xc3\xa9 \xf0\x9f\x98\x80";
     v->keys[2] = "empty", v->vals[2] = "";
 }
 
@@ -306,8 +311,10 @@ static void test_corruption(dl_ctx *ctx) {
             }
         }
         char name[200];
-        snprintf(name, sizeof name, "each of %zu single-byte flips (xor 0x%02x) fails with a clear "
-                 "parse error or only touches padding (%d harmless)", n, masks[m], harmless);
+        snprintf(name, sizeof name,
+                 "each of %zu single-byte flips (xor 0x%02x) fails with a clear "
+                 "parse error or only touches padding (%d harmless)",
+                 n, masks[m], harmless);
         CHECK(name, bad_at < 0);
         if (bad_at >= 0) printf("  first bad flip at byte %d: %s\n", bad_at, why);
     }
@@ -332,8 +339,8 @@ static void test_corruption(dl_ctx *ctx) {
     dl_st_file *f = NULL;
     dl_ctx_clear(ctx);
     dl_status s = dl_st_load(ctx, bad, &f);
-    CHECK("a trailing byte after the data is refused", fails_clearly(ctx, bad, s, f) &&
-                                                          strstr(dl_errmsg(ctx), "data section"));
+    CHECK("a trailing byte after the data is refused",
+          fails_clearly(ctx, bad, s, f) && strstr(dl_errmsg(ctx), "data section"));
     /* the data changed but the header left as is: the data checksum catches it */
     memcpy(b, orig, n);
     b[n - 1] ^= 1;
@@ -366,12 +373,13 @@ static void test_foreign(dl_ctx *ctx) {
     char path[512];
     path_of(path, sizeof path, "foreign.safetensors");
     /* keys not in data order, whitespace, no padding, escapes a writer may choose */
-    const char *hdr = "{\n  \"__metadata__\": {\"format\": \"pt\"},\n"
-                      "  \"b\": {\"data_offsets\": [8, 16], \"dtype\": \"I32\", \"shape\": [2]},\n"
-                      "  \"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},\n"
-                      "  \"\\u00e9t\\u00E9 \\ud83d\\ude00 a\\/b\": {\"dtype\": \"BF16\", \"shape\": [],"
-                      " \"data_offsets\": [16, 18]},\n"
-                      "  \"e\": {\"dtype\": \"F64\", \"shape\": [0, 3], \"data_offsets\": [18, 18]}\n}";
+    const char *hdr =
+        "{\n  \"__metadata__\": {\"format\": \"pt\"},\n"
+        "  \"b\": {\"data_offsets\": [8, 16], \"dtype\": \"I32\", \"shape\": [2]},\n"
+        "  \"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},\n"
+        "  \"\\u00e9t\\u00E9 \\ud83d\\ude00 a\\/b\": {\"dtype\": \"BF16\", \"shape\": [],"
+        " \"data_offsets\": [16, 18]},\n"
+        "  \"e\": {\"dtype\": \"F64\", \"shape\": [0, 3], \"data_offsets\": [18, 18]}\n}";
     const float a[2] = {1.5f, -2.0f};
     const int32_t bv[2] = {7, -9};
     const uint16_t z = 0x3fc0; /* bf16 1.5 */
@@ -416,7 +424,8 @@ static void test_foreign(dl_ctx *ctx) {
 static void test_hostile(dl_ctx *ctx) {
     char path[512];
     path_of(path, sizeof path, "hostile.safetensors");
-#define E1(dt, shape, off) "{\"t\":{\"dtype\":\"" dt "\",\"shape\":" shape ",\"data_offsets\":" off "}}"
+#define E1(dt, shape, off)                                                                         \
+    "{\"t\":{\"dtype\":\"" dt "\",\"shape\":" shape ",\"data_offsets\":" off "}}"
     static const struct {
         const char *what, *hdr;
         size_t data_n;
@@ -430,12 +439,15 @@ static void test_hostile(dl_ctx *ctx) {
         {"negative dim", E1("U8", "[-1]", "[0,1]"), 1, DL_ERR_PARSE, "negative"},
         {"fractional dim", E1("U8", "[1.0]", "[0,1]"), 1, DL_ERR_PARSE, "fraction"},
         {"leading zero", E1("U8", "[01]", "[0,1]"), 1, DL_ERR_PARSE, "leading zero"},
-        {"dim past int64", E1("U8", "[9223372036854775808]", "[0,1]"), 1, DL_ERR_PARSE, "too large"},
+        {"dim past int64", E1("U8", "[9223372036854775808]", "[0,1]"), 1, DL_ERR_PARSE,
+         "too large"},
         {"shape overflow", E1("F32", "[4294967296,4294967296,4294967296]", "[0,4]"), 4,
          DL_ERR_PARSE, "overflows"},
-        {"offsets span the wrong size", E1("F32", "[2]", "[0,4]"), 4, DL_ERR_PARSE, "needs 8 bytes"},
+        {"offsets span the wrong size", E1("F32", "[2]", "[0,4]"), 4, DL_ERR_PARSE,
+         "needs 8 bytes"},
         {"begin after end", E1("U8", "[0]", "[2,1]"), 2, DL_ERR_PARSE, "data_offsets are [2, 1]"},
-        {"offsets past the data", E1("U8", "[4]", "[0,4]"), 2, DL_ERR_PARSE, "data section holds 2"},
+        {"offsets past the data", E1("U8", "[4]", "[0,4]"), 2, DL_ERR_PARSE,
+         "data section holds 2"},
         {"bytes after the last tensor", E1("U8", "[1]", "[0,1]"), 2, DL_ERR_PARSE, "data section"},
         {"offsets with three values", E1("U8", "[1]", "[0,1,1]"), 1, DL_ERR_PARSE, "two integers"},
         {"overlapping tensors",
@@ -463,14 +475,16 @@ static void test_hostile(dl_ctx *ctx) {
         {"a top-level array", "[]", 0, DL_ERR_PARSE, "expected '{'"},
         {"an unterminated string", "{\"abc", 0, DL_ERR_PARSE, "unterminated"},
         {"an unterminated object", "{\"__metadata__\":{}", 0, DL_ERR_PARSE, "end of text"},
-        {"an invalid escape", "{\"__metadata__\":{\"a\\x\":\"\"}}", 0, DL_ERR_PARSE, "invalid escape"},
+        {"an invalid escape", "{\"__metadata__\":{\"a\\x\":\"\"}}", 0, DL_ERR_PARSE,
+         "invalid escape"},
         {"a lone surrogate", "{\"__metadata__\":{\"\\ud800\":\"\"}}", 0, DL_ERR_PARSE, "surrogate"},
         {"\\u0000 in a name", "{\"__metadata__\":{\"a\\u0000\":\"\"}}", 0, DL_ERR_PARSE, "u0000"},
         {"a raw control character", "{\"__metadata__\":{\"a\x01\":\"\"}}", 0, DL_ERR_PARSE,
          "control character"},
         {"bytes that are not UTF-8", "{\"__metadata__\":{\"a\xc3\x28\":\"\"}}", 0, DL_ERR_PARSE,
          "UTF-8"},
-        {"an overlong UTF-8 form", "{\"__metadata__\":{\"\xc0\xaf\":\"\"}}", 0, DL_ERR_PARSE, "UTF-8"},
+        {"an overlong UTF-8 form", "{\"__metadata__\":{\"\xc0\xaf\":\"\"}}", 0, DL_ERR_PARSE,
+         "UTF-8"},
         {"a missing data_offsets", "{\"t\":{\"dtype\":\"U8\",\"shape\":[0]}}", 0, DL_ERR_PARSE,
          "lacks"},
         {"an unknown entry key", "{\"t\":{\"dtypes\":\"U8\"}}", 0, DL_ERR_PARSE, "unknown key"},
@@ -491,14 +505,13 @@ static void test_hostile(dl_ctx *ctx) {
         dl_st_file *f = NULL;
         dl_ctx_clear(ctx);
         dl_status s = write_raw(path, cases[i].hdr, cases[i].data_n) ? dl_st_load(ctx, path, &f)
-                                                                    : DL_ERR_INTERNAL;
+                                                                     : DL_ERR_INTERNAL;
         char name[200];
         snprintf(name, sizeof name, "hostile header: %s -> %s", cases[i].what,
                  dl_status_name(cases[i].want));
-        bool ok = s == cases[i].want &&
-                  (s == DL_OK ? f != NULL
-                              : !f && strstr(dl_errmsg(ctx), path) &&
-                                    strstr(dl_errmsg(ctx), cases[i].msg));
+        bool ok = s == cases[i].want && (s == DL_OK ? f != NULL
+                                                    : !f && strstr(dl_errmsg(ctx), path) &&
+                                                          strstr(dl_errmsg(ctx), cases[i].msg));
         CHECK(name, ok);
         if (!ok) printf("  got %s: %s\n", dl_status_name(s), dl_errmsg(ctx));
         dl_st_free(f);
@@ -509,7 +522,8 @@ static void test_hostile(dl_ctx *ctx) {
     dl_st_file *f = NULL;
     dl_ctx_clear(ctx);
     dl_status s = spit(path, b, 10) ? dl_st_load(ctx, path, &f) : DL_ERR_INTERNAL;
-    CHECK("a header length past the file's end", s == DL_ERR_PARSE && strstr(dl_errmsg(ctx), "exceeds"));
+    CHECK("a header length past the file's end",
+          s == DL_ERR_PARSE && strstr(dl_errmsg(ctx), "exceeds"));
     dl_ctx_clear(ctx);
     s = spit(path, b, 0) ? dl_st_load(ctx, path, &f) : DL_ERR_INTERNAL;
     CHECK("an empty file", s == DL_ERR_PARSE && strstr(dl_errmsg(ctx), "too short"));
@@ -530,7 +544,8 @@ static void test_hostile(dl_ctx *ctx) {
     path_of(missing, sizeof missing, "missing.safetensors");
     dl_ctx_clear(ctx);
     s = dl_st_load(ctx, missing, &f);
-    CHECK("a missing file is an I/O error naming it", s == DL_ERR_IO && strstr(dl_errmsg(ctx), missing) && !f);
+    CHECK("a missing file is an I/O error naming it",
+          s == DL_ERR_IO && strstr(dl_errmsg(ctx), missing) && !f);
     /* a tensor bigger than the allocation cap: refused as a limit, naming file and tensor */
     char hdr[200];
     snprintf(hdr, sizeof hdr, "{\"big\":{\"dtype\":\"U8\",\"shape\":[%d],\"data_offsets\":[0,%d]}}",
@@ -576,8 +591,10 @@ static void test_alloc_failures(dl_ctx *ctx) {
         }
     }
     char name[160];
-    snprintf(name, sizeof name, "save with each of its %d allocations failing: a NOMEM error "
-             "naming the file, old file kept, no temp file", k);
+    snprintf(name, sizeof name,
+             "save with each of its %d allocations failing: a NOMEM error "
+             "naming the file, old file kept, no temp file",
+             k);
     CHECK(name, old && k > 0 && k < 1000 && bad == 0);
     int saves = k;
     bad = 0;
@@ -594,8 +611,10 @@ static void test_alloc_failures(dl_ctx *ctx) {
         }
         if (s != DL_ERR_NOMEM || f || !strstr(dl_errmsg(ctx), path)) bad++;
     }
-    snprintf(name, sizeof name, "load with each of its %d allocations failing: a NOMEM error naming "
-             "the file, nothing leaked", k);
+    snprintf(name, sizeof name,
+             "load with each of its %d allocations failing: a NOMEM error naming "
+             "the file, nothing leaked",
+             k);
     CHECK(name, k > 0 && k < 1000 && bad == 0 && saves > 0);
     dl_ctx_clear(ctx);
     free(old);
@@ -621,7 +640,8 @@ static void test_kill_during_save(dl_ctx *ctx) {
     version va, vb;
     build_big(ctx, &va, "A");
     build_big(ctx, &vb, "B");
-    volatile long *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    volatile long *shared =
+        mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shared == MAP_FAILED || save_version(ctx, path, &va) != DL_OK) {
         CHECK("crash test setup", 0);
         return;
@@ -642,6 +662,9 @@ static void test_kill_during_save(dl_ctx *ctx) {
         if (pid < 0) break;
         struct timespec ts = {0, (long)(1000000 + rnext() % 40000000)}; /* 1 .. 41 ms */
         nanosleep(&ts, NULL);
+        /* every other round waits until the writer is inside a save, so some kills surely land
+         * mid-save whatever the scheduler does (bounded: the writer may have died) */
+        for (long spin = 0; r % 2 == 0 && shared[1] != 1 && spin < 100000000; spin++) sched_yield();
         kill(pid, SIGKILL);
         int st;
         waitpid(pid, &st, 0);
@@ -659,9 +682,10 @@ static void test_kill_during_save(dl_ctx *ctx) {
         leftovers += unlink(tmp) == 0;
     }
     char name[200];
-    snprintf(name, sizeof name, "writer killed at random times %d times (%d mid-save, %d saves "
-             "done, %d temp files left): the file is always a whole A or B", rounds, mid_save, saves,
-             leftovers);
+    snprintf(name, sizeof name,
+             "writer killed at random times %d times (%d mid-save, %d saves "
+             "done, %d temp files left): the file is always a whole A or B",
+             rounds, mid_save, saves, leftovers);
     CHECK(name, intact == rounds && mid_save > 0);
     CHECK("only <path>.tmp.<pid> files are left by killed writers", !temp_files_left());
     munmap((void *)shared, 4096);
