@@ -125,11 +125,12 @@ dl_status dl_gemm_params_of(dl_ctx *ctx, const dl_group *gr, dl_gemm_params *gp)
     gp->trans_b = dl_attr_int(n, "transB", 0) != 0;
     gp->N = y->type.dims[1];
     gp->K = gp->trans_a ? a->type.dims[0] : a->type.dims[1];
-    gp->lda = a->type.dims[1];
     gp->ldb = b->type.dims[1];
     /* a symbolic dim stays negative here: the emitter writes it as its runtime size (the
-     * weight gradient of a dense layer sums over the batch: K = N) */
-    (void)ctx;
+     * weight gradient of a dense layer sums over the batch: K = N); the residual's row stride
+     * is a number, so a fused residual needs a known N */
+    if (gr->epi.residual && gp->N < 0)
+        return dl_fail(ctx, DL_ERR_UNSUPPORTED, "Gemm residual with a symbolic column count");
     gp->a_slot = a->id;
     gp->b_slot = b->id;
     gp->y_slot = gr->out[0]->id;

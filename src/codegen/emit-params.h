@@ -25,7 +25,7 @@ typedef struct dl_conv_params {
 } dl_conv_params;
 
 typedef struct dl_gemm_params {
-    int64_t N, K, lda, ldb;
+    int64_t N, K, ldb;
     int trans_a, trans_b;
     int a_slot, b_slot, y_slot;
     dl_epi_params epi;

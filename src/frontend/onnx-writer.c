@@ -60,12 +60,6 @@ static void *wnew(writer *w, size_t size, const void *init) {
 /* A new protobuf-c message of type, set to its INIT value (which holds its descriptor). */
 #define WNEW(w, type, INIT) ((type *)wnew((w), sizeof(type), &(type)INIT))
 
-static int onnx_code(dl_dtype dt) {
-    for (int code = 1; code < 64; code++)
-        if (dl_dtype_from_onnx(code) == dt) return code;
-    return 0;
-}
-
 static bool is_default_domain(const char *d) {
     return !d || !d[0] || strcmp(d, "ai.onnx") == 0;
 }
@@ -160,7 +154,7 @@ static bool host_little_endian(void) {
 static Onnx__TensorProto *tensor_proto(writer *w, const dl_tensor *t, const char *name) {
     Onnx__TensorProto *tp = WNEW(w, Onnx__TensorProto, ONNX__TENSOR_PROTO__INIT);
     if (!tp) return NULL;
-    int code = onnx_code(t->dtype);
+    int code = (int)dl_dtype_to_onnx(t->dtype);
     size_t esize = dl_dtype_size(t->dtype);
     if (!code || (t->nbytes && !t->data)) {
         w->status = dl_fail(w->ctx, DL_ERR_INVALID, "tensor '%s' has no data or no ONNX type",
@@ -190,7 +184,7 @@ static Onnx__ValueInfoProto *value_info(writer *w, const dl_value *v) {
     Onnx__ValueInfoProto *vi = WNEW(w, Onnx__ValueInfoProto, ONNX__VALUE_INFO_PROTO__INIT);
     if (!vi) return NULL;
     vi->name = (char *)w->names[v->id];
-    int code = onnx_code(v->type.dtype);
+    int code = (int)dl_dtype_to_onnx(v->type.dtype);
     if (!code) return vi; /* type unknown: the reader infers it */
     Onnx__TypeProto *tp = WNEW(w, Onnx__TypeProto, ONNX__TYPE_PROTO__INIT);
     Onnx__TypeProto__Tensor *tt = WNEW(w, Onnx__TypeProto__Tensor, ONNX__TYPE_PROTO__TENSOR__INIT);

@@ -460,8 +460,7 @@ static dl_status conv_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *d
     int rank = x->type.rank;
     if (rank < 3 || w->type.rank != rank) return dg_refuse(gc, n, "X and W need a known rank");
     if (dg_needs(gc, n, 0)) {
-        dl_value *shape = dl_type_known(&x->type) ? dg_ints(gc, rank, x->type.dims) : dg_shape(gc, x);
-        dl_value *in[3] = {dy[0], w, shape};
+        dl_value *in[3] = {dy[0], w, dg_shape(gc, x)};
         DL_TRY(dg_op_like(gc, DG_DOMAIN, "ConvGradInput", 3, in, n, NULL, 1, &dx[0]));
     }
     if (dg_needs(gc, n, 1)) {

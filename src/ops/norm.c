@@ -588,11 +588,7 @@ static dl_status ln_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
             extra = extra ? dg_op2(gc, "Add", extra, t, NULL) : t;
         }
         /* extra has the statistics' shape when only dMean came: broadcast it to X's */
-        dxv = dxv ? dg_op2(gc, "Add", dxv, extra, NULL)
-                  : dg_op2(gc, "Expand", extra,
-                           dl_type_known(&x->type) ? dg_ints(gc, rank, x->type.dims)
-                                                   : dg_shape(gc, x),
-                           NULL);
+        dxv = dxv ? dg_op2(gc, "Add", dxv, extra, NULL) : dg_expand_like(gc, extra, x);
     }
     if (dg_needs(gc, n, 0)) dx[0] = dxv;
     if (dy[0] && dg_needs(gc, n, 1))

@@ -364,10 +364,7 @@ static dl_status gmax_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *d
 /* Each dY spread evenly over the taps its average counted. */
 static dl_status avgpool_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *dy,
                               dl_value **dx) {
-    dl_value *x = n->in[0];
-    dl_value *shape =
-        dl_type_known(&x->type) ? dg_ints(gc, x->type.rank, x->type.dims) : dg_shape(gc, x);
-    dl_value *in[2] = {dy[0], shape};
+    dl_value *in[2] = {dy[0], dg_shape(gc, n->in[0])};
     return dg_op_like(gc, DG_DOMAIN, "AveragePoolGrad", 2, in, n, NULL, 1, &dx[0]);
 }
 
@@ -390,9 +387,7 @@ static dl_status gavg_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const *d
         scale = dg_op2(gc, "Div", dg_op1(gc, "Cast", dg_op1(gc, "Size", n->out[0], NULL), to),
                        dg_op1(gc, "Cast", dg_op1(gc, "Size", x, NULL), to), NULL);
     }
-    dl_value *shape =
-        dl_type_known(&x->type) ? dg_ints(gc, x->type.rank, x->type.dims) : dg_shape(gc, x);
-    dx[0] = dg_op2(gc, "Expand", dg_op2(gc, "Mul", dy[0], scale, NULL), shape, NULL);
+    dx[0] = dg_expand_like(gc, dg_op2(gc, "Mul", dy[0], scale, NULL), x);
     return dg_status(gc);
 }
 

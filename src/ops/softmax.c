@@ -135,14 +135,8 @@ static dl_status softmax_grad_k(dl_grad_ctx *gc, const dl_node *n, dl_value *con
     dl_value *x = n->in[0], *g = dy[0], *y = n->out[0];
     int rank = x->type.rank, axis;
     int64_t a = dl_attr_int(n, "axis", default_axis(n->opset));
-    if (rank < 0 || !norm_axis(a, rank, n->opset, &axis)) {
-        char nd[200];
-        if (gc->g->status == DL_OK)
-            gc->g->status =
-                dl_fail(gc->g->ctx, DL_ERR_UNSUPPORTED, "autodiff: %s: the input rank is unknown",
-                        dl_node_desc(n, nd, sizeof nd));
-        return dg_status(gc);
-    }
+    if (rank < 0 || !norm_axis(a, rank, n->opset, &axis))
+        return dg_refuse(gc, n, "the input rank is unknown");
     if (n->opset < 13) {
         char fa[32];
         snprintf(fa, sizeof fa, "axis=%d", axis);

@@ -129,7 +129,9 @@ dl_value *dg_ints(dl_grad_ctx *gc, int n, const int64_t *v) {
 }
 
 dl_value *dg_shape(dl_grad_ctx *gc, dl_value *v) {
-    return v ? dg_op1(gc, "Shape", v, NULL) : NULL;
+    if (!v) return NULL;
+    if (dl_type_known(&v->type)) return dg_ints(gc, v->type.rank, v->type.dims);
+    return dg_op1(gc, "Shape", v, NULL);
 }
 
 static bool same_shape(const dl_type *a, const dl_type *b) {
@@ -142,16 +144,12 @@ static bool same_shape(const dl_type *a, const dl_type *b) {
 dl_value *dg_reshape_like(dl_grad_ctx *gc, dl_value *v, dl_value *like) {
     if (!v || !like) return NULL;
     if (same_shape(&v->type, &like->type)) return v;
-    if (dl_type_known(&like->type))
-        return dg_op2(gc, "Reshape", v, dg_ints(gc, like->type.rank, like->type.dims), NULL);
     return dg_op2(gc, "Reshape", v, dg_shape(gc, like), NULL);
 }
 
 dl_value *dg_expand_like(dl_grad_ctx *gc, dl_value *v, dl_value *like) {
     if (!v || !like) return NULL;
     if (same_shape(&v->type, &like->type)) return v;
-    if (dl_type_known(&like->type))
-        return dg_op2(gc, "Expand", v, dg_ints(gc, like->type.rank, like->type.dims), NULL);
     return dg_op2(gc, "Expand", v, dg_shape(gc, like), NULL);
 }
 
@@ -225,10 +223,6 @@ static dl_status check_grad(dl_graph *g, const dl_node *n, int i, const dl_value
                    dl_type_str(g, xt, b2, sizeof b2));
 }
 
-static bool is_float(dl_dtype t) {
-    return t == DL_F32 || t == DL_F64 || t == DL_F16 || t == DL_BF16;
-}
-
 /* Adds a contribution to the gradient of value id (summing when it already has one). */
 static dl_status accumulate(dl_grad_ctx *gc, dl_value **acc, const dl_value *v, dl_value *dx) {
     if (!acc[v->id])
@@ -253,7 +247,7 @@ dl_status dl_autodiff(dl_graph *g, dl_value *loss, int n_wrt, dl_value *const *w
     if (!g || !loss || (n_wrt && (!wrt || !grads)))
         return g ? dl_fail(g->ctx, DL_ERR_INVALID, "dl_autodiff: NULL argument") : DL_ERR_INVALID;
     if (g->status != DL_OK) return g->status;
-    if (!is_float(loss->type.dtype) || !dl_type_known(&loss->type))
+    if (!dl_dtype_is_float(loss->type.dtype) || !dl_type_known(&loss->type))
         return dl_fail(g->ctx, DL_ERR_INVALID, "autodiff: the loss '%s' must be a floating value",
                        loss->name);
     int64_t numel = 1;
@@ -266,7 +260,7 @@ dl_status dl_autodiff(dl_graph *g, dl_value *loss, int n_wrt, dl_value *const *w
     dl_value **acc = NULL;
     if (!needs) return dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory");
     for (int i = 0; i < n_wrt; i++) {
-        if (!wrt[i] || !is_float(wrt[i]->type.dtype)) {
+        if (!wrt[i] || !dl_dtype_is_float(wrt[i]->type.dtype)) {
             dl_free(needs);
             return dl_fail(g->ctx, DL_ERR_INVALID, "autodiff: '%s' is not a floating value",
                            wrt[i] ? wrt[i]->name : "(null)");
@@ -279,7 +273,7 @@ dl_status dl_autodiff(dl_graph *g, dl_value *loss, int n_wrt, dl_value *const *w
         bool any = false;
         for (int i = 0; i < n->n_in; i++) any = any || (n->in[i] && needs[n->in[i]->id]);
         for (int o = 0; any && o < n->n_out; o++)
-            if (n->out[o] && is_float(n->out[o]->type.dtype)) needs[n->out[o]->id] = true;
+            if (n->out[o] && dl_dtype_is_float(n->out[o]->type.dtype)) needs[n->out[o]->id] = true;
     }
     dl_grad_ctx gc = {.g = g, .needs = needs, .n_needs = nv};
     dl_status s = DL_OK;

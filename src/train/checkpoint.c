@@ -49,18 +49,18 @@ dl_status dl_trainer_save(dl_ctx *ctx, dl_trainer *t, const char *path, int n_ex
     return s;
 }
 
-static dl_status restore(dl_ctx *ctx, const char *path, const dl_st_file *f, const char *name,
-                         dl_tensor *into) {
-    const dl_tensor *src = dl_st_find(f, name);
-    if (!src)
+/* The file's tensor for a slot, checked against it: its dtype and shape. */
+static dl_status matching(dl_ctx *ctx, const char *path, const dl_st_file *f, const char *name,
+                          const dl_tensor *slot, const dl_tensor **src) {
+    *src = dl_st_find(f, name);
+    if (!*src)
         return dl_fail(ctx, DL_ERR_INVALID, "checkpoint '%s': no tensor '%s' (a checkpoint of "
                        "another model or optimizer?)", path, name);
-    bool same = src->dtype == into->dtype && src->rank == into->rank;
-    for (int d = 0; same && d < src->rank; d++) same = src->dims[d] == into->dims[d];
+    bool same = (*src)->dtype == slot->dtype && (*src)->rank == slot->rank;
+    for (int d = 0; same && d < slot->rank; d++) same = (*src)->dims[d] == slot->dims[d];
     if (!same)
         return dl_fail(ctx, DL_ERR_SHAPE, "checkpoint '%s': tensor '%s' has another dtype or "
                        "shape than the model's", path, name);
-    if (into->nbytes) memcpy(into->data, src->data, into->nbytes);
     return DL_OK;
 }
 
@@ -79,30 +79,27 @@ dl_status dl_trainer_load(dl_ctx *ctx, dl_trainer *t, const char *path, dl_st_fi
     else if (strcmp(opt, want) != 0)
         s = dl_fail(ctx, DL_ERR_INVALID, "checkpoint '%s' was saved by optimizer %s, this run uses %s",
                     path, opt, want);
-    /* restore into copies first, so a mismatch half-way leaves the trainer as it was */
+    /* every tensor is found and checked before any is copied, so a mismatch half-way leaves
+     * the trainer as it was; the copies then cannot fail */
     int nt = dl_trainer_num_tensors(t);
-    dl_tensor **tmp = dl_calloc((size_t)nt + 1, sizeof *tmp);
-    if (s == DL_OK && !tmp) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
+    const dl_tensor **src = dl_calloc((size_t)nt + 1, sizeof *src);
+    if (s == DL_OK && !src) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
     for (int i = 0; i < nt && s == DL_OK; i++) {
-        s = dl_tensor_clone(ctx, *dl_trainer_slot(t, i), &tmp[i]);
         char *nm = dl_trainer_slot_name(t, i);
-        if (s == DL_OK && !nm) s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
-        if (s == DL_OK) s = restore(ctx, path, f, nm, tmp[i]);
+        s = nm ? matching(ctx, path, f, nm, *dl_trainer_slot(t, i), &src[i])
+               : dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
         dl_free(nm);
     }
     if (s == DL_OK) {
         for (int i = 0; i < nt; i++) {
-            dl_tensor **slot = dl_trainer_slot(t, i);
-            dl_tensor_free(*slot);
-            *slot = tmp[i];
-            tmp[i] = NULL;
+            dl_tensor *slot = *dl_trainer_slot(t, i);
+            if (slot->nbytes) memcpy(slot->data, src[i]->data, slot->nbytes);
         }
         dl_trainer_set_steps(t, st);
         *rest = f;
         f = NULL;
     }
-    for (int i = 0; tmp && i < nt; i++) dl_tensor_free(tmp[i]);
-    dl_free(tmp);
+    dl_free(src);
     dl_st_free(f);
     return s;
 }

@@ -60,7 +60,7 @@ dl_value *dg_scalar(dl_grad_ctx *gc, double v, dl_dtype dt);
 dl_value *dg_ints(dl_grad_ctx *gc, int n, const int64_t *v);
 /* Zeros shaped like x (a constant when x's shape is static). */
 dl_value *dg_zeros_like(dl_grad_ctx *gc, dl_value *x);
-/* Shape(v). */
+/* v's shape: a constant when it is known, else Shape(v) (keeping v's symbols). */
 dl_value *dg_shape(dl_grad_ctx *gc, dl_value *v);
 /* grad (shaped like a broadcast result) summed over the axes x was broadcast along, shaped like
  * x. Returns grad itself when nothing was broadcast. Fails when a dim relation is unknown (a

@@ -53,7 +53,6 @@ dl_tensor **dl_trainer_slot(dl_trainer *t, int i);
 char *dl_trainer_slot_name(const dl_trainer *t, int i);
 void dl_trainer_set_steps(dl_trainer *t, int64_t steps);
 const dl_train_options *dl_trainer_options(const dl_trainer *t);
-int64_t dl_trainer_classes(const dl_trainer *t);
 
 /* Times the step program's kernels on one batch (warm-up + 5 runs, weights not updated) and
  * prints the per-kernel table of `dlcc profile` (top rows; file: FILE*). Native backend only. */

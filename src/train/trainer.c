@@ -398,4 +398,3 @@ char *dl_trainer_slot_name(const dl_trainer *t, int i) {
 }
 void dl_trainer_set_steps(dl_trainer *t, int64_t steps) { t->steps = steps; }
 const dl_train_options *dl_trainer_options(const dl_trainer *t) { return &t->opt; }
-int64_t dl_trainer_classes(const dl_trainer *t) { return t->step.n_classes; }
