@@ -253,6 +253,46 @@ static void test_depthwise(void) {
     }
 }
 
+/* Depthwise layers with 16 channels or more, which AVX-512 builds compute 16 channels at a time
+ * (depthwise-cv.c; the channels past a multiple of 16 stay with the plane kernel): random
+ * geometries against the reference with every epilogue, the channels it takes checked, and its
+ * outputs equal to the plane kernel's wherever that one runs its fused-multiply-add path (an
+ * in-place residual of zeros sends the whole layer there). */
+static void test_depthwise_blocked(void) {
+    static const int64_t ks[] = {1, 3, 5, 7}, chans[] = {16, 19, 32, 37, 48};
+    for (int it = 0; it < 90; it++) {
+        dlrt_conv p = {.nsp = it % 6 == 0 ? 1 : 2};
+        p.n = irand(1, 2);
+        p.group = p.c_in = p.c_out = chans[irand(0, 4)];
+        for (int d = 0; d < p.nsp; d++)
+            rand_dim(&p, d, ks, 4, 3, it % 3 == 0 ? 2 : 1, p.nsp == 1 ? 40 : 24);
+        conv_case(&p, 1u << (it % EP_KINDS) | 1u << EP_ALL, "depthwise blocked");
+        dlrt_win3 g;
+        dlrt_conv_geom(&p, &g);
+        const int64_t cv = dlrt_conv_dw_cv_channels(&p, &g, NULL);
+#if defined(__AVX512F__)
+        const int64_t want = g.out_sp <= 3136 && g.k_sp <= 49 ? p.c_out / 16 * 16 : 0;
+        CHECK("blocked depthwise takes the multiple of 16 channels", cv == want);
+#else
+        CHECK("no blocked depthwise without AVX-512", cv == 0);
+#endif
+        dlrt_dw_plan plan;
+        if (!cv || !dlrt_conv_dw_plan(&g, DLRT_DW_BUF, &plan)) continue;
+        const int64_t xn = numel_in(&p), yn = numel_out(&p);
+        float *x = buf_new(xn, 1), *w = buf_new(numel_w(&p), 1);
+        float *y = malloc((size_t)yn * sizeof(float)), *y0 = calloc((size_t)yn, sizeof(float));
+        const dlrt_epilogue clip = {.alpha = 1.0f, .act = DLRT_ACT_CLIP, .act_a = -1, .act_b = 1};
+        dlrt_epilogue res = clip;
+        res.residual = y0;
+        dlrt_conv_depthwise(&p, x, w, y, &clip);
+        dlrt_conv_depthwise(&p, x, w, y0, &res);
+        int same = 1;
+        for (int64_t i = 0; i < yn; i++) same = same && y[i] == y0[i];
+        CHECK("blocked depthwise gives the plane kernel's results", same);
+        free(x), free(w), free(y), free(y0);
+    }
+}
+
 /* The depthwise planes with row buffers from barely enough to plenty (column chunks of every
  * width), against the reference. */
 static void test_dw_chunks(void) {
@@ -551,6 +591,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     test_depthwise();
+    test_depthwise_blocked();
     test_dw_chunks();
     test_winograd();
     test_winograd_accuracy();

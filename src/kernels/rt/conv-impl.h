@@ -84,6 +84,12 @@ void dlrt_conv_forward_algo(const dlrt_conv *p, int algo, const float *x, const 
 /* depthwise.c: c_in == group, any channel multiplier, any rank; no workspace. */
 void dlrt_conv_depthwise(const dlrt_conv *p, const float *x, const float *w, float *y,
                          const dlrt_epilogue *ep);
+/* depthwise-cv.c (AVX-512 builds; elsewhere it takes no channels): how many channels from the
+ * first (a multiple of 16, 0 when it does not apply) dlrt_conv_dw_cv computes 16 at a time,
+ * and that computation, for every image; the rest stay with the plane kernel. */
+int64_t dlrt_conv_dw_cv_channels(const dlrt_conv *p, const dlrt_win3 *g, const dlrt_epilogue *ep);
+void dlrt_conv_dw_cv(const dlrt_conv *p, const dlrt_win3 *g, const float *x, const float *w,
+                     float *y, const dlrt_epilogue *ep, int64_t channels);
 /* The fast depthwise path's tiling of one geometry, planned once per call: tiles of rh x cw
  * outputs are computed from stride[1]*stride[2] phase planes of hq x wq padded inputs, sub =
  * hq*wq floats apart, where a window spans eh x ew; off[] are the offsets of the kernel's taps

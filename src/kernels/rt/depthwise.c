@@ -261,7 +261,11 @@ void dlrt_conv_depthwise(const dlrt_conv *p, const float *x, const float *w, flo
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
     if (p->n <= 0 || p->c_out <= 0 || g.out_sp <= 0 || p->c_in <= 0) return;
-    const int64_t mult = p->c_out / p->c_in, planes = p->n * p->c_out;
+    /* the first channels 16 at a time where that kernel applies (depthwise-cv.c) */
+    const int64_t cv = dlrt_conv_dw_cv_channels(p, &g, ep), c_rest = p->c_out - cv;
+    if (cv > 0) dlrt_conv_dw_cv(p, &g, x, w, y, ep, cv);
+    const int64_t mult = p->c_out / p->c_in, planes = p->n * c_rest;
+    if (planes <= 0) return;
     const int64_t rows = g.out[0] * g.out[1];
     int64_t blocks = 1; /* row blocks per plane */
     if (planes < DLRT_DW_UNITS)
@@ -275,9 +279,9 @@ void dlrt_conv_depthwise(const dlrt_conv *p, const float *x, const float *w, flo
     for (int64_t u = 0; u < units; u++) {
         const int64_t pl = u / blocks, blk = u % blocks;
         const int64_t r0 = rows * blk / blocks, r1 = rows * (blk + 1) / blocks;
-        const int64_t b = pl / p->c_out, oc = pl % p->c_out;
+        const int64_t b = pl / c_rest, oc = cv + pl % c_rest;
         const float *xp = x + (b * p->c_in + oc / mult) * g.in_sp, *wp = w + oc * g.k_sp;
-        float *yp = y + pl * g.out_sp;
+        float *yp = y + (b * p->c_out + oc) * g.out_sp;
         dlrt_epilogue e;
         const dlrt_epilogue *eb = dlrt_conv_ep(p, g.out_sp, ep, b, 0, &e);
         float buf[DLRT_DW_BUF];
