@@ -326,8 +326,13 @@ static void test_gemm(void) {
             }
     /* prepacked A and/or B give the same products as packing per call (the same microkernel
      * sums in the same order: bit-identical when the plain call takes the tiled path) */
-    static const int64_t pk[][3] = {{7, 37, 19}, {1, 300, 411}, {133, 65, 200}, {300, 2, 411}};
-    for (int s = 0; s < 4; s++)
+    /* (the last two: A prepacked and one panel of B take all of K in one pass) */
+    static const int64_t pk[][3] = {{7, 37, 19},   {1, 300, 411},  {133, 65, 200},
+                                    {300, 2, 411}, {300, 49, 500}, {130, 60, 700}};
+    check(!dlrt_sgemm_transposes_for(64, 300, 49, 500) &&
+              !dlrt_sgemm_transposes_for(64, 130, 60, 700),
+          "gemm: the single-pass shapes are computed untransposed on AVX-512");
+    for (int s = 0; s < 6; s++)
         for (int mode = 1; mode < 4; mode++)
             for (int t = 0; t < 4; t++)
                 packed_case(pk[s][0], pk[s][1], pk[s][2], t >> 1, t & 1, mode & 1, mode >> 1);

@@ -90,8 +90,14 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
     /* full tiles of a product stored in C's orientation skip the row-by-row store */
     const int direct = !g->c_trans && dlrt_gemm_epi_direct(g->ep);
 #endif
-    for (int64_t p0 = 0; p0 < K; p0 += DLRT_GEMM_KC) {
-        int kc = (int)DLRT_MIN((int64_t)DLRT_GEMM_KC, K - p0);
+    /* prepacked A and one panel of B: all of K at once when B's panel fits the buffer, so A
+     * (a layer's weights, read once) streams through in order and no partial sums round-trip */
+    const int64_t kstep =
+        g->a_packed && nc <= DLRT_GEMM_NR && K * DLRT_GEMM_NR <= DLRT_GEMM_KC * DLRT_GEMM_NC
+            ? K
+            : DLRT_GEMM_KC;
+    for (int64_t p0 = 0; p0 < K; p0 += kstep) {
+        int kc = (int)DLRT_MIN(kstep, K - p0);
         int first = p0 == 0, last = p0 + kc == K;
         if (!g->a_packed)
             dlrt_gemm_pack(g->A, g->lda, !g->trans_a, i0, mc, p0, kc, DLRT_GEMM_MR, apack);
