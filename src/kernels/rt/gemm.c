@@ -177,8 +177,30 @@ static void dlrt_gemm_row(const dlrt_gemm_args *g, int64_t N, int64_t K) {
             }
         } else {
             /* dot products with LANES independent partial sums, which vectorize without
-             * reassociating a single sum */
-            for (int j = 0; j < n; j++) {
+             * reassociating a single sum; four rows of B at a time while they last, for four
+             * independent chains and memory streams (each sum still in the same order) */
+            int j = 0;
+            if (as == 1)
+                for (; j + 4 <= n; j += 4) {
+                    const float *b0 = B + (j0 + j) * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb,
+                                *b3 = b2 + ldb;
+                    float p0[LANES] = {0}, p1[LANES] = {0}, p2[LANES] = {0}, p3[LANES] = {0};
+                    int64_t p = 0;
+                    for (; p + LANES <= K; p += LANES)
+                        for (int l = 0; l < LANES; l++) {
+                            const float av = A[p + l];
+                            p0[l] += av * b0[p + l], p1[l] += av * b1[p + l];
+                            p2[l] += av * b2[p + l], p3[l] += av * b3[p + l];
+                        }
+                    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+                    for (; p < K; p++)
+                        s0 += A[p] * b0[p], s1 += A[p] * b1[p], s2 += A[p] * b2[p],
+                            s3 += A[p] * b3[p];
+                    for (int l = 0; l < LANES; l++)
+                        s0 += p0[l], s1 += p1[l], s2 += p2[l], s3 += p3[l];
+                    row[j] = s0, row[j + 1] = s1, row[j + 2] = s2, row[j + 3] = s3;
+                }
+            for (; j < n; j++) {
                 const float *bp = B + (j0 + j) * ldb;
                 float part[LANES] = {0};
                 int64_t p = 0;
