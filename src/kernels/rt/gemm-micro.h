@@ -50,6 +50,7 @@ typedef __m512 dlrt_vf;
 #define DLRT_VADD(a, b)    _mm512_add_ps(a, b)
 #define DLRT_VMUL(a, b)    _mm512_mul_ps(a, b)
 #define DLRT_VMAX(a, b)    _mm512_max_ps(a, b)
+#define DLRT_VMIN(a, b)    _mm512_min_ps(a, b)
 #elif defined(__AVX2__) && defined(__FMA__) && !defined(DLRT_GEMM_GENERIC)
 #include <immintrin.h>
 #define DLRT_GEMM_ISA      "avx2"
@@ -70,6 +71,7 @@ typedef __m256 dlrt_vf;
 #define DLRT_VADD(a, b)    _mm256_add_ps(a, b)
 #define DLRT_VMUL(a, b)    _mm256_mul_ps(a, b)
 #define DLRT_VMAX(a, b)    _mm256_max_ps(a, b)
+#define DLRT_VMIN(a, b)    _mm256_min_ps(a, b)
 #else
 #define DLRT_GEMM_ISA    "generic"
 #define DLRT_GEMM_VBYTES 16
@@ -147,7 +149,7 @@ static inline int dlrt_gemm_epi_direct(const dlrt_epilogue *ep) {
  * acc = part (the earlier blocks' partial sums, or none) + this block, then the epilogue in the
  * order dlrt_epi_apply uses, in registers, and the rows stored straight into C (row stride ldc):
  * no round trip through a buffer. ep must pass dlrt_gemm_epi_direct. Activations other than
- * ReLU run in place on the stored row, as dlrt_epi_apply would run them on its copy. */
+ * ReLU and Clip run in place on the stored row, as dlrt_epi_apply would run them on its copy. */
 static inline void dlrt_gemm_micro_store(int kc, const float *restrict a, const float *restrict b,
                                          const float *part, float *C, int64_t ldc,
                                          const dlrt_epilogue *ep, int64_t i0, int64_t j0) {
@@ -171,12 +173,15 @@ static inline void dlrt_gemm_micro_store(int kc, const float *restrict a, const 
                         v = DLRT_VFMA(DLRT_VBCAST(ep->beta), DLRT_VLOAD(bp + j * DLRT_GEMM_VW), v);
                 }
                 if (rp) v = DLRT_VADD(v, DLRT_VLOAD(rp + j * DLRT_GEMM_VW));
-                /* max(v, 0) gives 0 for a NaN v, as v > 0 ? v : 0 does */
+                /* max(p, q) is p > q ? p : q and min(p, q) is p < q ? p : q, so these are
+                 * dlrt_act_apply's comparisons, NaNs and signed zeros included */
                 if (act == DLRT_ACT_RELU) v = DLRT_VMAX(v, DLRT_VZERO());
+                if (act == DLRT_ACT_CLIP)
+                    v = DLRT_VMIN(DLRT_VBCAST(ep->act_b), DLRT_VMAX(DLRT_VBCAST(ep->act_a), v));
             }
             DLRT_VSTORE(dst + j * DLRT_GEMM_VW, v);
         }
-        if (act != DLRT_ACT_NONE && act != DLRT_ACT_RELU)
+        if (act != DLRT_ACT_NONE && act != DLRT_ACT_RELU && act != DLRT_ACT_CLIP)
             dlrt_act_apply(act, ep->act_a, ep->act_b, dst, DLRT_GEMM_NR);
     }
 }
