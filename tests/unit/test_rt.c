@@ -13,6 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 static int passed, failed;
 #define CANARY 12345.0f
@@ -241,6 +244,19 @@ done:
     free(a), free(b), free(bias), free(res);
 }
 
+/* alpha * product + beta * bias per column + a dense residual (rows N apart), then ReLU. */
+static dlrt_epilogue col_bias_res_relu(float alpha, float beta, const float *bias, const float *res,
+                                       int64_t N) {
+    return (dlrt_epilogue){.alpha = alpha,
+                           .beta = beta,
+                           .bias = bias,
+                           .bias_cs = 1,
+                           .residual = res,
+                           .res_rs = N,
+                           .res_cs = 1,
+                           .act = DLRT_ACT_RELU};
+}
+
 /* dlrt_sgemm_ex with op(A) and/or op(B) prepacked vs straightforward loops, with a bias-row +
  * residual + relu epilogue. */
 static void packed_case(int64_t M, int64_t N, int64_t K, int ta, int tb, int pa, int pb) {
@@ -251,14 +267,7 @@ static void packed_case(int64_t M, int64_t N, int64_t K, int ta, int tb, int pa,
     const int64_t lda = ta ? M : K, ldb = tb ? K : N;
     if (pa) dlrt_gemm_pack_operand(0, M, K, a, lda, ta, ap);
     if (pb) dlrt_gemm_pack_operand(1, N, K, b, ldb, tb, bp);
-    dlrt_epilogue ep = {.alpha = 1,
-                        .beta = 1,
-                        .bias = bias,
-                        .bias_cs = 1,
-                        .residual = res,
-                        .res_rs = N,
-                        .res_cs = 1,
-                        .act = DLRT_ACT_RELU};
+    const dlrt_epilogue ep = col_bias_res_relu(1.0f, 1.0f, bias, res, N);
     dlrt_sgemm_ex(M, N, K, pa ? ap : a, lda, ta, pa, pb ? bp : b, ldb, tb, pb, c, N, &ep);
     int ok = 1;
     for (int64_t i = 0; i < M && ok; i++)
@@ -275,6 +284,38 @@ static void packed_case(int64_t M, int64_t N, int64_t K, int ta, int tb, int pa,
              (long long)M, (long long)N, (long long)K, ta, tb, pa, pb);
     check(ok, what);
     free(a), free(b), free(bias), free(res), free(c), free(ap), free(bp);
+}
+
+/* Products whose tiles do not share out evenly are cut finer for the thread count
+ * (dlrt_gemm_run): the results must not change with it. BERT's 128 x 768 shape and a narrow
+ * prepacked one, with a column bias scaled by beta (fused in full tiles), residual and ReLU. */
+static void test_gemm_threads(void) {
+#ifdef _OPENMP
+    static const int64_t shapes[][3] = {{128, 768, 300}, {130, 700, 200}, {600, 49, 500}};
+    const int saved = omp_get_max_threads();
+    for (int s = 0; s < 3; s++) {
+        const int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        float *a = rand_buf(M * K), *b = rand_buf(K * N), *bias = rand_buf(N);
+        float *res = rand_buf(M * N), *ap = malloc(dlrt_gemm_packed_bytes(0, M, K) + 4);
+        float *c1 = malloc((size_t)(M * N) * sizeof(float));
+        float *ct = malloc((size_t)(M * N) * sizeof(float));
+        dlrt_gemm_pack_operand(0, M, K, a, K, 0, ap);
+        const dlrt_epilogue ep = col_bias_res_relu(0.5f, 1.5f, bias, res, N);
+        int same = 1;
+        for (int t = 1; t <= 4; t++) {
+            omp_set_num_threads(t);
+            dlrt_sgemm_ex(M, N, K, s == 2 ? ap : a, K, 0, s == 2, b, N, 0, 0, t == 1 ? c1 : ct, N,
+                          &ep);
+            if (t > 1) same = same && !memcmp(c1, ct, (size_t)(M * N) * sizeof(float));
+        }
+        char what[120];
+        snprintf(what, sizeof what, "gemm %lldx%lldx%lld: identical on 1-4 threads", (long long)M,
+                 (long long)N, (long long)K);
+        check(same, what);
+        free(a), free(b), free(bias), free(res), free(ap), free(c1), free(ct);
+    }
+    omp_set_num_threads(saved);
+#endif
 }
 
 static void test_gemm(void) {
@@ -924,6 +965,7 @@ int main(int argc, char **argv) {
     }
     double t = now_s();
     test_gemm();
+    test_gemm_threads();
     printf("gemm: %d passed, %d failed (%.1f s)\n", passed, failed, now_s() - t);
     test_conv();
     test_conv_packed();

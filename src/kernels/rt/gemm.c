@@ -14,6 +14,10 @@
  * Each element's sum runs over K in the same order whatever the thread count. */
 #include "gemm-micro.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 /* Packs lines [i0, i0+m) x depths [p0, p0+kc) of an operand into panels of w lines:
  * dst[panel * w * kc + p * w + ii] = line i0 + panel*w + ii at depth p0 + p, where line i at depth
  * p is X[i * ld + p] when by_rows, else X[p * ld + i]. Lines past m are zero. A's lines are the
@@ -46,6 +50,7 @@ typedef struct dlrt_gemm_args {
     int64_t lda, ldb;
     int trans_a, trans_b, c_trans;
     int a_packed, b_packed; /* A / B already in panels over all of K (dlrt_gemm_pack_operand) */
+    int one_pass;           /* all of K in one block (dlrt_gemm_run) */
     float *C;
     int64_t ldc;
     const dlrt_epilogue *ep;
@@ -90,12 +95,7 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
     /* full tiles of a product stored in C's orientation skip the row-by-row store */
     const int direct = !g->c_trans && dlrt_gemm_epi_direct(g->ep);
 #endif
-    /* prepacked A and one panel of B: all of K at once when B's panel fits the buffer, so A
-     * (a layer's weights, read once) streams through in order and no partial sums round-trip */
-    const int64_t kstep =
-        g->a_packed && nc <= DLRT_GEMM_NR && K * DLRT_GEMM_NR <= DLRT_GEMM_KC * DLRT_GEMM_NC
-            ? K
-            : DLRT_GEMM_KC;
+    const int64_t kstep = g->one_pass ? K : DLRT_GEMM_KC;
     for (int64_t p0 = 0; p0 < K; p0 += kstep) {
         int kc = (int)DLRT_MIN(kstep, K - p0);
         int first = p0 == 0, last = p0 + kc == K;
@@ -217,6 +217,14 @@ static void dlrt_gemm_row(const dlrt_gemm_args *g, int64_t N, int64_t K) {
     }
 }
 
+static int64_t dlrt_gemm_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
 static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t K) {
     if (K <= 0) {
         dlrt_gemm_k0(g, M, N);
@@ -226,16 +234,37 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
         dlrt_gemm_row(g, N, K);
         return;
     }
-    const int64_t tm = (M + DLRT_GEMM_MC - 1) / DLRT_GEMM_MC,
-                  tn = (N + DLRT_GEMM_NC - 1) / DLRT_GEMM_NC;
+    /* prepacked A and one panel of B: all of K at once when B's panel fits the buffer, so A
+     * (a layer's weights, read once) streams through in order and no partial sums round-trip.
+     * Decided for the product, so that no tile sums differently from another. */
+    dlrt_gemm_args run = *g;
+    run.one_pass =
+        g->a_packed && N <= DLRT_GEMM_NR && K * DLRT_GEMM_NR <= DLRT_GEMM_KC * DLRT_GEMM_NC;
+    g = &run;
+    const int par = (double)M * (double)N * (double)K >= DLRT_PAR_MIN;
+    /* A product whose tiles do not share out evenly over the threads (BERT's 128 x 768
+     * layers: 3 tiles on 2 threads) is cut finer while a thread would get over 1/8 more than
+     * its share: rows first (that repacks nothing), then columns, never below two panels. Each
+     * element's sum runs the same whatever the cut, so results do not depend on it. */
+    int64_t mcut = DLRT_GEMM_MC, ncut = DLRT_GEMM_NC;
+    const int64_t threads = par ? dlrt_gemm_threads() : 1;
+    for (;;) {
+        const int64_t t = ((M + mcut - 1) / mcut) * ((N + ncut - 1) / ncut);
+        if (threads <= 1 || 8 * ((t + threads - 1) / threads) * threads <= 9 * t) break;
+        if (mcut > DLRT_GEMM_MR && (M + mcut - 1) / mcut < (M + DLRT_GEMM_MR - 1) / DLRT_GEMM_MR)
+            mcut = (mcut / 2 + DLRT_GEMM_MR - 1) / DLRT_GEMM_MR * DLRT_GEMM_MR;
+        else if (ncut >= 4 * DLRT_GEMM_NR)
+            ncut /= 2;
+        else
+            break;
+    }
+    const int64_t tm = (M + mcut - 1) / mcut, tn = (N + ncut - 1) / ncut;
     const int64_t tiles = tm * tn;
-    const int par = tiles > 1 && (double)M * (double)N * (double)K >= DLRT_PAR_MIN;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
+    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par && tiles > 1))
     for (int64_t t = 0; t < tiles; t++) {
-        int64_t i0 = (t / tn) * DLRT_GEMM_MC, j0 = (t % tn) * DLRT_GEMM_NC;
-        int mc = (int)DLRT_MIN((int64_t)DLRT_GEMM_MC, M - i0);
-        int nc = (int)DLRT_MIN((int64_t)DLRT_GEMM_NC, N - j0);
+        int64_t i0 = (t / tn) * mcut, j0 = (t % tn) * ncut;
+        int mc = (int)DLRT_MIN(mcut, M - i0);
+        int nc = (int)DLRT_MIN(ncut, N - j0);
         dlrt_gemm_tile(g, K, i0, mc, j0, nc);
     }
 }
