@@ -22,10 +22,6 @@
  * DLRT_ATTN_MAX_THREADS when threads <= 0 (a caller that cannot bound OpenMP's team). */
 #include "dlrt-impl.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #ifndef DLRT_ATTN_MAX_TK
 #define DLRT_ATTN_MAX_TK 16384
 #endif
@@ -209,14 +205,6 @@ static void dlrt_attn_item(const dlrt_attn *a, const dlrt_attn_plan *pl, const f
         dlrt_attn_block_loops(a, qh, kh, vh, mh, yh, i0, mb, s);
 }
 
-static int dlrt_attn_max_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
 size_t dlrt_attention_workspace(const dlrt_attn *a, int threads) {
     if (a->tk <= DLRT_ATTN_MAX_TK) return 0;
     const int64_t slots =
@@ -235,7 +223,7 @@ void dlrt_attention(const dlrt_attn *a, const float *q, const float *k, const fl
               dlrt_attn_layout(a->y_st, a->y_sc, a->tq, a->dv, &pl.y_ld, &pl.y_cm);
     const int64_t bh = a->batch * a->heads;
     const int on_stack = a->tk <= DLRT_ATTN_MAX_TK;
-    int threads = dlrt_attn_max_threads();
+    int threads = dlrt_max_threads();
     if (!on_stack && threads > DLRT_ATTN_MAX_THREADS) threads = DLRT_ATTN_MAX_THREADS;
     /* Rows per block: as many as the buffer holds (one in the loop path), fewer when that
      * leaves few items to share among threads. The blocks depend on the shape only, never on
@@ -256,7 +244,7 @@ void dlrt_attention(const dlrt_attn *a, const float *q, const float *k, const fl
         float *s = stack;
         if (!on_stack) {
 #ifdef _OPENMP
-            s = (float *)workspace + (size_t)omp_get_thread_num() * (size_t)a->tk;
+            s = (float *)workspace + (size_t)dlrt_thread_num() * (size_t)a->tk;
 #else
             s = (float *)workspace;
 #endif

@@ -31,10 +31,6 @@
  * dY is added to dX in the reference kernels' order, so the results are theirs bit for bit. */
 #include "conv-impl.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 /* How the backward of p lays out its work and workspace: per chunk cols floats of columns (0 for
  * the direct 1x1 GEMM) and part floats of partial dW, both rounded to 64 bytes when there are
  * several chunks so that threads do not share cache lines; chunks 1.. have a partial (chunk 0
@@ -78,20 +74,7 @@ size_t dlrt_conv_grad_workspace(const dlrt_conv *p) {
 
 /* Threads for the chunked loops: the workspace has columns for one per chunk. */
 static int dlrt_grad_threads(int64_t chunks) {
-#ifdef _OPENMP
-    return (int)DLRT_MIN((int64_t)omp_get_max_threads(), chunks);
-#else
-    (void)chunks;
-    return 1;
-#endif
-}
-
-static int dlrt_grad_thread(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
+    return (int)DLRT_MIN((int64_t)dlrt_max_threads(), chunks);
 }
 
 /* d[0..n) += s[0..n), in whole blocks of 8 first: rows are short in small layers, and a fixed
@@ -187,7 +170,7 @@ void dlrt_conv_grad_input(const dlrt_conv *p, const float *dy, const float *w, f
      * dynamic, so that a thread that loses its core to another process leaves its images to
      * the others */
     DLRT_PRAGMA_OMP(parallel num_threads(threads)) {
-        float *col = pointwise ? NULL : cols + (size_t)dlrt_grad_thread() * (size_t)pl.cols;
+        float *col = pointwise ? NULL : cols + (size_t)dlrt_thread_num() * (size_t)pl.cols;
         DLRT_PRAGMA_OMP(for schedule(dynamic))
         for (int64_t b = 0; b < p->n; b++)
             dlrt_conv_grad_input_image(p, &g, pointwise, b, dy, w, dx, col);
@@ -261,7 +244,7 @@ void dlrt_conv_grad_weight(const dlrt_conv *p, const float *x, const float *dy, 
     const int64_t blocks = (nel + BLOCK - 1) / BLOCK;
     (void)blocks;
     DLRT_PRAGMA_OMP(parallel num_threads(threads)) {
-        float *col = cols + (size_t)dlrt_grad_thread() * (size_t)pl.cols;
+        float *col = cols + (size_t)dlrt_thread_num() * (size_t)pl.cols;
         /* dynamic as for the input gradient: a chunk's sums do not depend on its thread */
         DLRT_PRAGMA_OMP(for schedule(dynamic))
         for (int64_t c = 0; c < pl.chunks; c++)

@@ -8,13 +8,6 @@
 
 #include "dlrt-impl.h"
 
-/* Inlining hint for the fixed-size kernels that are specialized by constant arguments. */
-#if defined(__GNUC__) || defined(__clang__)
-#define DLRT_INLINE inline __attribute__((always_inline))
-#else
-#define DLRT_INLINE inline
-#endif
-
 /* Batches of small images are split into chunks of images that run in parallel, each with its
  * own scratch (the forward in conv.c, the backward in conv-grad.c). The number of chunks is
  * decided by these constants, the geometry and the batch alone, never by build flags
@@ -84,12 +77,13 @@ void dlrt_conv_forward_algo(const dlrt_conv *p, int algo, const float *x, const 
 /* depthwise.c: c_in == group, any channel multiplier, any rank; no workspace. */
 void dlrt_conv_depthwise(const dlrt_conv *p, const float *x, const float *w, float *y,
                          const dlrt_epilogue *ep);
-/* depthwise-cv.c (AVX-512 builds; elsewhere it takes no channels): how many channels from the
- * first (a multiple of 16, 0 when it does not apply) dlrt_conv_dw_cv computes 16 at a time,
- * and that computation, for every image; the rest stay with the plane kernel. */
+/* depthwise-cv.c (AVX-512 builds; elsewhere it takes no channels): computes the first channels
+ * of every image 16 at a time where it applies and returns how many (a multiple of 16, 0 when it
+ * does not apply; the rest stay with the plane kernel); dlrt_conv_dw_cv_channels tells how many
+ * it would take. */
+int64_t dlrt_conv_dw_cv(const dlrt_conv *p, const dlrt_win3 *g, const float *x, const float *w,
+                        float *y, const dlrt_epilogue *ep);
 int64_t dlrt_conv_dw_cv_channels(const dlrt_conv *p, const dlrt_win3 *g, const dlrt_epilogue *ep);
-void dlrt_conv_dw_cv(const dlrt_conv *p, const dlrt_win3 *g, const float *x, const float *w,
-                     float *y, const dlrt_epilogue *ep, int64_t channels);
 /* The fast depthwise path's tiling of one geometry, planned once per call: tiles of rh x cw
  * outputs are computed from stride[1]*stride[2] phase planes of hq x wq padded inputs, sub =
  * hq*wq floats apart, where a window spans eh x ew; off[] are the offsets of the kernel's taps

@@ -51,14 +51,20 @@ static int dlrt_cv_plan(const dlrt_win3 *g, dlrt_cv_tile *t) {
     return t->nr > 0;
 }
 
-int64_t dlrt_conv_dw_cv_channels(const dlrt_conv *p, const dlrt_win3 *g, const dlrt_epilogue *ep) {
-    dlrt_cv_tile t;
+/* The channels this kernel takes (a multiple of 16, 0 when it does not apply), with its tiling. */
+static int64_t dlrt_cv_applies(const dlrt_conv *p, const dlrt_win3 *g, const dlrt_epilogue *ep,
+                               dlrt_cv_tile *t) {
     if (p->c_out != p->c_in || p->c_in < DLRT_CV || (ep && ep->residual)) return 0;
     if (g->k[0] != 1 || g->in[0] != 1 || g->out[0] != 1) return 0;
     if (g->k_sp > DLRT_CV_MAX_TAPS || g->out_sp > DLRT_CV_MAX_PLANE) return 0;
     if (g->pad[1] < 0 || g->pad[2] < 0) return 0;
-    if (!dlrt_cv_plan(g, &t)) return 0;
+    if (!dlrt_cv_plan(g, t)) return 0;
     return p->c_out / DLRT_CV * DLRT_CV;
+}
+
+int64_t dlrt_conv_dw_cv_channels(const dlrt_conv *p, const dlrt_win3 *g, const dlrt_epilogue *ep) {
+    dlrt_cv_tile t;
+    return dlrt_cv_applies(p, g, ep, &t);
 }
 
 /* r[j][i] <- r[i][j] for a 16x16 block of floats held as 16 vectors: pairs of rows are
@@ -154,28 +160,15 @@ static DLRT_INLINE void dlrt_cv_compute(const dlrt_win3 *g, const dlrt_cv_tile *
     }
 }
 
+/* The taps unrolled for the common kernels (3x3, 5x5), a loop for the others. */
 static void dlrt_cv_compute_any(const dlrt_win3 *g, const dlrt_cv_tile *t, int64_t nr,
                                 const float *in, const int64_t *off, const __m512 *wv, float *out) {
-    switch (g->k_sp) {
-    case 9:
+    if (g->k_sp == 9)
         dlrt_cv_compute(g, t, nr, in, off, wv, out, 9);
-        break;
-    case 25:
+    else if (g->k_sp == 25)
         dlrt_cv_compute(g, t, nr, in, off, wv, out, 25);
-        break;
-    default: {
-        const int64_t ow = g->out[2], step = g->stride[2] * DLRT_CV, T = g->k_sp;
-        for (int64_t i = 0; i < nr; i++)
-            for (int64_t j = 0; j < ow; j++) {
-                const float *px = in + i * g->stride[1] * t->wp * DLRT_CV + j * step;
-                __m512 acc = _mm512_mul_ps(wv[0], _mm512_loadu_ps(px + off[0]));
-                for (int64_t tp = 1; tp < T; tp++)
-                    acc = _mm512_fmadd_ps(wv[tp], _mm512_loadu_ps(px + off[tp]), acc);
-                _mm512_storeu_ps(out + (i * ow + j) * DLRT_CV, acc);
-            }
-        break;
-    }
-    }
+    else
+        dlrt_cv_compute(g, t, nr, in, off, wv, out, (int)g->k_sp);
 }
 
 /* The epilogue on the blocked results (npix vectors), as dlrt_epi_apply orders it: scale, bias
@@ -207,10 +200,11 @@ static void dlrt_cv_store(const dlrt_epilogue *ep, int64_t c0, float *out, int64
     }
 }
 
-void dlrt_conv_dw_cv(const dlrt_conv *p, const dlrt_win3 *g, const float *x, const float *w,
-                     float *y, const dlrt_epilogue *ep, int64_t channels) {
+int64_t dlrt_conv_dw_cv(const dlrt_conv *p, const dlrt_win3 *g, const float *x, const float *w,
+                        float *y, const dlrt_epilogue *ep) {
     dlrt_cv_tile t;
-    if (channels <= 0 || !dlrt_cv_plan(g, &t)) return;
+    const int64_t channels = dlrt_cv_applies(p, g, ep, &t);
+    if (channels <= 0) return 0;
     const int64_t blocks = channels / DLRT_CV, oh_n = g->out[1], ow_n = g->out[2];
     const int64_t tiles = (oh_n + t.nr - 1) / t.nr, units = p->n * blocks * tiles;
     const int64_t in_sp = g->in_sp, out_sp = g->out_sp, T = g->k_sp;
@@ -239,6 +233,7 @@ void dlrt_conv_dw_cv(const dlrt_conv *p, const dlrt_win3 *g, const float *x, con
         const dlrt_epilogue *eb = dlrt_conv_ep(p, out_sp, ep, b, 0, &e);
         dlrt_cv_store(eb, c0, out, nr * ow_n, y + (b * p->c_out + c0) * out_sp, out_sp, oh0 * ow_n);
     }
+    return channels;
 }
 
 #else
@@ -248,9 +243,10 @@ int64_t dlrt_conv_dw_cv_channels(const dlrt_conv *p, const dlrt_win3 *g, const d
     return 0;
 }
 
-void dlrt_conv_dw_cv(const dlrt_conv *p, const dlrt_win3 *g, const float *x, const float *w,
-                     float *y, const dlrt_epilogue *ep, int64_t channels) {
-    (void)p, (void)g, (void)x, (void)w, (void)y, (void)ep, (void)channels;
+int64_t dlrt_conv_dw_cv(const dlrt_conv *p, const dlrt_win3 *g, const float *x, const float *w,
+                        float *y, const dlrt_epilogue *ep) {
+    (void)p, (void)g, (void)x, (void)w, (void)y, (void)ep;
+    return 0;
 }
 
 #endif

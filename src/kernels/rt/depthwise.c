@@ -262,8 +262,7 @@ void dlrt_conv_depthwise(const dlrt_conv *p, const float *x, const float *w, flo
     dlrt_conv_geom(p, &g);
     if (p->n <= 0 || p->c_out <= 0 || g.out_sp <= 0 || p->c_in <= 0) return;
     /* the first channels 16 at a time where that kernel applies (depthwise-cv.c) */
-    const int64_t cv = dlrt_conv_dw_cv_channels(p, &g, ep), c_rest = p->c_out - cv;
-    if (cv > 0) dlrt_conv_dw_cv(p, &g, x, w, y, ep, cv);
+    const int64_t cv = dlrt_conv_dw_cv(p, &g, x, w, y, ep), c_rest = p->c_out - cv;
     const int64_t mult = p->c_out / p->c_in, planes = p->n * c_rest;
     if (planes <= 0) return;
     const int64_t rows = g.out[0] * g.out[1];

@@ -13,6 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* `#pragma omp ...` only when OpenMP is on, so builds without -fopenmp get no
  * -Wunknown-pragmas warning. Usage: DLRT_PRAGMA_OMP(parallel for schedule(static)). */
@@ -22,6 +25,31 @@
 #else
 #define DLRT_PRAGMA_OMP(...)
 #endif
+
+/* Inlining hint for the fixed-size kernels that are specialized by constant arguments. */
+#if defined(__GNUC__) || defined(__clang__)
+#define DLRT_INLINE inline __attribute__((always_inline))
+#else
+#define DLRT_INLINE inline
+#endif
+
+/* OpenMP's team size for the next parallel region and the calling thread's number, or 1 and 0
+ * in builds without OpenMP. */
+static inline int dlrt_max_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static inline int dlrt_thread_num(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
 
 /* A loop runs in parallel when its work, estimated in multiply-adds (an exp counts 16, a copy
  * or comparison 1), reaches this: below it the fork costs more than it saves. Building with

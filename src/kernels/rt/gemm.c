@@ -14,10 +14,6 @@
  * Each element's sum runs over K in the same order whatever the thread count. */
 #include "gemm-micro.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 /* Packs lines [i0, i0+m) x depths [p0, p0+kc) of an operand into panels of w lines:
  * dst[panel * w * kc + p * w + ii] = line i0 + panel*w + ii at depth p0 + p, where line i at depth
  * p is X[i * ld + p] when by_rows, else X[p * ld + i]. Lines past m are zero. A's lines are the
@@ -156,9 +152,32 @@ static void dlrt_gemm_k0(const dlrt_gemm_args *g, int64_t M, int64_t N) {
         }
 }
 
+enum { DLRT_DOT_LANES = 16, DLRT_DOT_ROWS = 4 };
+
+/* out[r] = the dot product of a (stride as) with row r of b (rows ldb apart, K long), for the
+ * first `rows` rows (constant, at most DLRT_DOT_ROWS): with a contiguous a, DLRT_DOT_LANES
+ * independent partial sums per row, which vectorize without reassociating a single sum; each
+ * sum runs in the same order whatever `rows`. */
+static DLRT_INLINE void dlrt_gemm_dots(const float *a, int64_t as, const float *b, int64_t ldb,
+                                       int64_t K, float *out, const int rows) {
+    float part[DLRT_DOT_ROWS][DLRT_DOT_LANES] = {{0}};
+    int64_t p = 0;
+    if (as == 1)
+        for (; p + DLRT_DOT_LANES <= K; p += DLRT_DOT_LANES)
+            for (int r = 0; r < rows; r++)
+                for (int l = 0; l < DLRT_DOT_LANES; l++)
+                    part[r][l] += a[p + l] * b[r * ldb + p + l];
+    for (int r = 0; r < rows; r++) {
+        float s = 0.0f;
+        for (int64_t q = p; q < K; q++) s += a[q * as] * b[r * ldb + q];
+        for (int l = 0; l < DLRT_DOT_LANES; l++) s += part[r][l];
+        out[r] = s;
+    }
+}
+
 /* M == 1: a vector times a matrix; packing would cost as much as the arithmetic. */
 static void dlrt_gemm_row(const dlrt_gemm_args *g, int64_t N, int64_t K) {
-    enum { CH = 64, LANES = 16 };
+    enum { CH = 64 };
     const float *A = g->A, *B = g->B;
     const int64_t as = g->trans_a ? g->lda : 1, ldb = g->ldb, chunks = (N + CH - 1) / CH;
     const int par = chunks > 1 && (double)N * (double)K >= DLRT_PAR_MIN;
@@ -176,53 +195,14 @@ static void dlrt_gemm_row(const dlrt_gemm_args *g, int64_t N, int64_t K) {
                 for (int j = 0; j < n; j++) row[j] += av * bp[j];
             }
         } else {
-            /* dot products with LANES independent partial sums, which vectorize without
-             * reassociating a single sum; four rows of B at a time while they last, for four
-             * independent chains and memory streams (each sum still in the same order) */
+            /* four rows of B at a time while they last: independent chains and memory streams */
             int j = 0;
-            if (as == 1)
-                for (; j + 4 <= n; j += 4) {
-                    const float *b0 = B + (j0 + j) * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb,
-                                *b3 = b2 + ldb;
-                    float p0[LANES] = {0}, p1[LANES] = {0}, p2[LANES] = {0}, p3[LANES] = {0};
-                    int64_t p = 0;
-                    for (; p + LANES <= K; p += LANES)
-                        for (int l = 0; l < LANES; l++) {
-                            const float av = A[p + l];
-                            p0[l] += av * b0[p + l], p1[l] += av * b1[p + l];
-                            p2[l] += av * b2[p + l], p3[l] += av * b3[p + l];
-                        }
-                    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-                    for (; p < K; p++)
-                        s0 += A[p] * b0[p], s1 += A[p] * b1[p], s2 += A[p] * b2[p],
-                            s3 += A[p] * b3[p];
-                    for (int l = 0; l < LANES; l++)
-                        s0 += p0[l], s1 += p1[l], s2 += p2[l], s3 += p3[l];
-                    row[j] = s0, row[j + 1] = s1, row[j + 2] = s2, row[j + 3] = s3;
-                }
-            for (; j < n; j++) {
-                const float *bp = B + (j0 + j) * ldb;
-                float part[LANES] = {0};
-                int64_t p = 0;
-                if (as == 1)
-                    for (; p + LANES <= K; p += LANES)
-                        for (int l = 0; l < LANES; l++) part[l] += A[p + l] * bp[p + l];
-                float s = 0.0f;
-                for (; p < K; p++) s += A[p * as] * bp[p];
-                for (int l = 0; l < LANES; l++) s += part[l];
-                row[j] = s;
-            }
+            for (; j + 4 <= n; j += 4)
+                dlrt_gemm_dots(A, as, B + (j0 + j) * ldb, ldb, K, row + j, 4);
+            for (; j < n; j++) dlrt_gemm_dots(A, as, B + (j0 + j) * ldb, ldb, K, row + j, 1);
         }
         dlrt_gemm_store_row(g, 0, j0, row, n);
     }
-}
-
-static int64_t dlrt_gemm_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
 }
 
 static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t K) {
@@ -247,7 +227,7 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
      * its share: rows first (that repacks nothing), then columns, never below two panels. Each
      * element's sum runs the same whatever the cut, so results do not depend on it. */
     int64_t mcut = DLRT_GEMM_MC, ncut = DLRT_GEMM_NC;
-    const int64_t threads = par ? dlrt_gemm_threads() : 1;
+    const int64_t threads = par ? dlrt_max_threads() : 1;
     for (;;) {
         const int64_t t = ((M + mcut - 1) / mcut) * ((N + ncut - 1) / ncut);
         if (threads <= 1 || 8 * ((t + threads - 1) / threads) * threads <= 9 * t) break;
