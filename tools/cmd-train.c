@@ -48,8 +48,11 @@ static const char help[] =
     "  --profile           at the end, time each kernel of the step program on the last batch\n"
     "                      (the table of dlcc profile; the weights are not updated by it)\n";
 
+enum { SCHEDULE_CONSTANT, SCHEDULE_STEP, SCHEDULE_COSINE };
+
 typedef struct train_args {
-    const char *model, *x, *y, *ckpt, *export_path, *log, *freeze, *schedule;
+    const char *model, *x, *y, *ckpt, *export_path, *log, *freeze;
+    int schedule; /* SCHEDULE_* */
     dl_train_options o;
     dl_hparams hp;
     int threads, quiet, resume, shuffle, save_every, profile;
@@ -92,16 +95,28 @@ static void shuffle(int64_t *order, int64_t n, uint64_t *rng) {
 static double lr_at(const train_args *a, int64_t step, int64_t total, int64_t per_epoch) {
     double base = a->hp.lr;
     if (a->warmup > 0 && step < a->warmup) return base * (double)(step + 1) / (double)a->warmup;
-    if (strcmp(a->schedule, "step") == 0) {
+    if (a->schedule == SCHEDULE_STEP) {
         int64_t size = a->step_size > 0 ? a->step_size : per_epoch;
         return base * pow(a->gamma, (double)(step / (size > 0 ? size : 1)));
     }
-    if (strcmp(a->schedule, "cosine") == 0) {
+    if (a->schedule == SCHEDULE_COSINE) {
         int64_t span = total - a->warmup, at = step - a->warmup;
         if (span <= 0) return base;
         return base * 0.5 * (1 + cos(M_PI * (double)at / (double)span));
     }
     return base;
+}
+
+/* The index of value among the n names; -1 after an error naming them all. */
+static int train_choice(const char *what, const char *value, const char *const *names, int n) {
+    char list[128] = "";
+    for (int i = 0; i < n; i++) {
+        if (strcmp(value, names[i]) == 0) return i;
+        strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
+        strncat(list, names[i], sizeof list - strlen(list) - 1);
+    }
+    cli_error("train: unknown %s '%s' (%s)", what, value, list);
+    return -1;
 }
 
 static int parse_num(const char *opt, const char *v, double lo, double *out) {
@@ -130,8 +145,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
     a->val_split = 0.1;
     a->shuffle = 1;
     a->gamma = 0.1;
-    a->schedule = "constant";
-    const char *opt = "sgd", *loss = "cross_entropy", *backend = "native";
+    const char *opt = "sgd", *loss = "cross_entropy", *backend = "native", *schedule = "constant";
     int64_t k;
     dl_hparams h = {0};
     double lr = -1, mom = 0, wd = -1, b1 = 0.9, b2 = 0.999, eps = 1e-8, clip = -1, ls = 0;
@@ -167,7 +181,7 @@ static int parse_args(int argc, char **argv, train_args *a) {
         else if (OPT("--label-smoothing"))
             rc = parse_num("--label-smoothing", v, 0, &ls);
         else if (OPT("--schedule"))
-            a->schedule = v;
+            schedule = v;
         else if (OPT("--warmup"))
             rc = parse_int("--warmup", v, 0, &a->warmup);
         else if (OPT("--step-size"))
@@ -225,31 +239,22 @@ static int parse_args(int argc, char **argv, train_args *a) {
         fputs(help, stderr);
         return 2;
     }
-    if (strcmp(opt, "sgd") == 0)
-        a->o.optimizer = DL_OPT_SGD;
-    else if (strcmp(opt, "adam") == 0)
-        a->o.optimizer = DL_OPT_ADAM;
-    else if (strcmp(opt, "adamw") == 0)
-        a->o.optimizer = DL_OPT_ADAMW;
-    else
-        return cli_error("train: unknown optimizer '%s' (sgd, adam, adamw)", opt) + 1;
-    if (strcmp(loss, "cross_entropy") == 0)
-        a->o.loss = DL_LOSS_CROSS_ENTROPY;
-    else if (strcmp(loss, "mse") == 0)
-        a->o.loss = DL_LOSS_MSE;
-    else if (strcmp(loss, "bce_logits") == 0)
-        a->o.loss = DL_LOSS_BCE_LOGITS;
-    else
-        return cli_error("train: unknown loss '%s' (cross_entropy, mse, bce_logits)", loss) + 1;
-    if (strcmp(backend, "native") == 0)
-        a->o.backend = DL_BACKEND_NATIVE;
-    else if (strcmp(backend, "ref") == 0)
-        a->o.backend = DL_BACKEND_REF;
-    else
-        return cli_error("train: unknown backend '%s' (native, ref)", backend) + 1;
-    if (strcmp(a->schedule, "constant") && strcmp(a->schedule, "step") &&
-        strcmp(a->schedule, "cosine"))
-        return cli_error("train: unknown schedule '%s' (constant, step, cosine)", a->schedule) + 1;
+    static const char *const optimizers[] = {"sgd", "adam", "adamw"};
+    static const dl_optimizer_kind optimizer_of[] = {DL_OPT_SGD, DL_OPT_ADAM, DL_OPT_ADAMW};
+    static const char *const losses[] = {"cross_entropy", "mse", "bce_logits"};
+    static const dl_loss_kind loss_of[] = {DL_LOSS_CROSS_ENTROPY, DL_LOSS_MSE, DL_LOSS_BCE_LOGITS};
+    static const char *const backends[] = {"native", "ref"};
+    static const dl_backend backend_of[] = {DL_BACKEND_NATIVE, DL_BACKEND_REF};
+    static const char *const schedules[] = {"constant", "step", "cosine"};
+    int k_opt, k_loss, k_backend; /* the first unknown name stops here */
+    if ((k_opt = train_choice("optimizer", opt, optimizers, 3)) < 0 ||
+        (k_loss = train_choice("loss", loss, losses, 3)) < 0 ||
+        (k_backend = train_choice("backend", backend, backends, 2)) < 0 ||
+        (a->schedule = train_choice("schedule", schedule, schedules, 3)) < 0)
+        return 2;
+    a->o.optimizer = optimizer_of[k_opt];
+    a->o.loss = loss_of[k_loss];
+    a->o.backend = backend_of[k_backend];
     if (a->epochs && a->steps) return cli_error("train: give --epochs or --steps, not both") + 1;
     if (a->val_split >= 1) return cli_error("train: --val-split must be below 1") + 1;
     if (a->resume && !a->ckpt) return cli_error("train: --resume needs --checkpoint FILE") + 1;
