@@ -84,8 +84,10 @@ static void emit_batch(dl_sbuf *sb, int n_sym, int64_t n) {
 }
 
 /* Registers a constant weight for packing once as GEMM operand `operand` (0: op(A), lines = M
- * rows; 1: op(B), lines = N columns; stored with ld/trans); *index is the request, -1 when
- * there is no registry or the weight is not a float constant. */
+ * rows; 1: op(B), lines = N columns; stored with ld/trans), or, with operand DLRT_WG_PACKED or
+ * DLRT_WG_PACKED_T, as a 3x3 convolution's Winograd-transformed weights (lines = c_out, K =
+ * c_in); *index is the request, -1 when there is no registry or the weight is not a float
+ * constant. */
 static dl_status request_pack(dl_ctx *ctx, dl_packs *pk, const dl_value *v, int operand,
                               int64_t lines, int64_t K, int64_t ld, int trans, int *index) {
     *index = -1;
@@ -135,15 +137,19 @@ static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const dl_target *t, 
     emit_conv_struct(sb, p, cp.n_sym);
     emit_epilogue(sb, &cp.epi);
     emit_residual(sb, &cp.epi, "");
-    /* weights packed once when the layer runs as GEMMs (dlrt_conv_packs_weights; the kernel
-     * decides again at run time and ignores the copy otherwise) */
+    /* weights packed once when the layer runs as GEMMs or as Winograd
+     * (dlrt_conv_packs_weights; the kernel decides again at run time and ignores the copy
+     * otherwise) */
     int64_t kdim = p->group > 0 ? p->c_in / p->group : 0;
     for (int d = 0; d < p->nsp; d++) kdim *= p->k[d];
     int pk = -1;
     const int mode = dlrt_conv_packs_weights_for(t->vector_bytes, p); /* the target's tiles */
-    if (mode) /* op(A) = w as the left operand, or as the transposed product's right one */
-        DL_TRY(request_pack(ctx, packs, gr->nodes[0]->in[1], mode == DLRT_A_PACKED ? 0 : 1,
-                            p->c_out, kdim, kdim, mode == DLRT_A_PACKED_T, &pk));
+    const dl_value *w = gr->nodes[0]->in[1];
+    if (mode == DLRT_WG_PACKED || mode == DLRT_WG_PACKED_T) /* transformed, c_out x c_in each */
+        DL_TRY(request_pack(ctx, packs, w, mode, p->c_out, p->c_in, 0, 0, &pk));
+    else if (mode) /* op(A) = w as the left operand, or as the transposed product's right one */
+        DL_TRY(request_pack(ctx, packs, w, mode == DLRT_A_PACKED ? 0 : 1, p->c_out, kdim, kdim,
+                            mode == DLRT_A_PACKED_T, &pk));
     /* NULL packed weights (no request, or an AOT bundle's empty slot): plain dlrt_conv_forward */
     char packed[48] = "0";
     if (pk >= 0) snprintf(packed, sizeof packed, "(const float *)b[DLK_PACK + %d]", pk);

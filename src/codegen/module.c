@@ -20,13 +20,21 @@ static void emit_packs(dl_sbuf *sb, const dl_packs *pk) {
                      (long long)r->lines, (long long)r->K, (long long)r->ld, r->trans);
     }
     dl_sb_printf(sb, "%s};\n", pk->n ? "" : "{0}");
-    dl_sb_put(sb, "int64_t dlk_pack_bytes(int k) {\n"
-                  "    const int64_t *a = dlk_pack_args[k];\n"
-                  "    return (int64_t)dlrt_gemm_packed_bytes((int)a[0], a[1], a[2]);\n}\n"
-                  "void dlk_pack(int k, const void *src, void *dst) {\n"
-                  "    const int64_t *a = dlk_pack_args[k];\n"
-                  "    dlrt_gemm_pack_operand((int)a[0], a[1], a[2], (const float *)src, a[3], "
-                  "(int)a[4], (float *)dst);\n}\n\n");
+    /* a[0] is a GEMM operand (0, 1) or a Winograd packing mode (DLRT_WG_PACKED...) */
+    dl_sb_put(sb,
+              "int64_t dlk_pack_bytes(int k) {\n"
+              "    const int64_t *a = dlk_pack_args[k];\n"
+              "    if (a[0] >= DLRT_WG_PACKED)\n"
+              "        return (int64_t)dlrt_conv_winograd_packed_bytes((int)a[0], a[1], a[2]);\n"
+              "    return (int64_t)dlrt_gemm_packed_bytes((int)a[0], a[1], a[2]);\n}\n"
+              "void dlk_pack(int k, const void *src, void *dst) {\n"
+              "    const int64_t *a = dlk_pack_args[k];\n"
+              "    if (a[0] >= DLRT_WG_PACKED)\n"
+              "        dlrt_conv_winograd_pack((int)a[0], a[1], a[2], (const float *)src, "
+              "(float *)dst);\n"
+              "    else\n"
+              "        dlrt_gemm_pack_operand((int)a[0], a[1], a[2], (const float *)src, a[3], "
+              "(int)a[4], (float *)dst);\n}\n\n");
 }
 
 dl_status dl_module_emit(dl_ctx *ctx, dl_graph *g, dl_fusion *f, const dl_target *t, dl_sbuf *sb,
@@ -50,8 +58,8 @@ dl_status dl_module_emit(dl_ctx *ctx, dl_graph *g, dl_fusion *f, const dl_target
             char d[300];
             if (notes)
                 dl_sb_printf(notes, "%s group at %s runs its reference kernels: %s\n",
-                             dl_gkind_name(gr->kind), dl_node_desc(dl_group_anchor(gr), d, sizeof d),
-                             dl_errmsg(ctx));
+                             dl_gkind_name(gr->kind),
+                             dl_node_desc(dl_group_anchor(gr), d, sizeof d), dl_errmsg(ctx));
             dl_ctx_clear(ctx);
             dl_sb_free(&one);
             packs.n = packs_before; /* the group's requests go with its code */

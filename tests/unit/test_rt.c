@@ -318,6 +318,29 @@ static void test_gemm_threads(void) {
 #endif
 }
 
+/* dlrt_gemm_packed_index names where dlrt_gemm_pack_operand put each value (lines past a
+ * panel boundary, depths past a KC piece), for both operands. */
+static void test_packed_index(void) {
+    static const int64_t lines_k[][2] = {{1, 1}, {7, 5}, {70, 300}, {13, 600}};
+    for (int operand = 0; operand < 2; operand++)
+        for (size_t c = 0; c < sizeof lines_k / sizeof lines_k[0]; c++) {
+            const int64_t lines = lines_k[c][0], K = lines_k[c][1];
+            float *x = rand_buf(lines * K),
+                  *dst = malloc(dlrt_gemm_packed_bytes(operand, lines, K));
+            /* line i at depth p is x[i * K + p]: A's rows, or B's columns stored transposed */
+            dlrt_gemm_pack_operand(operand, lines, K, x, K, operand, dst);
+            int ok = 1;
+            for (int64_t i = 0; i < lines && ok; i++)
+                for (int64_t q = 0; q < K && ok; q++)
+                    ok = dst[dlrt_gemm_packed_index(operand, i, q, K)] == x[i * K + q];
+            char what[96];
+            snprintf(what, sizeof what, "packed index: operand %d, %lld lines, K %lld", operand,
+                     (long long)lines, (long long)K);
+            check(ok, what);
+            free(x), free(dst);
+        }
+}
+
 static void test_gemm(void) {
     static const int64_t sz[] = {0, 1, 3, 17, 64, 129};
     gemm_cfg plain = {.alpha = 1, .beta = 1};
@@ -480,18 +503,21 @@ static void conv_run(const conv_case *cc, int epi) {
 static void test_conv_packed(void) {
     /* n, c_in, c_out, group, in (square), out, kernel, stride, pad */
     static const int64_t rows[][9] = {
-        {1, 16, 24, 1, 9, 9, 1, 1, 0},  /* 1x1: packs */
-        {2, 8, 13, 1, 10, 10, 3, 1, 1}, /* im2col, batch 2: packs */
-        {1, 6, 70, 1, 17, 8, 3, 2, 0},  /* strided im2col */
-        {1, 8, 8, 8, 7, 7, 3, 1, 1},    /* depthwise: ignores the copy */
-        {1, 64, 300, 1, 2, 2, 1, 1, 0}, /* narrow output, computed transposed: packs as B */
-        {1, 32, 100, 1, 3, 1, 3, 1, 0}, /* one output position, im2col transposed: as B */
-        {1, 40, 136, 1, 7, 7, 3, 1, 1}, /* a 7x7 plane: as B or as A, by the ISA's tile */
-        {1, 4, 4, 2, 7, 7, 3, 1, 1},    /* grouped: ignores the copy */
+        {1, 16, 24, 1, 9, 9, 1, 1, 0},    /* 1x1: packs */
+        {2, 8, 13, 1, 10, 10, 3, 1, 1},   /* im2col, batch 2: packs */
+        {1, 6, 70, 1, 17, 8, 3, 2, 0},    /* strided im2col */
+        {1, 8, 8, 8, 7, 7, 3, 1, 1},      /* depthwise: ignores the copy */
+        {1, 64, 300, 1, 2, 2, 1, 1, 0},   /* narrow output, computed transposed: packs as B */
+        {1, 32, 100, 1, 3, 1, 3, 1, 0},   /* one output position, im2col transposed: as B */
+        {1, 40, 136, 1, 7, 7, 3, 1, 1},   /* a 7x7 plane: as B or as A, by the ISA's tile */
+        {1, 4, 4, 2, 7, 7, 3, 1, 1},      /* grouped: ignores the copy */
+        {1, 64, 64, 1, 14, 14, 3, 1, 1},  /* Winograd on filters transformed at load time */
+        {2, 64, 70, 1, 21, 21, 3, 1, 1},  /* the same, batch 2, partial tiles and panels */
+        {1, 256, 40, 1, 10, 10, 3, 1, 1}, /* the same, tiles of two images per GEMM */
     };
     enum { N_CASES = sizeof rows / sizeof rows[0] };
     dlrt_conv cs[N_CASES];
-    int modes[3] = {0};
+    int modes[5] = {0};
     for (int i = 0; i < N_CASES; i++) {
         const int64_t *r = rows[i];
         cs[i] = (dlrt_conv){.nsp = 2,
@@ -507,8 +533,10 @@ static void test_conv_packed(void) {
                             .pad_begin = {r[8], r[8]}};
         modes[dlrt_conv_packs_weights(&cs[i])]++;
     }
-    check(modes[0] >= 2 && modes[DLRT_A_PACKED] >= 2 && modes[DLRT_A_PACKED_T] >= 2,
-          "conv packed: layers pack their weights as A, as the transposed product's B, or not");
+    check(modes[0] >= 2 && modes[DLRT_A_PACKED] >= 2 && modes[DLRT_A_PACKED_T] >= 2 &&
+              modes[DLRT_WG_PACKED] + modes[DLRT_WG_PACKED_T] >= 3,
+          "conv packed: layers pack their weights as A, as the transposed product's B, "
+          "Winograd-transformed, or not");
     for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
         const dlrt_conv *p = &cs[ci];
         int64_t in_sp = p->in[0] * p->in[1], out_sp = p->out[0] * p->out[1];
@@ -518,9 +546,15 @@ static void test_conv_packed(void) {
         float *bias = rand_buf(p->c_out), *y1 = rand_buf(yn), *y2 = malloc((size_t)yn * 4);
         memcpy(y2, y1, (size_t)yn * 4); /* the in-place residual */
         const int mode = dlrt_conv_packs_weights(p), operand = mode == DLRT_A_PACKED_T;
-        float *wp = malloc(dlrt_gemm_packed_bytes(operand, p->c_out, kdim) + 4);
+        const int wg = mode == DLRT_WG_PACKED || mode == DLRT_WG_PACKED_T;
+        float *wp = malloc((wg ? dlrt_conv_winograd_packed_bytes(mode, p->c_out, p->c_in)
+                               : dlrt_gemm_packed_bytes(operand, p->c_out, kdim)) +
+                           4);
         void *ws = malloc(dlrt_conv_workspace(p) + 4);
-        dlrt_gemm_pack_operand(operand, p->c_out, kdim, w, kdim, operand, wp);
+        if (wg)
+            dlrt_conv_winograd_pack(mode, p->c_out, p->c_in, w, wp);
+        else
+            dlrt_gemm_pack_operand(operand, p->c_out, kdim, w, kdim, operand, wp);
         dlrt_epilogue ep = {
             .alpha = 1, .beta = 1, .bias = bias, .residual = y1, .act = DLRT_ACT_RELU};
         dlrt_conv_forward(p, x, w, y1, ws, &ep);
@@ -533,15 +567,17 @@ static void test_conv_packed(void) {
             ep.residual = NULL;
             dlrt_conv_forward(p, x, w, y3, ws, &ep);
             float *y4 = malloc((size_t)yn * 4);
-            dlrt_conv_forward_packed(p, x, w, wp, 3 - mode, y4, ws, &ep);
+            /* (Winograd's two packings are each other's other mode too) */
+            dlrt_conv_forward_packed(p, x, w, wp, wg ? 7 - mode : 3 - mode, y4, ws, &ep);
             char w2[96];
             snprintf(w2, sizeof w2, "conv packed: case %zu, a copy of the other mode ignored", ci);
             check(!memcmp(y3, y4, (size_t)yn * 4), w2);
             free(y3), free(y4);
         }
         int ok = 1;
+        /* Winograd against im2col: F(4x4, 3x3) rounds differently (test_rtconv bounds it) */
         for (int64_t i = 0; i < yn && ok; i++)
-            ok = close_to(y2[i], y1[i], 1e-5 * (1.0 + kdim / 100.0));
+            ok = close_to(y2[i], y1[i], (wg ? 1e-4 : 1e-5) * (1.0 + kdim / 100.0));
         char what[160];
         snprintf(what, sizeof what, "conv with packed weights: case %zu (packs: %d)", ci, mode);
         check(ok, what);
@@ -965,6 +1001,7 @@ int main(int argc, char **argv) {
     }
     double t = now_s();
     test_gemm();
+    test_packed_index();
     test_gemm_threads();
     printf("gemm: %d passed, %d failed (%.1f s)\n", passed, failed, now_s() - t);
     test_conv();

@@ -141,24 +141,36 @@ static epi_case epi_pick(int kind) {
 static double worst_rel; /* largest error / (1 + magnitude) seen, for the report */
 
 /* Runs p through `algo` with epilogue e and compares with the reference; tol is relative to
- * 1 + the magnitude of each output's terms. Returns the largest error relative to that. */
-static double conv_check(const dlrt_conv *p, int algo, const epi_case *e, const float *x,
-                         const float *w, const double *acc, const double *mag, double tol,
-                         const char *what) {
+ * 1 + the magnitude of each output's terms. Returns the largest error relative to that.
+ * wg_mode (DLRT_WG_PACKED or _T, else 0): Winograd on weights transformed and packed that way
+ * beforehand, in the smaller workspace that needs. */
+static double conv_check(const dlrt_conv *p, int algo, int wg_mode, const epi_case *e,
+                         const float *x, const float *w, const double *acc, const double *mag,
+                         double tol, const char *what) {
     const int64_t yn = numel_out(p), sp = yn / (p->n * p->c_out);
     float *bias = buf_new(p->c_out, 0), *res = buf_new(yn, 0);
     float *y = malloc((size_t)(yn + 1) * sizeof(float));
     const int inplace = e->kind == EP_RES_INPLACE;
     for (int64_t i = 0; i <= yn; i++) y[i] = inplace && i < yn ? res[i] : CANARY;
-    size_t ws = dlrt_conv_algo_workspace(p, algo);
+    size_t ws = wg_mode ? dlrt_conv_winograd_workspace(p, 1) : dlrt_conv_algo_workspace(p, algo);
     unsigned char *work = malloc(ws + 64);
     for (size_t i = 0; i < 64; i++) work[ws + i] = 0xA5;
+    float *wp = NULL;
+    if (wg_mode) {
+        wp = malloc(dlrt_conv_winograd_packed_bytes(wg_mode, p->c_out, p->c_in));
+        dlrt_conv_winograd_pack(wg_mode, p->c_out, p->c_in, w, wp);
+    }
     dlrt_epilogue ep = {
         .alpha = e->alpha, .beta = e->beta, .act = e->act, .act_a = e->act_a, .act_b = e->act_b};
     if (e->kind == EP_BIAS || e->kind == EP_ALL) ep.bias = bias;
     if (e->kind == EP_RES || e->kind == EP_ALL) ep.residual = res;
     if (inplace) ep.residual = y;
-    dlrt_conv_forward_algo(p, algo, x, w, y, work, e->kind == EP_NULL ? NULL : &ep);
+    const dlrt_epilogue *epp = e->kind == EP_NULL ? NULL : &ep;
+    if (wg_mode)
+        dlrt_conv_winograd(p, x, w, wp, wg_mode, y, work, epp);
+    else
+        dlrt_conv_forward_algo(p, algo, x, w, y, work, epp);
+    free(wp);
     int ok = y[yn] == CANARY;
     for (size_t i = 0; i < 64; i++) ok = ok && work[ws + i] == 0xA5;
     double worst = 0;
@@ -187,30 +199,49 @@ static void conv_case(const dlrt_conv *p, unsigned kinds, const char *tag) {
     double *acc = malloc((size_t)yn * sizeof(double)), *mag = malloc((size_t)yn * sizeof(double));
     ref_conv(p, x, w, acc, mag);
     char what[320];
-    for (int algo = 0; algo <= DLRT_CONV_WINOGRAD; algo++) {
+    /* the algorithms, then Winograd on weights packed beforehand, both ways */
+    for (int run = 0; run <= DLRT_CONV_WINOGRAD + 2; run++) {
+        const int algo = DLRT_MIN(run, (int)DLRT_CONV_WINOGRAD);
+        const int wg_mode = run > DLRT_CONV_WINOGRAD ? run - DLRT_CONV_WINOGRAD + 2 : 0;
         if (!dlrt_conv_algo_ok(p, algo)) continue;
         for (int k = 0; k < EP_KINDS; k++) {
             if (!(kinds >> k & 1)) continue;
             epi_case e = epi_pick(k);
             snprintf(what, sizeof what,
-                     "%s %s %dd n=%lld c=%lld->%lld g=%lld in=%lldx%lldx%lld k=%lldx%lldx%lld "
+                     "%s %s%s %dd n=%lld c=%lld->%lld g=%lld in=%lldx%lldx%lld k=%lldx%lldx%lld "
                      "s=%lld,%lld,%lld d=%lld,%lld,%lld pb=%lld,%lld,%lld %s act=%d",
-                     tag, dlrt_conv_algo_name(algo), p->nsp, (long long)p->n, (long long)p->c_in,
-                     (long long)p->c_out, (long long)p->group, (long long)p->in[0],
-                     (long long)p->in[1], (long long)p->in[2], (long long)p->k[0],
-                     (long long)p->k[1], (long long)p->k[2], (long long)p->stride[0],
-                     (long long)p->stride[1], (long long)p->stride[2], (long long)p->dil[0],
-                     (long long)p->dil[1], (long long)p->dil[2], (long long)p->pad_begin[0],
-                     (long long)p->pad_begin[1], (long long)p->pad_begin[2], ep_names[k], e.act);
+                     tag, dlrt_conv_algo_name(algo),
+                     wg_mode == DLRT_WG_PACKED     ? " packed"
+                     : wg_mode == DLRT_WG_PACKED_T ? " packed-T"
+                                                   : "",
+                     p->nsp, (long long)p->n, (long long)p->c_in, (long long)p->c_out,
+                     (long long)p->group, (long long)p->in[0], (long long)p->in[1],
+                     (long long)p->in[2], (long long)p->k[0], (long long)p->k[1],
+                     (long long)p->k[2], (long long)p->stride[0], (long long)p->stride[1],
+                     (long long)p->stride[2], (long long)p->dil[0], (long long)p->dil[1],
+                     (long long)p->dil[2], (long long)p->pad_begin[0], (long long)p->pad_begin[1],
+                     (long long)p->pad_begin[2], ep_names[k], e.act);
             double tol = algo == DLRT_CONV_WINOGRAD ? 1e-5 : 2e-6;
-            double err = conv_check(p, algo, &e, x, w, acc, mag, tol, what);
+            double err = conv_check(p, algo, wg_mode, &e, x, w, acc, mag, tol, what);
             if (err > worst_rel) worst_rel = err;
         }
     }
     int algo = dlrt_conv_choose(p);
     CHECK("chosen algorithm applies", dlrt_conv_algo_ok(p, algo));
-    CHECK("workspace is the chosen one's",
-          dlrt_conv_workspace(p) == dlrt_conv_algo_workspace(p, algo));
+    /* dlrt_conv_workspace also covers Winograd on packed weights, which may be chosen where
+     * dlrt_conv_forward would not */
+    const size_t ws = dlrt_conv_workspace(p);
+    CHECK("workspace covers the chosen algorithm", ws >= dlrt_conv_algo_workspace(p, algo));
+    CHECK("workspace covers packed Winograd",
+          !dlrt_conv_algo_ok(p, DLRT_CONV_WINOGRAD) ||
+              !(dlrt_conv_packs_weights(p) == DLRT_WG_PACKED ||
+                dlrt_conv_packs_weights(p) == DLRT_WG_PACKED_T) ||
+              ws >= dlrt_conv_winograd_workspace(p, 1));
+    CHECK("workspace is no larger than needed",
+          ws == DLRT_MAX(dlrt_conv_algo_workspace(p, algo),
+                         dlrt_conv_packs_weights(p) >= DLRT_WG_PACKED
+                             ? dlrt_conv_winograd_workspace(p, 1)
+                             : 0));
     free(x), free(w), free(acc), free(mag);
 }
 
@@ -518,6 +549,20 @@ static void test_choose(void) {
           dlrt_conv_choose(&r512) == DLRT_CONV_IM2COL);
     r512.n = 16;
     CHECK("winograd for 512ch 7x7 at batch 16", dlrt_conv_choose(&r512) == DLRT_CONV_WINOGRAD);
+    /* with the filters transformed once, at load time, Winograd also pays on ResNet-50's 256ch
+     * 14x14 layers, and still not on 512ch 7x7 at batch 1 (4 tiles per frequency) */
+    dlrt_conv r256 = conv2d(256, 256, 1, 14, 3, 1);
+    r512.n = 1;
+    CHECK("no winograd for 256ch 14x14 transforming filters per call",
+          dlrt_conv_choose(&r256) == DLRT_CONV_IM2COL);
+    const int m256 = dlrt_conv_packs_weights(&r256), m512 = dlrt_conv_packs_weights(&r512);
+    CHECK("winograd with packed filters for 256ch 14x14",
+          m256 == DLRT_WG_PACKED || m256 == DLRT_WG_PACKED_T);
+    CHECK("512ch 7x7 at batch 1 packs for im2col",
+          m512 == DLRT_A_PACKED || m512 == DLRT_A_PACKED_T);
+    CHECK("64ch 56x56 packs winograd filters for generic and AVX-512 targets alike",
+          dlrt_conv_packs_weights_for(16, &r64) >= DLRT_WG_PACKED &&
+              dlrt_conv_packs_weights_for(64, &r64) >= DLRT_WG_PACKED);
     dlrt_conv huge = conv2d((int64_t)1 << 20, (int64_t)1 << 20, 1, (int64_t)1 << 14, 3, 1);
     huge.n = (int64_t)1 << 20; /* costs saturate (no overflow): im2col */
     CHECK("huge convolution", dlrt_conv_choose(&huge) == DLRT_CONV_IM2COL);

@@ -109,8 +109,14 @@ int dlrt_conv_winograd_ok(const dlrt_conv *p);
 /* Its tiles per image and the columns of each batch of GEMMs (images are batched up to a
  * minimum width). */
 void dlrt_conv_winograd_cols(const dlrt_conv *p, int64_t *tiles, int64_t *cols);
-size_t dlrt_conv_winograd_workspace(const dlrt_conv *p);
-void dlrt_conv_winograd(const dlrt_conv *p, const float *x, const float *w, float *y,
-                        void *workspace, const dlrt_epilogue *ep);
+/* How its weights are packed (DLRT_WG_PACKED or DLRT_WG_PACKED_T) for a build whose vectors
+ * have vector_bytes: as the product of its GEMMs pads least. */
+int dlrt_conv_winograd_mode_for(int vector_bytes, const dlrt_conv *p);
+/* Scratch bytes; packed: the weights come transformed (wpacked), none made per call. */
+size_t dlrt_conv_winograd_workspace(const dlrt_conv *p, int packed);
+/* wpacked: NULL (transform w on every call) or dlrt_conv_winograd_pack's buffer for wpack_mode
+ * (DLRT_WG_PACKED or DLRT_WG_PACKED_T). */
+void dlrt_conv_winograd(const dlrt_conv *p, const float *x, const float *w, const float *wpacked,
+                        int wpack_mode, float *y, void *workspace, const dlrt_epilogue *ep);
 
 #endif

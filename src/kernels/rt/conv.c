@@ -170,8 +170,9 @@ static int64_t dlrt_cost_gemm(int64_t m, int64_t n, int64_t k) {
     return dlrt_cost_mul(dlrt_cost_mul(dlrt_cost_mul(DLRT_COST_MAC, m), cols), k + DLRT_COST_K0);
 }
 
-/* Whether Winograd is expected to beat im2col + GEMM on p (2-D, 3x3, one group). */
-static int dlrt_conv_winograd_pays(const dlrt_conv *p) {
+/* Whether Winograd is expected to beat im2col + GEMM on p (2-D, 3x3, one group); packed: its
+ * weights come transformed (dlrt_conv_forward_packed), which saves the WT term. */
+static int dlrt_conv_winograd_pays(const dlrt_conv *p, int packed) {
     const int64_t sp = p->out[0] * p->out[1], ci = p->c_in, co = p->c_out;
     int64_t tiles, cols;
     dlrt_conv_winograd_cols(p, &tiles, &cols);
@@ -180,22 +181,27 @@ static int dlrt_conv_winograd_pays(const dlrt_conv *p) {
     im2col = dlrt_cost_add(im2col, dlrt_cost_mul(dlrt_cost_mul(DLRT_COST_COPY * 9, ci), sp * p->n));
     const int64_t batches = (p->n * tiles + cols - 1) / cols;
     int64_t wino = dlrt_cost_mul(dlrt_cost_gemm(co, cols, ci), 36 * batches);
-    wino = dlrt_cost_add(wino, dlrt_cost_mul(dlrt_cost_mul(DLRT_COST_WT * 36, co), ci));
+    if (!packed)
+        wino = dlrt_cost_add(wino, dlrt_cost_mul(dlrt_cost_mul(DLRT_COST_WT * 36, co), ci));
     wino = dlrt_cost_add(
         wino, dlrt_cost_mul(dlrt_cost_mul(DLRT_COST_IO * 36, ci + co), dlrt_cost_mul(tiles, p->n)));
     return dlrt_cost_mul(im2col, 100) > dlrt_cost_mul(wino, DLRT_COST_MARGIN);
 }
 
-int dlrt_conv_choose(const dlrt_conv *p) {
+static int dlrt_conv_choose_for(const dlrt_conv *p, int packed) {
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
     /* depthwise only with several groups: one input channel and one group (a first layer on
      * grey images) is a plain GEMM with K = prod(k), about 8x faster as im2col than as a
      * depthwise plane per output channel (LeNet's 1->6 5x5: 0.29 vs 2.36 ms) */
     if (p->group > 1 && p->c_in == p->group) return DLRT_CONV_DEPTHWISE;
-    if (dlrt_conv_winograd_ok(p) && dlrt_conv_winograd_pays(p)) return DLRT_CONV_WINOGRAD;
+    if (dlrt_conv_winograd_ok(p) && dlrt_conv_winograd_pays(p, packed)) return DLRT_CONV_WINOGRAD;
     if (dlrt_conv_is_1x1(&g)) return DLRT_CONV_GEMM_1X1;
     return DLRT_CONV_IM2COL;
+}
+
+int dlrt_conv_choose(const dlrt_conv *p) {
+    return dlrt_conv_choose_for(p, 0);
 }
 
 const char *dlrt_conv_algo_name(int algo) {
@@ -235,14 +241,18 @@ size_t dlrt_conv_algo_workspace(const dlrt_conv *p, int algo) {
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
     if (p->group <= 0) return 0;
-    if (algo == DLRT_CONV_WINOGRAD) return dlrt_conv_winograd_workspace(p);
+    if (algo == DLRT_CONV_WINOGRAD) return dlrt_conv_winograd_workspace(p, 0);
     if (algo != DLRT_CONV_IM2COL) return 0;
     const dlrt_conv_chunking c = dlrt_conv_chunks_of(p, &g, 1);
     return (size_t)c.chunks * (size_t)c.cols * sizeof(float);
 }
 
 size_t dlrt_conv_workspace(const dlrt_conv *p) {
-    return dlrt_conv_algo_workspace(p, dlrt_conv_choose(p));
+    const size_t plain = dlrt_conv_algo_workspace(p, dlrt_conv_choose(p));
+    /* dlrt_conv_forward_packed may run Winograd on transformed weights where this does not */
+    const size_t packed =
+        dlrt_conv_choose_for(p, 1) == DLRT_CONV_WINOGRAD ? dlrt_conv_winograd_workspace(p, 1) : 0;
+    return DLRT_MAX(plain, packed);
 }
 
 void dlrt_conv_forward_algo(const dlrt_conv *p, int algo, const float *x, const float *w, float *y,
@@ -255,7 +265,7 @@ void dlrt_conv_forward_algo(const dlrt_conv *p, int algo, const float *x, const 
         dlrt_conv_depthwise(p, x, w, y, ep);
         break;
     case DLRT_CONV_WINOGRAD:
-        dlrt_conv_winograd(p, x, w, y, workspace, ep);
+        dlrt_conv_winograd(p, x, w, NULL, 0, y, workspace, ep);
         break;
     case DLRT_CONV_GEMM_1X1:
         dlrt_conv_gemm(p, &g, 0, x, w, NULL, 0, y, NULL, ep);
@@ -274,7 +284,8 @@ void dlrt_conv_forward(const dlrt_conv *p, const float *x, const float *w, float
 int dlrt_conv_packs_weights_for(int vector_bytes, const dlrt_conv *p) {
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
-    const int algo = dlrt_conv_choose(p);
+    const int algo = dlrt_conv_choose_for(p, 1);
+    if (algo == DLRT_CONV_WINOGRAD) return dlrt_conv_winograd_mode_for(vector_bytes, p);
     if (p->group != 1 || (algo != DLRT_CONV_GEMM_1X1 && algo != DLRT_CONV_IM2COL)) return 0;
     return dlrt_sgemm_transposes_for(vector_bytes, p->c_out, g.out_sp, p->c_in * g.k_sp)
                ? DLRT_A_PACKED_T
@@ -295,6 +306,10 @@ void dlrt_conv_forward_packed(const dlrt_conv *p, const float *x, const float *w
     const int mode = wpacked ? dlrt_conv_packs_weights(p) : 0;
     if (!mode || mode != wpack_mode || p->n <= 0 || g.out_sp <= 0) {
         dlrt_conv_forward(p, x, w, y, workspace, ep);
+        return;
+    }
+    if (mode == DLRT_WG_PACKED || mode == DLRT_WG_PACKED_T) {
+        dlrt_conv_winograd(p, x, w, wpacked, mode, y, workspace, ep);
         return;
     }
     dlrt_conv_gemm(p, &g, dlrt_conv_choose(p) == DLRT_CONV_IM2COL, x, w, wpacked, mode, y,

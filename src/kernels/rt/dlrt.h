@@ -56,6 +56,9 @@ void dlrt_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, in
 size_t dlrt_gemm_packed_bytes(int operand, int64_t lines, int64_t K);
 void dlrt_gemm_pack_operand(int operand, int64_t lines, int64_t K, const float *X, int64_t ld,
                             int trans, float *dst);
+/* Where dlrt_gemm_pack_operand puts line `line` at depth p (in floats from dst), for packers that
+ * make an operand's values themselves (lines past the last are zeros the caller writes). */
+size_t dlrt_gemm_packed_index(int operand, int64_t line, int64_t p, int64_t K);
 /* dlrt_sgemm where A and/or B may be prepacked (a_packed / b_packed: then lda/trans_a, or
  * ldb/trans_b, are ignored). Same epilogue and aliasing rules. a_packed = DLRT_A_PACKED_T says
  * op(A) was packed as the right operand of the transposed product (dlrt_gemm_pack_operand(1, M,
@@ -85,22 +88,28 @@ typedef struct dlrt_conv {
     int64_t n, c_in, c_out, group;
     int64_t in[3], out[3], k[3], stride[3], dil[3], pad_begin[3];
 } dlrt_conv;
-/* Scratch bytes dlrt_conv_forward needs for the algorithm dlrt_conv_choose picks (may be 0, then
- * workspace may be NULL): none for depthwise and 1x1, one image and group's im2col matrix
- * (c_in/group * prod(k) * prod(out) floats) for im2col, the transformed weights plus one batch
- * of transformed inputs and outputs for Winograd. */
+/* Scratch bytes dlrt_conv_forward or dlrt_conv_forward_packed needs for the algorithm it picks
+ * (may be 0, then workspace may be NULL): none for depthwise and 1x1, one image and group's
+ * im2col matrix (c_in/group * prod(k) * prod(out) floats) for im2col, one batch of transformed
+ * inputs and outputs for Winograd, plus the transformed weights unless they come packed. */
 size_t dlrt_conv_workspace(const dlrt_conv *p);
 void dlrt_conv_forward(const dlrt_conv *p, const float *x, const float *w, float *y,
                        void *workspace, const dlrt_epilogue *ep);
-/* The same with the weights also prepacked, used when the layer runs as GEMMs (1x1 or im2col,
- * one group); otherwise, or when wpacked is NULL, exactly dlrt_conv_forward.
- * dlrt_conv_packs_weights says how: 0 not packed; DLRT_A_PACKED as the GEMM's left operand
- * (dlrt_gemm_pack_operand(0, c_out, K, w, K, 0, wpacked), K = c_in * prod(k)); DLRT_A_PACKED_T
- * as the right operand of the transposed product, for narrow output planes
- * (dlrt_gemm_pack_operand(1, c_out, K, w, K, 1, wpacked)). The emitter decides with
+/* The same with the weights also prepacked once (a layer's constant weights); when wpacked is
+ * NULL, exactly dlrt_conv_forward. dlrt_conv_packs_weights says how: 0 not packed;
+ * DLRT_A_PACKED as the GEMM's left operand (dlrt_gemm_pack_operand(0, c_out, K, w, K, 0,
+ * wpacked), K = c_in * prod(k)); DLRT_A_PACKED_T as the right operand of the transposed
+ * product, for narrow output planes (dlrt_gemm_pack_operand(1, c_out, K, w, K, 1, wpacked));
+ * DLRT_WG_PACKED / DLRT_WG_PACKED_T: Winograd-transformed, each frequency's matrix packed the
+ * same two ways (dlrt_conv_winograd_pack(mode, c_out, c_in, w, wpacked)). With its weights
+ * transformed once, Winograd pays on more layers, so the algorithm may differ from
+ * dlrt_conv_forward's (dlrt_conv_workspace covers both). The emitter decides with
  * dlrt_conv_packs_weights_for(the target's vector bytes, p); wpack_mode says how wpacked was
- * packed, and a copy packed otherwise than this build would (a mismatched target) is ignored
- * rather than misread. */
+ * packed, and a copy packed otherwise than this build would (a mismatched target, another
+ * batch size) is ignored rather than misread. */
+enum { DLRT_WG_PACKED = 3, DLRT_WG_PACKED_T = 4 };
+size_t dlrt_conv_winograd_packed_bytes(int mode, int64_t c_out, int64_t c_in);
+void dlrt_conv_winograd_pack(int mode, int64_t c_out, int64_t c_in, const float *w, float *dst);
 void dlrt_conv_forward_packed(const dlrt_conv *p, const float *x, const float *w,
                               const float *wpacked, int wpack_mode, float *y, void *workspace,
                               const dlrt_epilogue *ep);

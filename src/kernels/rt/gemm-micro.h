@@ -103,6 +103,16 @@ typedef __m256 dlrt_vf;
         }                                                                                          \
     } while (0)
 
+/* acc[rows][nv vectors] (rows NR floats apart) = c, or += c when add. */
+#define DLRT_GEMM_ACC_STORE(acc, c, rows, nv, add)                                                 \
+    do {                                                                                           \
+        for (int i_ = 0; i_ < (rows); i_++)                                                        \
+            for (int j_ = 0; j_ < (nv); j_++) {                                                    \
+                float *dst_ = (acc) + i_ * DLRT_GEMM_NR + j_ * DLRT_GEMM_VW;                       \
+                DLRT_VSTORE(dst_, (add) ? DLRT_VADD(DLRT_VLOAD(dst_), c[i_][j_]) : c[i_][j_]);     \
+            }                                                                                      \
+    } while (0)
+
 /* The microkernel on the first nv vectors of each row only: for the last panel of a product
  * whose N is not a multiple of NR (a 14x14 plane: 196 = 3 x 64 + 4), which a full-width
  * kernel would pad to NR columns. acc keeps the NR-float row stride. */
@@ -111,16 +121,41 @@ typedef __m256 dlrt_vf;
         int kc, const float *restrict a, const float *restrict b, float *restrict acc, int add) {  \
         dlrt_vf c[DLRT_GEMM_MR][nv];                                                               \
         DLRT_GEMM_MAC(kc, a, b, c, nv);                                                            \
-        for (int i = 0; i < DLRT_GEMM_MR; i++)                                                     \
-            for (int j = 0; j < (nv); j++) {                                                       \
-                float *dst = acc + i * DLRT_GEMM_NR + j * DLRT_GEMM_VW;                            \
-                DLRT_VSTORE(dst, add ? DLRT_VADD(DLRT_VLOAD(dst), c[i][j]) : c[i][j]);             \
-            }                                                                                      \
+        DLRT_GEMM_ACC_STORE(acc, c, DLRT_GEMM_MR, nv, add);                                        \
     }
 DLRT_GEMM_MICRO_NARROW(1)
 DLRT_GEMM_MICRO_NARROW(2)
 DLRT_GEMM_MICRO_NARROW(3)
 #define DLRT_GEMM_NARROW 1
+
+/* Two row panels at once (a0, a1: MR rows each; acc1 follows acc0 in the partial-sum buffer) on
+ * the first nv <= 2 vectors: one vector of B and six accumulators leave the FMA units waiting on
+ * their own latency and the loads (a Winograd GEMM on a 14x14 plane has N = 16), twelve do not.
+ * Each accumulator sums in the same order as in dlrt_gemm_micro_n##nv: the same bits. */
+#define DLRT_GEMM_MICRO_TALL(nv)                                                                   \
+    static inline void dlrt_gemm_micro_tall_n##nv(                                                 \
+        int kc, const float *restrict a0, const float *restrict a1, const float *restrict b,       \
+        float *restrict acc, int add) {                                                            \
+        dlrt_vf c[2 * DLRT_GEMM_MR][nv];                                                           \
+        for (int i = 0; i < 2 * DLRT_GEMM_MR; i++)                                                 \
+            for (int j = 0; j < (nv); j++) c[i][j] = DLRT_VZERO();                                 \
+        for (int p = 0; p < kc; p++, a0 += DLRT_GEMM_MR, a1 += DLRT_GEMM_MR, b += DLRT_GEMM_NR) {  \
+            dlrt_vf bv[nv];                                                                        \
+            for (int j = 0; j < (nv); j++) bv[j] = DLRT_VLOAD(b + j * DLRT_GEMM_VW);               \
+            for (int i = 0; i < DLRT_GEMM_MR; i++) {                                               \
+                const dlrt_vf av = DLRT_VBCAST(a0[i]);                                             \
+                for (int j = 0; j < (nv); j++) c[i][j] = DLRT_VFMA(av, bv[j], c[i][j]);            \
+            }                                                                                      \
+            for (int i = 0; i < DLRT_GEMM_MR; i++) {                                               \
+                const dlrt_vf av = DLRT_VBCAST(a1[i]);                                             \
+                for (int j = 0; j < (nv); j++)                                                     \
+                    c[DLRT_GEMM_MR + i][j] = DLRT_VFMA(av, bv[j], c[DLRT_GEMM_MR + i][j]);         \
+            }                                                                                      \
+        }                                                                                          \
+        DLRT_GEMM_ACC_STORE(acc, c, 2 * DLRT_GEMM_MR, nv, add);                                    \
+    }
+DLRT_GEMM_MICRO_TALL(1)
+DLRT_GEMM_MICRO_TALL(2)
 /* Vectors of a panel that hold its first nr columns. */
 static inline int dlrt_gemm_vectors(int nr) {
     return (nr + DLRT_GEMM_VW - 1) / DLRT_GEMM_VW;
@@ -130,11 +165,7 @@ static inline void dlrt_gemm_micro(int kc, const float *restrict a, const float 
                                    float *restrict acc, int add) {
     dlrt_vf c[DLRT_GEMM_MR][DLRT_GEMM_NV];
     DLRT_GEMM_MAC(kc, a, b, c, DLRT_GEMM_NV);
-    for (int i = 0; i < DLRT_GEMM_MR; i++)
-        for (int j = 0; j < DLRT_GEMM_NV; j++) {
-            float *dst = acc + i * DLRT_GEMM_NR + j * DLRT_GEMM_VW;
-            DLRT_VSTORE(dst, add ? DLRT_VADD(DLRT_VLOAD(dst), c[i][j]) : c[i][j]);
-        }
+    DLRT_GEMM_ACC_STORE(acc, c, DLRT_GEMM_MR, DLRT_GEMM_NV, add);
 }
 
 /* Whether dlrt_gemm_micro_store can apply ep in registers: a bias per row or per column and a

@@ -4,11 +4,13 @@
  * a tile and an (output, input) channel pair replace 144 multiply-adds of the direct form. The
  * products summed over input channels are 36 independent GEMMs, one per frequency xi:
  *   M[xi] (c_out x tiles) = U[xi] (c_out x c_in) x V[xi] (c_in x tiles)
- * run by dlrt_sgemm. Everything lives in the caller's workspace (dlrt_conv_winograd_workspace):
- * U, the transformed weights, made on every call (weights are a plain buffer at run time), then
- * V and M for a batch of images (several when the images have few tiles, so that the GEMMs stay
- * wide enough). The output transform applies the epilogue before storing, one row of a tile row
- * at a time (the residual is read before y is written, so it may be y).
+ * run by dlrt_sgemm. V and M, for a batch of images (several when the images have few tiles, so
+ * that the GEMMs stay wide enough), live in the caller's workspace
+ * (dlrt_conv_winograd_workspace). U, the transformed weights, is either made there on every
+ * call, or, for a layer's constant weights, made once at load time already packed as the GEMMs'
+ * operand (dlrt_conv_winograd_pack; conv.c decides which and how). The output transform applies the
+ * epilogue before storing, one row of a tile row at a time (the residual is read before y is
+ * written, so it may be y).
  *
  * The transforms work on DLRT_WG_TB tiles of a tile row at once with the tile index innermost,
  * so they vectorize across tiles: the input transform zero-pads the 6 input rows of a tile row
@@ -60,11 +62,39 @@ void dlrt_conv_winograd_cols(const dlrt_conv *p, int64_t *tiles, int64_t *cols) 
     *tiles = s.tiles, *cols = s.cols;
 }
 
-size_t dlrt_conv_winograd_workspace(const dlrt_conv *p) {
+size_t dlrt_conv_winograd_workspace(const dlrt_conv *p, int packed) {
     dlrt_wg s;
     dlrt_wg_init(p, &s);
     if (p->n <= 0 || s.tiles <= 0) return 0;
-    return (size_t)36 * (size_t)(s.us + s.vs + s.ms) * sizeof(float);
+    return (size_t)36 * (size_t)((packed ? 0 : s.us) + s.vs + s.ms) * sizeof(float);
+}
+
+/* o[xi][k] = (G g G^T)[xi] for the nc <= DLRT_WG_TB filters g = src[k * 9 .. k * 9 + 9). */
+static void dlrt_wg_filters(const float *src, int nc, float o[36][DLRT_WG_TB]) {
+    enum { CB = DLRT_WG_TB };
+    float g[9][CB], t[6][3][CB];
+    for (int k = 0; k < nc; k++) /* the filters' taps, channel innermost */
+        for (int e = 0; e < 9; e++) g[e][k] = src[k * 9 + e];
+    for (int c = 0; c < 3; c++) /* G g, column c */
+        for (int k = 0; k < nc; k++) {
+            const float g0 = g[c][k], g1 = g[3 + c][k], g2 = g[6 + c][k];
+            t[0][c][k] = g0 * (1.0f / 4.0f);
+            t[1][c][k] = (g0 + g1 + g2) * (-1.0f / 6.0f);
+            t[2][c][k] = (g0 - g1 + g2) * (-1.0f / 6.0f);
+            t[3][c][k] = g0 * (1.0f / 24.0f) + g1 * (1.0f / 12.0f) + g2 * (1.0f / 6.0f);
+            t[4][c][k] = g0 * (1.0f / 24.0f) - g1 * (1.0f / 12.0f) + g2 * (1.0f / 6.0f);
+            t[5][c][k] = g2;
+        }
+    for (int i = 0; i < 6; i++) /* then (G g) G^T, row i */
+        for (int k = 0; k < nc; k++) {
+            const float g0 = t[i][0][k], g1 = t[i][1][k], g2 = t[i][2][k];
+            o[i * 6 + 0][k] = g0 * (1.0f / 4.0f);
+            o[i * 6 + 1][k] = (g0 + g1 + g2) * (-1.0f / 6.0f);
+            o[i * 6 + 2][k] = (g0 - g1 + g2) * (-1.0f / 6.0f);
+            o[i * 6 + 3][k] = g0 * (1.0f / 24.0f) + g1 * (1.0f / 12.0f) + g2 * (1.0f / 6.0f);
+            o[i * 6 + 4][k] = g0 * (1.0f / 24.0f) - g1 * (1.0f / 12.0f) + g2 * (1.0f / 6.0f);
+            o[i * 6 + 5][k] = g2;
+        }
 }
 
 /* U[xi][co][ci] = (G g G^T)[xi] for each 3x3 filter g = w[co][ci], DLRT_WG_TB input channels
@@ -78,30 +108,8 @@ static void dlrt_wg_weights(const dlrt_wg *s, const float *w, float *U) {
     for (int64_t u = 0; u < s->co * blocks; u++) {
         const int64_t co = u / blocks, c0 = (u % blocks) * CB;
         const int nc = (int)DLRT_MIN((int64_t)CB, s->ci - c0);
-        const float *src = w + (co * s->ci + c0) * 9;
-        float g[9][CB], t[6][3][CB], o[36][CB];
-        for (int k = 0; k < nc; k++) /* the filters' taps, channel innermost */
-            for (int e = 0; e < 9; e++) g[e][k] = src[k * 9 + e];
-        for (int c = 0; c < 3; c++) /* G g, column c */
-            for (int k = 0; k < nc; k++) {
-                const float g0 = g[c][k], g1 = g[3 + c][k], g2 = g[6 + c][k];
-                t[0][c][k] = g0 * (1.0f / 4.0f);
-                t[1][c][k] = (g0 + g1 + g2) * (-1.0f / 6.0f);
-                t[2][c][k] = (g0 - g1 + g2) * (-1.0f / 6.0f);
-                t[3][c][k] = g0 * (1.0f / 24.0f) + g1 * (1.0f / 12.0f) + g2 * (1.0f / 6.0f);
-                t[4][c][k] = g0 * (1.0f / 24.0f) - g1 * (1.0f / 12.0f) + g2 * (1.0f / 6.0f);
-                t[5][c][k] = g2;
-            }
-        for (int i = 0; i < 6; i++) /* then (G g) G^T, row i */
-            for (int k = 0; k < nc; k++) {
-                const float g0 = t[i][0][k], g1 = t[i][1][k], g2 = t[i][2][k];
-                o[i * 6 + 0][k] = g0 * (1.0f / 4.0f);
-                o[i * 6 + 1][k] = (g0 + g1 + g2) * (-1.0f / 6.0f);
-                o[i * 6 + 2][k] = (g0 - g1 + g2) * (-1.0f / 6.0f);
-                o[i * 6 + 3][k] = g0 * (1.0f / 24.0f) + g1 * (1.0f / 12.0f) + g2 * (1.0f / 6.0f);
-                o[i * 6 + 4][k] = g0 * (1.0f / 24.0f) - g1 * (1.0f / 12.0f) + g2 * (1.0f / 6.0f);
-                o[i * 6 + 5][k] = g2;
-            }
+        float o[36][CB];
+        dlrt_wg_filters(w + (co * s->ci + c0) * 9, nc, o);
         float *dst = U + co * s->ci + c0;
         if (nc == CB) /* a constant length: vector moves, not 36 calls of a memcpy */
             for (int xi = 0; xi < 36; xi++)
@@ -110,6 +118,45 @@ static void dlrt_wg_weights(const dlrt_wg *s, const float *w, float *U) {
             for (int xi = 0; xi < 36; xi++)
                 for (int k = 0; k < nc; k++) dst[xi * s->us + k] = o[xi][k];
     }
+}
+
+/* The GEMM operand that each frequency's c_out x c_in matrix of transformed weights is packed
+ * as: op(A) of M[xi] = U[xi] V[xi], or, transposed, the right operand of M^T = V^T U^T. */
+static int dlrt_wg_operand(int mode) {
+    return mode == DLRT_WG_PACKED_T ? 1 : 0;
+}
+
+int dlrt_conv_winograd_mode_for(int vector_bytes, const dlrt_conv *p) {
+    dlrt_wg s;
+    dlrt_wg_init(p, &s);
+    /* dlrt_wg_gemms' products: co x (up to DLRT_WG_GB columns) x ci */
+    const int64_t nc = DLRT_MIN(s.cols, (int64_t)DLRT_WG_GB);
+    return dlrt_sgemm_transposes_for(vector_bytes, s.co, nc, s.ci) ? DLRT_WG_PACKED_T
+                                                                   : DLRT_WG_PACKED;
+}
+
+size_t dlrt_conv_winograd_packed_bytes(int mode, int64_t c_out, int64_t c_in) {
+    const size_t one = dlrt_gemm_packed_bytes(dlrt_wg_operand(mode), c_out, c_in);
+    return one > SIZE_MAX / 36 ? 0 : 36 * one;
+}
+
+void dlrt_conv_winograd_pack(int mode, int64_t c_out, int64_t c_in, const float *w, float *dst) {
+    enum { CB = DLRT_WG_TB };
+    const int operand = dlrt_wg_operand(mode);
+    const size_t bytes = dlrt_conv_winograd_packed_bytes(mode, c_out, c_in);
+    if (!bytes) return;
+    const size_t per = bytes / 36 / sizeof(float);
+    memset(dst, 0, bytes); /* the lines that pad the last panel */
+    for (int64_t co = 0; co < c_out; co++)
+        for (int64_t c0 = 0; c0 < c_in; c0 += CB) {
+            const int nc = (int)DLRT_MIN((int64_t)CB, c_in - c0);
+            float o[36][CB];
+            dlrt_wg_filters(w + (co * c_in + c0) * 9, nc, o);
+            for (int k = 0; k < nc; k++) {
+                const size_t at = dlrt_gemm_packed_index(operand, co, c0 + k, c_in);
+                for (int xi = 0; xi < 36; xi++) dst[(size_t)xi * per + at] = o[xi][k];
+            }
+        }
 }
 
 /* V[xi][ci][col0 + t] = (B^T d B)[xi] for the tiles t < nt of one chunk of a tile row, whose 6
@@ -232,8 +279,9 @@ static void dlrt_wg_output(const dlrt_conv *p, const dlrt_wg *s, const float *M,
     }
 }
 
-/* M[xi] = U[xi] V[xi] for the first `cols` columns, split into (frequency, column block) units. */
-static void dlrt_wg_gemms(const dlrt_wg *s, const float *U, const float *V, float *M,
+/* M[xi] = U[xi] V[xi] for the first `cols` columns, split into (frequency, column block) units;
+ * U is packed by dlrt_conv_winograd_pack when mode is not 0. */
+static void dlrt_wg_gemms(const dlrt_wg *s, const float *U, int mode, const float *V, float *M,
                           int64_t cols) {
     const int64_t blocks = (cols + DLRT_WG_GB - 1) / DLRT_WG_GB, units = 36 * blocks;
     const int par = (double)s->co * (double)s->ci * (double)cols * 36.0 >= DLRT_PAR_MIN;
@@ -242,22 +290,35 @@ static void dlrt_wg_gemms(const dlrt_wg *s, const float *U, const float *V, floa
     for (int64_t u = 0; u < units; u++) {
         const int64_t xi = u / blocks, c0 = (u % blocks) * DLRT_WG_GB;
         const int64_t nc = DLRT_MIN((int64_t)DLRT_WG_GB, cols - c0);
-        dlrt_sgemm(s->co, nc, s->ci, U + xi * s->us, s->ci, 0, V + xi * s->vs + c0, s->cols, 0,
-                   M + xi * s->ms + c0, s->cols, NULL);
+        if (mode)
+            dlrt_sgemm_ex(s->co, nc, s->ci, U + xi * s->us, s->ci, 0,
+                          mode == DLRT_WG_PACKED_T ? DLRT_A_PACKED_T : DLRT_A_PACKED,
+                          V + xi * s->vs + c0, s->cols, 0, 0, M + xi * s->ms + c0, s->cols, NULL);
+        else
+            dlrt_sgemm(s->co, nc, s->ci, U + xi * s->us, s->ci, 0, V + xi * s->vs + c0, s->cols, 0,
+                       M + xi * s->ms + c0, s->cols, NULL);
     }
 }
 
-void dlrt_conv_winograd(const dlrt_conv *p, const float *x, const float *w, float *y,
-                        void *workspace, const dlrt_epilogue *ep) {
+void dlrt_conv_winograd(const dlrt_conv *p, const float *x, const float *w, const float *wpacked,
+                        int wpack_mode, float *y, void *workspace, const dlrt_epilogue *ep) {
     dlrt_wg s;
     dlrt_wg_init(p, &s);
     if (p->n <= 0 || s.co <= 0 || s.tiles <= 0) return;
-    float *U = workspace, *V = U + 36 * s.us, *M = V + 36 * s.vs;
-    dlrt_wg_weights(&s, w, U);
+    const int mode = wpacked ? wpack_mode : 0;
+    float *V = workspace, *M = V + 36 * s.vs;
+    const float *U = wpacked;
+    if (!mode) { /* the weights' transform goes after V and M */
+        float *u = M + 36 * s.ms;
+        dlrt_wg_weights(&s, w, u);
+        U = u;
+    } else { /* the packed frequencies follow each other */
+        s.us = (int64_t)(dlrt_conv_winograd_packed_bytes(mode, s.co, s.ci) / 36 / sizeof(float));
+    }
     for (int64_t b0 = 0; b0 < p->n; b0 += s.nb) {
         const int64_t nbi = DLRT_MIN(s.nb, p->n - b0);
         dlrt_wg_input(&s, x, b0, nbi, V);
-        dlrt_wg_gemms(&s, U, V, M, nbi * s.tiles);
+        dlrt_wg_gemms(&s, U, mode, V, M, nbi * s.tiles);
         dlrt_wg_output(p, &s, M, b0, nbi, y, ep);
     }
 }
