@@ -1,14 +1,15 @@
 /* cache.c — the JIT's on-disk compile cache: where it lives, checked lookups, atomic
- * publication (temp file + rename), `dlcc cache ls|clear`, and the scratch build folders.
+ * publication (rename, dl_atomic_write), `dlcc cache ls|clear`, and the scratch build folders.
  * Only names matching the layout in cache.h are ever read, replaced or removed, and no link is
  * followed out of the folder. */
 #include "cache.h"
+
+#include "../core/atomic-file.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -137,36 +138,6 @@ bool dl_cache_entry_ok(const char *dir, const char *key, const char *ext) {
     return strcmp(text, want) == 0;
 }
 
-/* Writes all of text to fd and closes it; errno tells why on failure. */
-static bool write_and_close(int fd, const char *text) {
-    size_t len = strlen(text), done = 0;
-    while (done < len) {
-        ssize_t w = write(fd, text + done, len - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        done += (size_t)w;
-    }
-    int err = errno;
-    bool ok = close(fd) == 0 && done == len;
-    if (!ok && done != len) errno = err ? err : EIO;
-    return ok;
-}
-
-static atomic_uint temp_counter;
-
-/* Writes text to a fresh temp name next to `final`, then renames it over `final`. */
-static bool write_atomic(const char *dir, const char *key, const char *ext, const char *text) {
-    char tmp[1100], final[1100];
-    snprintf(tmp, sizeof tmp, "%s/%s%s.tmp.%ld.%u", dir, key, ext, (long)getpid(),
-             atomic_fetch_add(&temp_counter, 1));
-    snprintf(final, sizeof final, "%s/%s%s", dir, key, ext);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) return false;
-    bool ok = write_and_close(fd, text) && rename(tmp, final) == 0;
-    if (!ok) unlink(tmp);
-    return ok;
-}
-
 dl_status dl_cache_publish(dl_ctx *ctx, const char *dir, const char *key, const char *ext,
                            const char *built) {
     char final[1100], meta[600];
@@ -181,10 +152,10 @@ dl_status dl_cache_publish(dl_ctx *ctx, const char *dir, const char *key, const 
                        strerror(errno));
     snprintf(meta, sizeof meta, META_MAGIC "\nfile %s%s\nsize %lld\nxxh3 %s\n", key, ext,
              (long long)size, hex);
-    if (!write_atomic(dir, key, ".meta", meta))
-        return dl_fail(ctx, DL_ERR_IO, "compile cache: cannot write %s/%s.meta: %s", dir, key,
-                       strerror(errno));
-    return DL_OK;
+    char meta_path[1100];
+    snprintf(meta_path, sizeof meta_path, "%s/%s.meta", dir, key);
+    return dl_atomic_write_buf(ctx, meta_path, "compile cache", DL_ATOMIC_PRIVATE, meta,
+                               strlen(meta));
 }
 
 bool dl_cache_probe_get(const char *dir, const char *key, int *value) {
@@ -195,9 +166,11 @@ bool dl_cache_probe_get(const char *dir, const char *key, int *value) {
 }
 
 void dl_cache_probe_put(const char *dir, const char *key, int value) {
-    char text[64];
+    char path[1100], text[64];
+    snprintf(path, sizeof path, "%s/%s.probe", dir, key);
     snprintf(text, sizeof text, PROBE_MAGIC " %d\n", value);
-    write_atomic(dir, key, ".probe", text); /* only an optimization: failure is harmless */
+    /* only an optimization: failure is harmless, so nobody wants a message */
+    dl_atomic_write_buf(NULL, path, NULL, DL_ATOMIC_PRIVATE, text, strlen(text));
 }
 
 dl_status dl_build_dir_make(dl_ctx *ctx, const char *parent, char *out, size_t n) {
@@ -241,8 +214,13 @@ void dl_build_dir_remove(const char *path) { remove_flat_at(AT_FDCWD, path); }
 
 dl_status dl_write_text(dl_ctx *ctx, const char *path, const char *text) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 || !write_and_close(fd, text))
-        return dl_fail(ctx, DL_ERR_IO, "JIT: cannot write %s: %s", path, strerror(errno));
+    bool ok = fd >= 0 && dl_write_all(fd, text, strlen(text));
+    int err = errno;
+    if (fd >= 0 && close(fd) != 0 && ok) {
+        ok = false;
+        err = errno;
+    }
+    if (!ok) return dl_fail(ctx, DL_ERR_IO, "JIT: cannot write %s: %s", path, strerror(err));
     return DL_OK;
 }
 
@@ -280,10 +258,7 @@ static int name_kind(const char *name, long *pid) {
         size_t el = strlen(exts[i]);
         if (strncmp(rest, exts[i], el) != 0) continue;
         if (rest[el] == 0) return NAME_ENTRY;
-        if (strncmp(rest + el, ".tmp.", 5) != 0) continue; /* <ext>.tmp.<pid>.<n> */
-        const char *p = parse_pid(rest + el + 5, pid);
-        long n;
-        if (p && *p == '.' && (p = parse_pid(p + 1, &n)) && *p == 0) return NAME_TEMP;
+        if (dl_atomic_temp_suffix(rest + el, pid)) return NAME_TEMP; /* <ext>.tmp.<pid>[.<n>] */
     }
     return NAME_OTHER;
 }

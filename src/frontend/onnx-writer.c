@@ -1,18 +1,12 @@
 /* onnx-writer.c — graph IR to an ONNX ModelProto file, the inverse of onnx-reader.c: opset
  * imports per domain, typed graph inputs and outputs (symbolic dims by name), the constants that
  * live nodes read (model initializers as raw-data initializers, other constants as Constant
- * nodes), the live nodes with every attribute type but subgraphs. The file is written under a
- * temporary name next to the target, synced and renamed, so a crash or a full disk never leaves
- * a half-written model under the target's name. */
+ * nodes), the live nodes with every attribute type but subgraphs. The file is written with
+ * dl_atomic_write (temporary name next to the target, synced, renamed), so a crash or a full
+ * disk never leaves a half-written model under the target's name. */
 #include "onnx-impl.h"
 #include "../ops/op-impl.h"
-
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <libgen.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "../core/atomic-file.h"
 
 #define DEFAULT_IR_VERSION 8
 #define DEFAULT_OPSET 17
@@ -419,38 +413,16 @@ static dl_status build_graph(writer *w, Onnx__GraphProto *gp, int64_t ir_version
 }
 
 /* ---- the file ---- */
-typedef struct file_sink {
-    ProtobufCBuffer base;
-    int fd;
-    int err; /* errno of the first failed write */
-    size_t written;
-} file_sink;
-
-static void sink_append(ProtobufCBuffer *b, size_t len, const uint8_t *data) {
-    file_sink *s = (file_sink *)b;
-    while (len && !s->err) {
-        ssize_t k = write(s->fd, data, len);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) {
-            s->err = k < 0 ? errno : EIO;
-            break;
-        }
-        data += k;
-        len -= (size_t)k;
-        s->written += (size_t)k;
-    }
-}
-
 /* protobuf-c hands many tiny fields to the sink: batch them into larger writes. */
 typedef struct batch_sink {
     ProtobufCBuffer base;
-    file_sink *out;
+    dl_atomic_file *out;
     size_t len;
     uint8_t buf[1 << 16];
 } batch_sink;
 
 static void batch_flush(batch_sink *b) {
-    sink_append(&b->out->base, b->len, b->buf);
+    dl_atomic_put(b->out, b->buf, b->len);
     b->len = 0;
 }
 
@@ -458,65 +430,40 @@ static void batch_append(ProtobufCBuffer *pb, size_t len, const uint8_t *data) {
     batch_sink *b = (batch_sink *)pb;
     if (b->len + len > sizeof b->buf) batch_flush(b);
     if (len >= sizeof b->buf) {
-        sink_append(&b->out->base, len, data);
+        dl_atomic_put(b->out, data, len);
         return;
     }
     memcpy(b->buf + b->len, data, len);
     b->len += len;
 }
 
-static void sync_dir_of(const char *path) {
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    int fd = open(dirname(tmp), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return; /* the file is already in place; the directory sync is best effort */
-    (void)fsync(fd);
-    close(fd);
+typedef struct model_contents {
+    const Onnx__ModelProto *m;
+    size_t size;
+    batch_sink *batch;
+} model_contents;
+
+static dl_status put_model(dl_ctx *ctx, dl_atomic_file *f, void *arg) {
+    model_contents *c = arg;
+    batch_sink *b = c->batch;
+    b->base.append = batch_append;
+    b->out = f;
+    b->len = 0;
+    size_t packed = onnx__model_proto__pack_to_buffer(c->m, &b->base);
+    batch_flush(b);
+    if (f->status == DL_OK && (packed != c->size || f->written != c->size))
+        return dl_fail(ctx, DL_ERR_INTERNAL, "%s: wrote %llu bytes of a %zu-byte model", f->path,
+                       (unsigned long long)f->written, c->size);
+    return DL_OK; /* a failed write is reported by dl_atomic_write */
 }
 
-static dl_status write_atomic(dl_ctx *ctx, const char *path, const Onnx__ModelProto *m, size_t size) {
-    char tmp[PATH_MAX];
-    int fd = -1;
-    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-        if (snprintf(tmp, sizeof tmp, "%s.tmp%ld.%d", path, (long)getpid(), attempt) >= (int)sizeof tmp)
-            return dl_fail(ctx, DL_ERR_INVALID, "%s: path is too long", path);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0)
-        return dl_fail(ctx, DL_ERR_IO, "%s: cannot create a temporary file next to it: %s", path,
-                       strerror(errno));
-    file_sink fs = {.base = {.append = sink_append}, .fd = fd};
-    batch_sink *bs = dl_malloc(sizeof *bs);
-    if (!bs) {
-        close(fd);
-        unlink(tmp);
-        return dl_fail(ctx, DL_ERR_NOMEM, "out of memory writing %s", path);
-    }
-    bs->base.append = batch_append;
-    bs->out = &fs;
-    bs->len = 0;
-    size_t packed = onnx__model_proto__pack_to_buffer(m, &bs->base);
-    batch_flush(bs);
-    dl_free(bs);
-    dl_status s = DL_OK;
-    if (fs.err)
-        s = dl_fail(ctx, DL_ERR_IO, "%s: write failed: %s", path, strerror(fs.err));
-    else if (packed != size || fs.written != size)
-        s = dl_fail(ctx, DL_ERR_INTERNAL, "%s: wrote %zu bytes of a %zu-byte model", path,
-                    fs.written, size);
-    else if (fsync(fd) != 0)
-        s = dl_fail(ctx, DL_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
-    if (close(fd) != 0 && s == DL_OK)
-        s = dl_fail(ctx, DL_ERR_IO, "%s: close failed: %s", path, strerror(errno));
-    if (s == DL_OK && rename(tmp, path) != 0)
-        s = dl_fail(ctx, DL_ERR_IO, "%s: cannot replace it: %s", path, strerror(errno));
-    if (s != DL_OK) {
-        unlink(tmp);
-        return s;
-    }
-    sync_dir_of(path);
-    return DL_OK;
+static dl_status write_model(dl_ctx *ctx, const char *path, const Onnx__ModelProto *m,
+                             size_t size) {
+    model_contents c = {.m = m, .size = size, .batch = dl_malloc(sizeof *c.batch)};
+    if (!c.batch) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory writing %s", path);
+    dl_status s = dl_atomic_write(ctx, path, NULL, DL_ATOMIC_SYNC, put_model, &c);
+    dl_free(c.batch);
+    return s;
 }
 
 dl_status dl_save_onnx(dl_ctx *ctx, dl_graph *g, const char *path) {
@@ -546,7 +493,7 @@ dl_status dl_save_onnx(dl_ctx *ctx, dl_graph *g, const char *path) {
                         "%s: the model is %zu bytes, over protobuf's 2 GiB limit (external data "
                         "is not written yet)", path, size);
         else
-            s = write_atomic(ctx, path, &m, size);
+            s = write_model(ctx, path, &m, size);
     }
     if (s != DL_OK && !strstr(dl_errmsg(ctx), path)) dl_ctx_prefix(ctx, "saving %s", path);
     dl_arena_free(&w.arena);

@@ -6,11 +6,10 @@
 #include "safetensors.h"
 
 #include "json-min.h"
+#include "../core/atomic-file.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -136,101 +135,21 @@ static const char *duplicate_string(const char *const *s, int n, bool *nomem) {
 
 /* ---- save ---- */
 
-static bool write_all(int fd, const void *data, size_t n) {
-    const char *p = data;
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            if (w == 0) errno = EIO;
-            return false;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
+typedef struct st_contents {
+    const dl_sbuf *hdr;
+    int n;
+    const dl_tensor *const *tensors;
+} st_contents;
 
-/* fsync of the directory holding path, so that the rename itself survives a power loss. */
-static bool sync_parent_dir(const char *path, char *dir, size_t dir_n) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(dir, dir_n, ".");
-    else if (slash == path) snprintf(dir, dir_n, "/");
-    else snprintf(dir, dir_n, "%.*s", (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return false;
-    bool ok = fsync(fd) == 0 || errno == EINVAL; /* EINVAL: the filesystem cannot sync dirs */
-    int err = errno;
-    close(fd);
-    errno = err;
-    return ok;
-}
-
-/* Removes "<path>.tmp.<pid>" files that a process killed while saving left behind (its pid no
- * longer runs). Best effort: nothing here can fail the save. */
-static void remove_stale_temps(const char *path, const char *dir) {
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    size_t bl = strlen(base);
-    DIR *d = opendir(dir);
-    if (!d) return;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        const char *nm = e->d_name;
-        if (strncmp(nm, base, bl) != 0 || strncmp(nm + bl, ".tmp.", 5) != 0) continue;
-        char *end = NULL;
-        long pid = strtol(nm + bl + 5, &end, 10);
-        if (!end || *end || pid <= 0 || pid == (long)getpid()) continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or not ours to tell */
-        char full[4096];
-        if ((size_t)snprintf(full, sizeof full, "%s/%s", dir, nm) < sizeof full) unlink(full);
-    }
-    closedir(d);
-}
-
-static dl_status write_atomic(dl_ctx *ctx, const char *path, const dl_sbuf *hdr, int n,
-                              const dl_tensor *const *tensors) {
-    size_t tmp_n = strlen(path) + 32;
-    char *tmp = dl_malloc(tmp_n);
-    if (!tmp) return dl_fail(ctx, DL_ERR_NOMEM, "checkpoint '%s': out of memory", path);
-    snprintf(tmp, tmp_n, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        dl_status s = dl_fail(ctx, DL_ERR_IO, "checkpoint '%s': cannot create '%s': %s", path, tmp,
-                              strerror(errno));
-        dl_free(tmp);
-        return s;
-    }
+static dl_status put_contents(dl_ctx *ctx, dl_atomic_file *f, void *arg) {
+    DL_UNUSED(ctx);
+    const st_contents *c = arg;
     unsigned char len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hdr->len >> (8 * i));
-    bool ok = write_all(fd, len8, 8) && write_all(fd, dl_sb_str(hdr), hdr->len);
-    for (int i = 0; ok && i < n; i++) ok = write_all(fd, tensors[i]->data, tensors[i]->nbytes);
-    ok = ok && fsync(fd) == 0;
-    int err = errno;
-    if (close(fd) != 0 && ok) {
-        ok = false;
-        err = errno;
-    }
-    const char *step = "writing";
-    if (ok && rename(tmp, path) != 0) {
-        ok = false;
-        err = errno;
-        step = "renaming";
-    }
-    dl_status s = DL_OK;
-    if (!ok) {
-        unlink(tmp);
-        s = dl_fail(ctx, DL_ERR_IO, "checkpoint '%s': %s '%s' failed: %s", path, step, tmp,
-                    strerror(err));
-    } else {
-        char dir[4096];
-        if (!sync_parent_dir(path, dir, sizeof dir))
-            s = dl_fail(ctx, DL_ERR_IO, "checkpoint '%s': written, but syncing directory '%s' failed: %s",
-                        path, dir, strerror(errno));
-        else
-            remove_stale_temps(path, dir);
-    }
-    dl_free(tmp);
-    return s;
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)c->hdr->len >> (8 * i));
+    bool ok = dl_atomic_put(f, len8, 8) && dl_atomic_put(f, dl_sb_str(c->hdr), c->hdr->len);
+    for (int i = 0; ok && i < c->n; i++)
+        ok = dl_atomic_put(f, c->tensors[i]->data, c->tensors[i]->nbytes);
+    return DL_OK; /* a failed put is reported by dl_atomic_write */
 }
 
 static const char *st_type_name(dl_dtype t) {
@@ -352,7 +271,11 @@ dl_status dl_st_save(dl_ctx *ctx, const char *path, int n, const char *const *na
     if (s == DL_OK && hdr.len > DL_ST_MAX_HEADER)
         s = dl_fail(ctx, DL_ERR_LIMIT, "checkpoint '%s': header of %zu bytes exceeds the %llu "
                     "bytes a checkpoint may hold", path, hdr.len, (unsigned long long)DL_ST_MAX_HEADER);
-    if (s == DL_OK) s = write_atomic(ctx, path, &hdr, n, tensors);
+    st_contents contents = {&hdr, n, tensors};
+    if (s == DL_OK)
+        s = dl_atomic_write(ctx, path, "checkpoint",
+                            DL_ATOMIC_SYNC | DL_ATOMIC_SYNC_DIR | DL_ATOMIC_REMOVE_STALE,
+                            put_contents, &contents);
     dl_sb_free(&hdr);
     dl_free(e);
     dl_free(keys);

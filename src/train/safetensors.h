@@ -27,7 +27,7 @@ typedef struct dl_st_file dl_st_file; /* a loaded file: its tensors and metadata
 
 /* Writes n tensors (names unique, valid UTF-8, not "__metadata__"; data NULL only when empty)
  * and n_meta metadata strings to path, atomically. On failure path is untouched and the temp
- * file removed. One writer per path at a time (the temp name is per process); a symlink at
+ * file removed. Temp names are unique (see core/atomic-file.h); a symlink at
  * path is replaced by the file, not followed. */
 dl_status dl_st_save(dl_ctx *ctx, const char *path, int n, const char *const *names,
                      const dl_tensor *const *tensors, int n_meta, const char *const *meta_keys,
