@@ -12,14 +12,7 @@
 #define CHECK_PRINT_PASS
 #include "check.h"
 #include "native-ref.h"
-
-static uint64_t rng = 88172645463325252ull;
-static float frand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
-}
+#include "test-rng.h"
 
 static dl_tensor *rand_tensor(dl_ctx *ctx, int rank, const int64_t *dims) {
     dl_tensor *t = NULL;
@@ -266,12 +259,13 @@ static void test_output_reuse(dl_ctx *ctx) {
     dl_tensor *out[1] = {0}, *reuse[1] = {fits};
     bool ok = dl_run(ctx, g, DL_BACKEND_REF, 1, NULL, &in, want) == DL_OK &&
               dl_program_run_reuse(ctx, p, 1, NULL, &in, out, reuse) == DL_OK;
-    CHECK("output written into the caller's tensor", ok && out[0] == fits && max_rel(fits, want[0]) == 0);
+    CHECK("output written into the caller's tensor",
+          ok && out[0] == fits && max_rel(fits, want[0]) == 0);
     reuse[0] = other;
     out[0] = NULL;
     ok = dl_program_run_reuse(ctx, p, 1, NULL, &in, out, reuse) == DL_OK;
-    CHECK("a tensor of another shape is not used", ok && out[0] && out[0] != other &&
-                                                       max_rel(out[0], want[0]) == 0);
+    CHECK("a tensor of another shape is not used",
+          ok && out[0] && out[0] != other && max_rel(out[0], want[0]) == 0);
     if (out[0] != other) dl_tensor_free(out[0]);
     dl_tensor_free(in);
     dl_tensor_free(fits);

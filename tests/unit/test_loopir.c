@@ -13,22 +13,11 @@
 #include <unistd.h>
 
 #include "check.h"
-
+#include "test-rng.h"
 
 typedef void (*kfn)(void *const *b, const int64_t *s);
 
 /* ---------------------------------------------------------------- random data */
-
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint64_t next_rand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-static double uniform(double lo, double hi) {
-    return lo + (hi - lo) * (double)(next_rand() >> 11) / 9007199254740992.0;
-}
 
 /* Random values with a sprinkle of special ones (NaN, infinities, signed zeros, halves, huge
  * values, integer extremes) when specials is set. */
@@ -38,14 +27,13 @@ static void fill(dl_tensor *t, bool specials) {
     static const int64_t ispec[] = {0,         -1,  1,    INT64_MIN, INT64_MAX, INT32_MIN,
                                     INT32_MAX, 255, -128, 64,        63,        2};
     for (int64_t i = 0; i < t->numel; i++) {
-        bool sp = specials && next_rand() % 8 == 0;
+        bool sp = specials && rnext() % 8 == 0;
         if (dl_dtype_is_float(t->dtype)) {
-            dl_set_f64(t, i, sp ? fspec[next_rand() % DL_ARRAY_LEN(fspec)] : uniform(-3, 3));
+            dl_set_f64(t, i, sp ? fspec[rnext() % DL_ARRAY_LEN(fspec)] : 6 * urand() - 3);
         } else if (t->dtype == DL_BOOL) {
-            dl_set_i64(t, i, (int64_t)(next_rand() & 1));
+            dl_set_i64(t, i, (int64_t)(rnext() & 1));
         } else {
-            int64_t v =
-                sp ? ispec[next_rand() % DL_ARRAY_LEN(ispec)] : (int64_t)(next_rand() % 101) - 50;
+            int64_t v = sp ? ispec[rnext() % DL_ARRAY_LEN(ispec)] : (int64_t)(rnext() % 101) - 50;
             if (!dl_dtype_is_signed(t->dtype) && !sp) v += 50;
             dl_set_i64(t, i, v); /* wraps into narrow dtypes */
         }

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "check.h"
-
+#include "test-rng.h"
 
 static dl_mp_buf B(int64_t size, int first, int last) {
     return (dl_mp_buf){size, first, last, -1, -1};
@@ -65,14 +65,14 @@ static void test_inplace_rules(void) {
     CHECK("in-place refused when the candidate is smaller",
           plan(2, b, 1, off, &st) == DL_OK && st.n_inplace == 0 && st.arena == 150);
     b[0] = B(200, 0, 1);
-    CHECK("in-place into a larger candidate",
-          plan(2, b, 1, off, &st) == DL_OK && st.n_inplace == 1 && off[0] == off[1] &&
-              st.arena == 200);
+    CHECK("in-place into a larger candidate", plan(2, b, 1, off, &st) == DL_OK &&
+                                                  st.n_inplace == 1 && off[0] == off[1] &&
+                                                  st.arena == 200);
     b[2] = B(100, 1, 2);
     b[2].inplace_of = 0;
-    CHECK("one candidate serves one buffer",
-          plan(3, b, 1, off, &st) == DL_OK && st.n_inplace == 1 &&
-              !mem_overlap(off[1], 100, off[2], 100));
+    CHECK("one candidate serves one buffer", plan(3, b, 1, off, &st) == DL_OK &&
+                                                 st.n_inplace == 1 &&
+                                                 !mem_overlap(off[1], 100, off[2], 100));
     b[0] = B(100, 1, 1);
     b[1] = B(100, 1, 2);
     b[1].inplace_of = 0;
@@ -116,17 +116,17 @@ static void test_alignment_and_zero(void) {
     dl_mp_stats st;
     int64_t off[4];
     dl_mp_buf b[4] = {B(1, 0, 1), B(1, 0, 1), B(0, 0, 5), B(65, 1, 1)};
-    CHECK("alignment pads buffers apart",
-          plan(4, b, 64, off, &st) == DL_OK && off[0] % 64 == 0 && off[1] % 64 == 0 &&
-              off[3] % 64 == 0 && off[0] != off[1] && off[2] == 0 && st.arena == 128 + 65 &&
-              st.sum == 67);
+    CHECK("alignment pads buffers apart", plan(4, b, 64, off, &st) == DL_OK && off[0] % 64 == 0 &&
+                                              off[1] % 64 == 0 && off[3] % 64 == 0 &&
+                                              off[0] != off[1] && off[2] == 0 &&
+                                              st.arena == 128 + 65 && st.sum == 67);
     CHECK("zero-size buffers take no room",
           plan(3, b, 1, off, &st) == DL_OK && st.arena == 2 && off[2] == 0);
     CHECK("alignment 0 rejected", plan(2, b, 0, off, &st) == DL_ERR_INVALID);
     CHECK("alignment 3 rejected", plan(2, b, 3, off, &st) == DL_ERR_INVALID);
     CHECK("alignment -8 rejected", plan(2, b, -8, off, &st) == DL_ERR_INVALID);
-    CHECK("alignment 2^62 accepted", plan(2, b, (int64_t)1 << 62, off, &st) == DL_OK &&
-                                         off[0] + off[1] == (int64_t)1 << 62);
+    CHECK("alignment 2^62 accepted",
+          plan(2, b, (int64_t)1 << 62, off, &st) == DL_OK && off[0] + off[1] == (int64_t)1 << 62);
     CHECK("null stats accepted", plan(2, b, 16, off, NULL) == DL_OK);
 }
 
@@ -186,17 +186,16 @@ static void test_errors(void) {
 
 /* ---- randomized property test ---- */
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
+/* uniform in [0, n) */
 static uint32_t rnd(uint32_t n) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng % n);
+    return (uint32_t)(rnext() % n);
 }
 
 #define RMAX 2048
 
-static int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+static int64_t align_up(int64_t x, int64_t a) {
+    return (x + a - 1) / a * a;
+}
 
 /* One random case; returns false (after printing why) on any violated property. */
 /* Scratch for one case (static: RMAX-sized arrays are too big for the stack). */
@@ -211,7 +210,8 @@ static bool random_case(int iter, int nmax, int steps_div, double *ratio_sum, in
     int64_t aligns[] = {1, 4, 64, 256};
     int64_t align = aligns[rnd(4)];
     for (int i = 0; i < n; i++) {
-        int f = (int)rnd((uint32_t)steps), l = f + (int)(rnd(20) == 0 ? rnd((uint32_t)steps) : rnd(4));
+        int f = (int)rnd((uint32_t)steps),
+            l = f + (int)(rnd(20) == 0 ? rnd((uint32_t)steps) : rnd(4));
         int64_t size = rnd(8) == 0 ? 0 : 1 + rnd(rnd(2) ? 100 : 5000);
         b[i] = B(size, f, l);
         root[i] = i;
@@ -271,8 +271,8 @@ static bool random_case(int iter, int nmax, int steps_div, double *ratio_sum, in
         illegal:
             printf("FAIL random case %d: buffers %d [%d,%d] @%lld+%lld and %d [%d,%d] @%lld+%lld "
                    "share memory while live\n",
-                   iter, i, first[i], last[i], (long long)off[i], (long long)b[i].size, j,
-                   first[j], last[j], (long long)off[j], (long long)b[j].size);
+                   iter, i, first[i], last[i], (long long)off[i], (long long)b[i].size, j, first[j],
+                   last[j], (long long)off[j], (long long)b[j].size);
             return false;
         }
     }

@@ -25,37 +25,74 @@
 static dl_ctx *ctx;
 #define CHECK_FAIL_DETAIL() printf(" [%s]", dl_errmsg(ctx))
 #include "check.h"
+#include "test-rng.h"
 
 #define TESTDATA "/usr/share/libonnx-testdata/data/node"
 
 static const char *const cases[] = {
     /* float, int, string, tensor and ints attributes */
-    "test_leakyrelu", "test_elu", "test_gemm_all_attributes", "test_batchnorm_epsilon",
-    "test_hardsigmoid", "test_softmax_axis_0", "test_concat_2d_axis_0",
-    "test_argmax_keepdims_example_select_last_index", "test_flatten_axis1",
-    "test_averagepool_2d_same_upper", "test_depthtospace_crd_mode", "test_constant_pad",
-    "test_bitshift_left_uint16", "test_conv_with_autopad_same", "test_einsum_batch_matmul",
-    "test_constantofshape_float_ones", "test_constantofshape_int_zeros", "test_constant",
-    "test_transpose_all_permutations_0", "test_maxpool_2d_pads", "test_basic_conv_with_padding",
-    "test_convtranspose_autopad_same", "test_cumsum_1d_reverse_exclusive", "test_slice_neg_steps",
+    "test_leakyrelu",
+    "test_elu",
+    "test_gemm_all_attributes",
+    "test_batchnorm_epsilon",
+    "test_hardsigmoid",
+    "test_softmax_axis_0",
+    "test_concat_2d_axis_0",
+    "test_argmax_keepdims_example_select_last_index",
+    "test_flatten_axis1",
+    "test_averagepool_2d_same_upper",
+    "test_depthtospace_crd_mode",
+    "test_constant_pad",
+    "test_bitshift_left_uint16",
+    "test_conv_with_autopad_same",
+    "test_einsum_batch_matmul",
+    "test_constantofshape_float_ones",
+    "test_constantofshape_int_zeros",
+    "test_constant",
+    "test_transpose_all_permutations_0",
+    "test_maxpool_2d_pads",
+    "test_basic_conv_with_padding",
+    "test_convtranspose_autopad_same",
+    "test_cumsum_1d_reverse_exclusive",
+    "test_slice_neg_steps",
     /* omitted optional inputs ("" in the middle, trailing ones dropped) */
-    "test_clip_default_inbounds", "test_clip_default_int8_max",
-    "test_resize_upsample_scales_nearest", "test_resize_downsample_sizes_nearest",
-    "test_resize_tf_crop_and_resize", "test_stft",
+    "test_clip_default_inbounds",
+    "test_clip_default_int8_max",
+    "test_resize_upsample_scales_nearest",
+    "test_resize_downsample_sizes_nearest",
+    "test_resize_tf_crop_and_resize",
+    "test_stft",
     /* omitted optional outputs, several outputs */
-    "test_lstm_defaults", "test_gru_with_initial_bias", "test_simple_rnn_defaults",
-    "test_rnn_seq_length", "test_dropout_default_mask", "test_batchnorm_example_training_mode",
-    "test_split_equal_parts_1d", "test_top_k",
+    "test_lstm_defaults",
+    "test_gru_with_initial_bias",
+    "test_simple_rnn_defaults",
+    "test_rnn_seq_length",
+    "test_dropout_default_mask",
+    "test_batchnorm_example_training_mode",
+    "test_split_equal_parts_1d",
+    "test_top_k",
     /* a non-default domain (ai.onnx.preview.training) */
-    "test_adagrad", "test_adam", "test_momentum_multiple",
+    "test_adagrad",
+    "test_adam",
+    "test_momentum_multiple",
     /* larger expanded graphs with Constant nodes turned into initializers */
-    "test_layer_normalization_4d_axis1_expanded", "test_celu_expanded",
-    "test_dynamicquantizelinear_expanded", "test_hannwindow_expanded",
+    "test_layer_normalization_4d_axis1_expanded",
+    "test_celu_expanded",
+    "test_dynamicquantizelinear_expanded",
+    "test_hannwindow_expanded",
     /* dtypes and data-dependent shapes */
-    "test_cast_FLOAT_to_FLOAT16", "test_equal_bcast", "test_where_example",
-    "test_mod_mixed_sign_int8", "test_nonzero_example", "test_gather_0",
-    "test_reduce_sum_keepdims_example", "test_shape_start_1", "test_range_float_type_positive_delta",
-    "test_qlinearmatmul_2D", "test_reshape_negative_dim", "test_pow_types_int32_float32",
+    "test_cast_FLOAT_to_FLOAT16",
+    "test_equal_bcast",
+    "test_where_example",
+    "test_mod_mixed_sign_int8",
+    "test_nonzero_example",
+    "test_gather_0",
+    "test_reduce_sum_keepdims_example",
+    "test_shape_start_1",
+    "test_range_float_type_positive_delta",
+    "test_qlinearmatmul_2D",
+    "test_reshape_negative_dim",
+    "test_pow_types_int32_float32",
 };
 
 static char tmpdir[64];
@@ -97,9 +134,11 @@ static const char *value_name_or_empty(const dl_value *v) {
 static bool same_structure(dl_graph *a, dl_graph *b) {
     if (a->inputs.len != b->inputs.len || a->outputs.len != b->outputs.len) return false;
     for (int i = 0; i < a->inputs.len; i++)
-        if (strcmp(dl_value_name(a->inputs.items[i]), dl_value_name(b->inputs.items[i])) != 0) return false;
+        if (strcmp(dl_value_name(a->inputs.items[i]), dl_value_name(b->inputs.items[i])) != 0)
+            return false;
     for (int i = 0; i < a->outputs.len; i++)
-        if (strcmp(dl_value_name(a->outputs.items[i]), dl_value_name(b->outputs.items[i])) != 0) return false;
+        if (strcmp(dl_value_name(a->outputs.items[i]), dl_value_name(b->outputs.items[i])) != 0)
+            return false;
     int j = 0;
     for (int i = 0; i < a->nodes.len; i++) {
         dl_node *na = a->nodes.items[i];
@@ -115,9 +154,11 @@ static bool same_structure(dl_graph *a, dl_graph *b) {
                        value_name_or_empty(k < nb->n_in ? nb->in[k] : NULL)) != 0)
                 return false;
         for (int k = 0; k < na->n_out; k++)
-            if (strcmp(value_name_or_empty(na->out[k]), value_name_or_empty(nb->out[k])) != 0) return false;
+            if (strcmp(value_name_or_empty(na->out[k]), value_name_or_empty(nb->out[k])) != 0)
+                return false;
         for (int k = 0; k < na->n_attrs; k++)
-            if (strcmp(na->attrs[k].name, nb->attrs[k].name) != 0 || na->attrs[k].type != nb->attrs[k].type)
+            if (strcmp(na->attrs[k].name, nb->attrs[k].name) != 0 ||
+                na->attrs[k].type != nb->attrs[k].type)
                 return false;
     }
     /* every constant of b is a's, with the same data, and an initializer only when it was one */
@@ -176,9 +217,13 @@ static int load_inputs(const char *dir, dl_graph *g, dl_tensor **in, int cap) {
 }
 
 static const char *const checked_cases[] = {
-    "test_lstm_defaults", "test_resize_upsample_scales_nearest", "test_adam",
-    "test_constantofshape_float_ones", "test_averagepool_2d_same_upper",
-    "test_celu_expanded", "test_clip_default_inbounds",
+    "test_lstm_defaults",
+    "test_resize_upsample_scales_nearest",
+    "test_adam",
+    "test_constantofshape_float_ones",
+    "test_averagepool_2d_same_upper",
+    "test_celu_expanded",
+    "test_clip_default_inbounds",
 };
 
 static void round_trip_case(const char *dir) {
@@ -227,14 +272,6 @@ static void round_trip_case(const char *dir) {
 }
 
 /* ---- (2) the builder API ---- */
-static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static float frand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
 static dl_tensor *rand_tensor(int rank, const int64_t *dims) {
     dl_tensor *t;
     if (dl_tensor_new(ctx, DL_F32, rank, dims, &t) != DL_OK) return NULL;
@@ -276,12 +313,14 @@ static void run_onnxruntime(const char *model, dl_tensor *in, dl_tensor *want) {
           "s = ort.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])\n"
           "x, want = np.load(sys.argv[2]), np.load(sys.argv[3])\n"
           "got = s.run(None, {s.get_inputs()[0].name: x})[0]\n"
-          "sys.exit(0 if got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-6) else 1)\n",
+          "sys.exit(0 if got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-6) "
+          "else 1)\n",
           f);
     fclose(f);
     bool saved = dl_npy_save(ctx, inp, in) == DL_OK && dl_npy_save(ctx, outp, want) == DL_OK;
     snprintf(cmd, sizeof cmd, "python3 '%s' '%s' '%s' '%s'", script, model, inp, outp);
-    CHECK("onnxruntime runs the saved builder model and agrees with dlcc", saved && system(cmd) == 0);
+    CHECK("onnxruntime runs the saved builder model and agrees with dlcc",
+          saved && system(cmd) == 0);
 }
 
 static void test_builder(void) {
@@ -299,15 +338,17 @@ static void test_builder(void) {
         return;
     }
     dl_value *x = dl_graph_input(r, 0), *y = dl_graph_output(r, 0);
-    CHECK("input keeps its name and shape", dl_graph_num_inputs(r) == 1 &&
-                                                strcmp(dl_value_name(x), "image") == 0 &&
-                                                dl_value_rank(x) == 4 && dl_value_dim(x, 1) == 3 &&
-                                                dl_value_dim(x, 3) == 8);
-    CHECK("symbolic batch dim keeps its name",
-          dl_value_dim(x, 0) == -1 && dl_value_dim_name(x, 0) && strcmp(dl_value_dim_name(x, 0), "N") == 0);
+    CHECK("input keeps its name and shape",
+          dl_graph_num_inputs(r) == 1 && strcmp(dl_value_name(x), "image") == 0 &&
+              dl_value_rank(x) == 4 && dl_value_dim(x, 1) == 3 && dl_value_dim(x, 3) == 8);
+    CHECK("symbolic batch dim keeps its name", dl_value_dim(x, 0) == -1 &&
+                                                   dl_value_dim_name(x, 0) &&
+                                                   strcmp(dl_value_dim_name(x, 0), "N") == 0);
     CHECK("output keeps its name and symbolic dim",
-          dl_graph_num_outputs(r) == 1 && strcmp(dl_value_name(y), dl_value_name(dl_graph_output(g, 0))) == 0 &&
-              dl_value_dim_name(y, 0) && strcmp(dl_value_dim_name(y, 0), "N") == 0 && dl_value_dim(y, 1) == 10);
+          dl_graph_num_outputs(r) == 1 &&
+              strcmp(dl_value_name(y), dl_value_name(dl_graph_output(g, 0))) == 0 &&
+              dl_value_dim_name(y, 0) && strcmp(dl_value_dim_name(y, 0), "N") == 0 &&
+              dl_value_dim(y, 1) == 10);
     dl_value *cw = dl_graph_find_value(r, "conv.weight"), *fcb = dl_graph_find_value(r, "fc.bias");
     CHECK("weights keep their names", cw && fcb && cw->constant && fcb->constant);
     CHECK("parameters stay initializers, constants stay constants",
@@ -362,7 +403,8 @@ static dl_graph *build_attr_graph(bool with_subgraph) {
     const int64_t xd[] = {2, 3}, td[] = {2, 2}, hd[] = {3}, sd[] = {0};
     dl_value *x = dl_input(g, "x", DL_F32, 2, xd, NULL);
     /* Relu ignores attributes it does not know, so it can carry one of each type */
-    const char *strs[] = {dl_arena_strdup(&g->arena, attr_strs[0]), dl_arena_strdup(&g->arena, attr_strs[1]),
+    const char *strs[] = {dl_arena_strdup(&g->arena, attr_strs[0]),
+                          dl_arena_strdup(&g->arena, attr_strs[1]),
                           dl_arena_strdup(&g->arena, attr_strs[2])};
     dl_tensor *t = small_tensor(DL_I64, 2, td), *t1 = small_tensor(DL_F16, 1, hd),
               *t2 = small_tensor(DL_BOOL, 0, NULL), *t3 = small_tensor(DL_F32, 1, sd);
@@ -380,9 +422,18 @@ static dl_graph *build_attr_graph(bool with_subgraph) {
         {.name = "i", .type = DL_ATTR_INT, .i = -1234567890123},
         {.name = "s", .type = DL_ATTR_STRING, .s = s, .s_len = sizeof attr_bytes},
         {.name = "t", .type = DL_ATTR_TENSOR, .t = t},
-        {.name = "fs", .type = DL_ATTR_FLOATS, .n = 3, .floats = arena_copy(g, attr_floats, sizeof attr_floats)},
-        {.name = "is", .type = DL_ATTR_INTS, .n = 4, .ints = arena_copy(g, attr_ints, sizeof attr_ints)},
-        {.name = "ss", .type = DL_ATTR_STRINGS, .n = 3, .strings = arena_copy(g, strs, sizeof strs)},
+        {.name = "fs",
+         .type = DL_ATTR_FLOATS,
+         .n = 3,
+         .floats = arena_copy(g, attr_floats, sizeof attr_floats)},
+        {.name = "is",
+         .type = DL_ATTR_INTS,
+         .n = 4,
+         .ints = arena_copy(g, attr_ints, sizeof attr_ints)},
+        {.name = "ss",
+         .type = DL_ATTR_STRINGS,
+         .n = 3,
+         .strings = arena_copy(g, strs, sizeof strs)},
         {.name = "ts", .type = DL_ATTR_TENSORS, .n = 3, .tensors = ts},
         {.name = "body", .type = DL_ATTR_GRAPH},
     };
@@ -393,7 +444,8 @@ static dl_graph *build_attr_graph(bool with_subgraph) {
         goto fail;
     /* RNN: activations (strings), activation_alpha (floats); Y omitted, only Y_h produced */
     const int64_t wd[] = {1, 4, 3}, rd[] = {1, 4, 4};
-    dl_value *w = dl_constant(g, "W", rand_tensor(3, wd)), *rr = dl_constant(g, "R", rand_tensor(3, rd));
+    dl_value *w = dl_constant(g, "W", rand_tensor(3, wd)),
+             *rr = dl_constant(g, "R", rand_tensor(3, rd));
     const char **act = dl_arena_alloc(&g->arena, sizeof *act);
     float *alpha = dl_arena_alloc(&g->arena, sizeof *alpha);
     if (!w || !rr || !act || !alpha) goto fail;
@@ -433,8 +485,9 @@ static void test_attributes(void) {
     if (r) {
         CHECK("attribute graph: same structure", same_structure(g, r));
         dl_node *a = g->nodes.items[0], *b = r->nodes.items[0];
-        const dl_attr *f = dl_node_attr(b, "f"), *i = dl_node_attr(b, "i"), *str = dl_node_attr(b, "s"),
-                      *ss = dl_node_attr(b, "ss"), *ts = dl_node_attr(b, "ts");
+        const dl_attr *f = dl_node_attr(b, "f"), *i = dl_node_attr(b, "i"),
+                      *str = dl_node_attr(b, "s"), *ss = dl_node_attr(b, "ss"),
+                      *ts = dl_node_attr(b, "ts");
         const float *fs;
         const int64_t *is;
         CHECK("float attribute survives", f && f->type == DL_ATTR_FLOAT && f->f == -2.75f);
@@ -442,21 +495,27 @@ static void test_attributes(void) {
         CHECK("string attribute with NUL and 0xff bytes survives byte for byte",
               str && str->type == DL_ATTR_STRING && str->s_len == sizeof attr_bytes &&
                   memcmp(str->s, attr_bytes, sizeof attr_bytes) == 0);
-        CHECK("tensor attribute survives", same_tensor(dl_attr_tensor(b, "t"), dl_attr_tensor(a, "t")));
+        CHECK("tensor attribute survives",
+              same_tensor(dl_attr_tensor(b, "t"), dl_attr_tensor(a, "t")));
         CHECK("floats attribute survives (-0.0 and 3e38 included)",
-              dl_attr_floats(b, "fs", &fs) == 3 && memcmp(fs, attr_floats, sizeof attr_floats) == 0);
+              dl_attr_floats(b, "fs", &fs) == 3 &&
+                  memcmp(fs, attr_floats, sizeof attr_floats) == 0);
         CHECK("ints attribute survives (INT64_MIN/MAX included)",
               dl_attr_ints(b, "is", &is) == 4 && memcmp(is, attr_ints, sizeof attr_ints) == 0);
         CHECK("strings attribute survives (an empty one and UTF-8 included)",
-              ss && ss->type == DL_ATTR_STRINGS && ss->n == 3 && strcmp(ss->strings[0], attr_strs[0]) == 0 &&
-                  strcmp(ss->strings[1], attr_strs[1]) == 0 && strcmp(ss->strings[2], attr_strs[2]) == 0);
+              ss && ss->type == DL_ATTR_STRINGS && ss->n == 3 &&
+                  strcmp(ss->strings[0], attr_strs[0]) == 0 &&
+                  strcmp(ss->strings[1], attr_strs[1]) == 0 &&
+                  strcmp(ss->strings[2], attr_strs[2]) == 0);
         const dl_attr *ts0 = dl_node_attr(a, "ts");
         CHECK("tensors attribute survives (float16, a bool scalar, an empty tensor)",
-              ts && ts->type == DL_ATTR_TENSORS && ts->n == 3 && same_tensor(ts->tensors[0], ts0->tensors[0]) &&
-                  same_tensor(ts->tensors[1], ts0->tensors[1]) && same_tensor(ts->tensors[2], ts0->tensors[2]));
+              ts && ts->type == DL_ATTR_TENSORS && ts->n == 3 &&
+                  same_tensor(ts->tensors[0], ts0->tensors[0]) &&
+                  same_tensor(ts->tensors[1], ts0->tensors[1]) &&
+                  same_tensor(ts->tensors[2], ts0->tensors[2]));
         dl_node *rnn = r->nodes.items[r->nodes.len - 1];
-        CHECK("omitted optional output stays omitted", strcmp(rnn->op->name, "RNN") == 0 &&
-                                                           rnn->n_out == 2 && !rnn->out[0] && rnn->out[1]);
+        CHECK("omitted optional output stays omitted",
+              strcmp(rnn->op->name, "RNN") == 0 && rnn->n_out == 2 && !rnn->out[0] && rnn->out[1]);
         const int64_t xd[] = {2, 3};
         dl_tensor *in = rand_tensor(2, xd);
         CHECK("RNN with activations and activation_alpha: bit-identical outputs",
@@ -486,8 +545,10 @@ static void test_names(void) {
     if (ok) {
         CHECK("the unnamed input gets a fresh name; the others keep theirs",
               strcmp(dl_value_name(dl_graph_input(r, 0)), "value_2") == 0 &&
-                  dl_graph_find_value(r, "value_1") && dl_graph_find_value(r, "value_1")->constant &&
-                  strcmp(dl_value_name(dl_graph_output(r, 0)), dl_value_name(dl_graph_output(g, 0))) == 0);
+                  dl_graph_find_value(r, "value_1") &&
+                  dl_graph_find_value(r, "value_1")->constant &&
+                  strcmp(dl_value_name(dl_graph_output(r, 0)),
+                         dl_value_name(dl_graph_output(g, 0))) == 0);
         CHECK("dead nodes and the constants only they read are left out",
               r->nodes.len == 1 && !dl_graph_find_value(r, "dead.input") &&
                   !dl_graph_find_value(r, dl_value_name(gone)));
@@ -543,8 +604,9 @@ static void test_errors(void) {
     bool ok = g && bad && dl_save_onnx(ctx, g, path) == DL_OK &&
               dl_save_onnx(ctx, bad, path) == DL_ERR_UNSUPPORTED;
     dl_ctx_clear(ctx);
-    CHECK("a failed save keeps the old file intact",
-          ok && dl_load_onnx(ctx, path, &r) == DL_OK && same_structure(g, r) && count_entries(sub) == 1);
+    CHECK("a failed save keeps the old file intact", ok && dl_load_onnx(ctx, path, &r) == DL_OK &&
+                                                         same_structure(g, r) &&
+                                                         count_entries(sub) == 1);
     dl_graph_free(g);
     dl_graph_free(bad);
     dl_graph_free(r);
@@ -596,15 +658,18 @@ int main(int argc, char **argv) {
             found++;
             round_trip_case(dir);
         }
-        if (!found) printf("note: no ONNX test data under %s; skipping the round-trip cases\n", TESTDATA);
+        if (!found)
+            printf("note: no ONNX test data under %s; skipping the round-trip cases\n", TESTDATA);
         test_builder();
         test_attributes();
         test_names();
         test_errors();
         test_alloc_failures();
     }
-    if (!have_onnx) printf("note: /usr/bin/python3 has no onnx module; onnx.checker not run\n");
-    else printf("note: onnx.checker ran on %d saved files\n", onnx_checked);
+    if (!have_onnx)
+        printf("note: /usr/bin/python3 has no onnx module; onnx.checker not run\n");
+    else
+        printf("note: onnx.checker ran on %d saved files\n", onnx_checked);
     if (!have_ort) printf("note: python3 has no onnxruntime; onnxruntime comparison not run\n");
     char cmd[PATH_MAX];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

@@ -29,11 +29,7 @@ static void check(int ok, const char *what) {
     }
 }
 
-static uint64_t rng = 88172645463325252ull;
-static float frand(void) { /* uniform in [-1, 1) */
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
+#include "test-rng.h"
 static float *rand_buf(int64_t n) {
     float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
     for (int64_t i = 0; i < n; i++) p[i] = frand();

@@ -10,19 +10,20 @@
 
 #define CHECK_PRINT_PASS
 #include "check.h"
+/* The optimizer checks' 2e-5 tolerance was set on exactly these values: Adam's steps amplify
+ * rounding, so another seed fails some, and test-rng.h's frand (rounded once, in double) puts
+ * one at the limit. */
+#define TEST_RNG_SEED 0x2545F4914F6CDD1Dull
+#include "test-rng.h"
 
-static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static float frand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+static float frand_f32(void) { /* uniform in [-1, 1), rounded to float before scaling */
+    return (float)urand() * 2.0f - 1.0f;
 }
 
 static dl_tensor *rand_t(dl_ctx *ctx, int rank, const int64_t *dims) {
     dl_tensor *t = NULL;
     dl_tensor_new(ctx, DL_F32, rank, dims, &t);
-    for (int64_t i = 0; i < t->numel; i++) ((float *)t->data)[i] = frand();
+    for (int64_t i = 0; i < t->numel; i++) ((float *)t->data)[i] = frand_f32();
     return t;
 }
 
@@ -173,7 +174,7 @@ static void blobs(dl_ctx *ctx, int n, dl_tensor **x, dl_tensor **y) {
         int c = i % OUT;
         ((int64_t *)(*y)->data)[i] = c;
         for (int j = 0; j < IN; j++)
-            ((float *)(*x)->data)[i * IN + j] = (j == c ? 2.0f : 0.0f) + 0.5f * frand();
+            ((float *)(*x)->data)[i * IN + j] = (j == c ? 2.0f : 0.0f) + 0.5f * frand_f32();
     }
 }
 
