@@ -291,6 +291,17 @@ static void test_depthwise(void) {
  * in-place residual of zeros sends the whole layer there). */
 static void test_depthwise_blocked(void) {
     static const int64_t ks[] = {1, 3, 5, 7}, chans[] = {16, 19, 32, 37, 48};
+    /* planes past 56x56, up to the kernel's 112x112 (MobileNetV2's first layers): 3x3, pad 1,
+     * stride 1 and 2, rows of 16-pixel chunks and a ragged one */
+    static const int64_t big[][3] = {{64, 64, 1}, {112, 112, 2}, {70, 45, 1}, {113, 99, 2}};
+    for (size_t b = 0; b < sizeof big / sizeof big[0]; b++) {
+        dlrt_conv p = {.nsp = 2, .n = 1, .group = 16, .c_in = 16, .c_out = 16};
+        for (int d = 0; d < 2; d++) {
+            p.in[d] = big[b][d], p.k[d] = 3, p.stride[d] = big[b][2], p.dil[d] = 1;
+            p.pad_begin[d] = 1, p.out[d] = (p.in[d] + 2 - 3) / p.stride[d] + 1;
+        }
+        conv_case(&p, 1u << EP_ALL, "depthwise blocked, large plane");
+    }
     for (int it = 0; it < 90; it++) {
         dlrt_conv p = {.nsp = it % 6 == 0 ? 1 : 2};
         p.n = irand(1, 2);
@@ -302,7 +313,7 @@ static void test_depthwise_blocked(void) {
         dlrt_conv_geom(&p, &g);
         const int64_t cv = dlrt_conv_dw_cv_channels(&p, &g, NULL);
 #if defined(__AVX512F__)
-        const int64_t want = g.out_sp <= 3136 && g.k_sp <= 49 ? p.c_out / 16 * 16 : 0;
+        const int64_t want = g.out_sp <= 12544 && g.k_sp <= 49 ? p.c_out / 16 * 16 : 0;
         CHECK("blocked depthwise takes the multiple of 16 channels", cv == want);
 #else
         CHECK("no blocked depthwise without AVX-512", cv == 0);
