@@ -48,6 +48,8 @@ void dlrt_conv_im2col(const dlrt_win3 *g, int64_t cig, const float *x, float *co
                 for (int64_t ow = 0; ow < w_lo; ow++) dst[ow] = 0.0f;
                 if (sw == 1)
                     memcpy(dst + w_lo, src + w_lo + woff, (size_t)(w_hi - w_lo) * sizeof(float));
+                else if (sw == 2) /* a constant stride vectorizes (even/odd permutes) */
+                    for (int64_t ow = w_lo; ow < w_hi; ow++) dst[ow] = src[ow * 2 + woff];
                 else
                     for (int64_t ow = w_lo; ow < w_hi; ow++) dst[ow] = src[ow * sw + woff];
                 for (int64_t ow = w_hi; ow < ow_n; ow++) dst[ow] = 0.0f;

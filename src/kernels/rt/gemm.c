@@ -28,6 +28,12 @@ static void dlrt_gemm_pack(const float *X, int64_t ld, int by_rows, int64_t i0, 
                 const float *src = X + (i0 + r + ii) * ld + p0;
                 for (int p = 0; p < kc; p++) dst[p * w + ii] = src[p];
             }
+        } else if (n == DLRT_GEMM_NR && w == DLRT_GEMM_NR) { /* a full B panel: constant-length
+                                                              * rows, vector moves inline */
+            for (int p = 0; p < kc; p++) {
+                const float *src = X + (p0 + p) * ld + i0 + r;
+                for (int ii = 0; ii < DLRT_GEMM_NR; ii++) dst[p * DLRT_GEMM_NR + ii] = src[ii];
+            }
         } else {
             for (int p = 0; p < kc; p++) {
                 const float *src = X + (p0 + p) * ld + i0 + r;
