@@ -41,6 +41,9 @@
 #define DLRT_GEMM_NC 256
 #define DLRT_GEMM_KC 192
 #endif
+/* K block for prepacked B read by few row tiles (dlrt_gemm_run): a 48 KB micro-panel fills L1,
+ * so the next one cannot be prefetched beside it; 16 KB ones can */
+#define DLRT_GEMM_KC_STREAM 64
 typedef __m512 dlrt_vf;
 #define DLRT_VZERO()       _mm512_setzero_ps()
 #define DLRT_VLOAD(p)      _mm512_loadu_ps(p)
@@ -53,33 +56,35 @@ typedef __m512 dlrt_vf;
 #define DLRT_VMIN(a, b)    _mm512_min_ps(a, b)
 #elif defined(__AVX2__) && defined(__FMA__) && !defined(DLRT_GEMM_GENERIC)
 #include <immintrin.h>
-#define DLRT_GEMM_ISA      "avx2"
-#define DLRT_GEMM_VBYTES   32
+#define DLRT_GEMM_ISA       "avx2"
+#define DLRT_GEMM_VBYTES    32
 /* 12 ymm accumulators + 2 for B + 1 broadcast: 15 of the 16 registers */
-#define DLRT_GEMM_MR       DLRT_TILE_AVX2_MR
-#define DLRT_GEMM_NR       DLRT_TILE_AVX2_NR
-#define DLRT_GEMM_VW       DLRT_TILE_AVX2_VW
-#define DLRT_GEMM_MC       96
-#define DLRT_GEMM_NC       256
-#define DLRT_GEMM_KC       256
+#define DLRT_GEMM_MR        DLRT_TILE_AVX2_MR
+#define DLRT_GEMM_NR        DLRT_TILE_AVX2_NR
+#define DLRT_GEMM_VW        DLRT_TILE_AVX2_VW
+#define DLRT_GEMM_MC        96
+#define DLRT_GEMM_NC        256
+#define DLRT_GEMM_KC        256
+#define DLRT_GEMM_KC_STREAM DLRT_GEMM_KC
 typedef __m256 dlrt_vf;
-#define DLRT_VZERO()       _mm256_setzero_ps()
-#define DLRT_VLOAD(p)      _mm256_loadu_ps(p)
-#define DLRT_VSTORE(p, v)  _mm256_storeu_ps(p, v)
-#define DLRT_VBCAST(x)     _mm256_set1_ps(x)
-#define DLRT_VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
-#define DLRT_VADD(a, b)    _mm256_add_ps(a, b)
-#define DLRT_VMUL(a, b)    _mm256_mul_ps(a, b)
-#define DLRT_VMAX(a, b)    _mm256_max_ps(a, b)
-#define DLRT_VMIN(a, b)    _mm256_min_ps(a, b)
+#define DLRT_VZERO()        _mm256_setzero_ps()
+#define DLRT_VLOAD(p)       _mm256_loadu_ps(p)
+#define DLRT_VSTORE(p, v)   _mm256_storeu_ps(p, v)
+#define DLRT_VBCAST(x)      _mm256_set1_ps(x)
+#define DLRT_VFMA(a, b, c)  _mm256_fmadd_ps(a, b, c)
+#define DLRT_VADD(a, b)     _mm256_add_ps(a, b)
+#define DLRT_VMUL(a, b)     _mm256_mul_ps(a, b)
+#define DLRT_VMAX(a, b)     _mm256_max_ps(a, b)
+#define DLRT_VMIN(a, b)     _mm256_min_ps(a, b)
 #else
-#define DLRT_GEMM_ISA    "generic"
-#define DLRT_GEMM_VBYTES 16
-#define DLRT_GEMM_MR     DLRT_TILE_GENERIC_MR
-#define DLRT_GEMM_NR     DLRT_TILE_GENERIC_NR
-#define DLRT_GEMM_MC     96
-#define DLRT_GEMM_NC     128
-#define DLRT_GEMM_KC     192
+#define DLRT_GEMM_ISA       "generic"
+#define DLRT_GEMM_VBYTES    16
+#define DLRT_GEMM_MR        DLRT_TILE_GENERIC_MR
+#define DLRT_GEMM_NR        DLRT_TILE_GENERIC_NR
+#define DLRT_GEMM_MC        96
+#define DLRT_GEMM_NC        128
+#define DLRT_GEMM_KC        192
+#define DLRT_GEMM_KC_STREAM DLRT_GEMM_KC
 #endif
 
 #ifdef DLRT_GEMM_VW

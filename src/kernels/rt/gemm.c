@@ -53,6 +53,7 @@ typedef struct dlrt_gemm_args {
     int trans_a, trans_b, c_trans;
     int a_packed, b_packed; /* A / B already in panels over all of K (dlrt_gemm_pack_operand) */
     int one_pass;           /* all of K in one block (dlrt_gemm_run) */
+    int kc;                 /* else the K block: DLRT_GEMM_KC or DLRT_GEMM_KC_STREAM */
     float *C;
     int64_t ldc;
     const dlrt_epilogue *ep;
@@ -109,7 +110,7 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
     /* full tiles of a product stored in C's orientation skip the row-by-row store */
     const int direct = !g->c_trans && dlrt_gemm_epi_direct(g->ep);
 #endif
-    const int64_t kstep = g->one_pass ? K : DLRT_GEMM_KC;
+    const int64_t kstep = g->one_pass ? K : g->kc;
     for (int64_t p0 = 0; p0 < K; p0 += kstep) {
         int kc = (int)DLRT_MIN(kstep, K - p0);
         int first = p0 == 0, last = p0 + kc == K;
@@ -124,14 +125,13 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
                                   ? g->B + (size_t)(j0 + c) * (size_t)K + (size_t)p0 * DLRT_GEMM_NR
                                   : bpack + (size_t)c * kc;
             /* the prepacked B block used next (the next panel, else the next K block's first),
-             * fetched a share per row tile; with fewer row tiles than 12 (M = 49, a 7x7 plane
-             * run transposed) this measured no gain and is not done */
+             * fetched a share per row tile */
             const float *bnext = NULL;
             const size_t bbytes = (size_t)kc * DLRT_GEMM_NR * sizeof(float);
             const int row_tiles = (mc + DLRT_GEMM_MR - 1) / DLRT_GEMM_MR;
-            if (g->b_packed && row_tiles >= 12 && c + DLRT_GEMM_NR < nc)
+            if (g->b_packed && c + DLRT_GEMM_NR < nc)
                 bnext = bp + (size_t)DLRT_GEMM_NR * (size_t)K;
-            else if (g->b_packed && row_tiles >= 12 && p0 + kc < K)
+            else if (g->b_packed && p0 + kc < K)
                 bnext = g->B + (size_t)j0 * (size_t)K + (size_t)(p0 + kc) * DLRT_GEMM_NR;
             for (int r = 0; r < mc; r += DLRT_GEMM_MR) {
                 float *pt = part + ((size_t)c * DLRT_GEMM_MC + (size_t)r * DLRT_GEMM_NR);
@@ -280,6 +280,12 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
     dlrt_gemm_args run = *g;
     run.one_pass =
         g->a_packed && N <= DLRT_GEMM_NR && K * DLRT_GEMM_NR <= DLRT_GEMM_KC * DLRT_GEMM_NC;
+    /* prepacked B (weights, from memory) read by few row tiles (a 7x7 plane run transposed: 49
+     * rows) gets short K blocks, so that the next block's prefetch fits in L1 beside the current
+     * one: cold 512 x 49 x 4608 122 -> 161 GFLOP/s, 1280 x 49 x 320 102 -> 131 (one thread,
+     * best of 3). Decided for the product: every tile sums alike. */
+    run.kc = g->b_packed && (M + DLRT_GEMM_MR - 1) / DLRT_GEMM_MR < 12 ? DLRT_GEMM_KC_STREAM
+                                                                       : DLRT_GEMM_KC;
     g = &run;
     const int par = (double)M * (double)N * (double)K >= DLRT_PAR_MIN;
     /* A product whose tiles do not share out evenly over the threads (BERT's 128 x 768
