@@ -87,12 +87,11 @@ static void dlrt_gemm_store_cols(const dlrt_gemm_args *g, int64_t i0, int64_t j0
     }
 }
 
-/* Asks for bytes [from, to) of the `bytes` at p to be brought towards the core (locality 2:
- * L2 and beyond). Prepacked operands are a layer's weights, read from memory once per call: the
- * first row tile that reads an A micro-panel, or the first that reads a 48 KB B micro-panel
- * (AVX-512), would otherwise stall on each line. With weights cold (16 copies rotated), one
- * thread: 1x1 convolutions 1024 x 196 x 256 and 256 x 196 x 1024 went from 158/162 to
- * 174/179 GFLOP/s, BERT's 128 x 768 x 3072 from 176 to 184 (best of 5 alternated runs). */
+/* Asks for bytes [from, to) of the `bytes` at p to be brought towards the core (locality 2).
+ * Prepacked operands are a layer's weights, read from memory once per call: the first row tile
+ * that reads an A micro-panel or a B block would otherwise stall on each line, so dlrt_gemm_tile
+ * fetches the next ones while it computes (figures in dlrt_gemm_run, where the K block for such
+ * products is chosen). */
 static DLRT_INLINE void dlrt_gemm_prefetch(const float *p, size_t bytes, size_t from, size_t to) {
     const char *c = (const char *)p;
     if (to > bytes) to = bytes;
@@ -125,10 +124,11 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
                                   ? g->B + (size_t)(j0 + c) * (size_t)K + (size_t)p0 * DLRT_GEMM_NR
                                   : bpack + (size_t)c * kc;
             /* the prepacked B block used next (the next panel, else the next K block's first),
-             * fetched a share per row tile */
+             * fetched a share (whole cache lines) per row tile */
             const float *bnext = NULL;
             const size_t bbytes = (size_t)kc * DLRT_GEMM_NR * sizeof(float);
             const int row_tiles = (mc + DLRT_GEMM_MR - 1) / DLRT_GEMM_MR;
+            const size_t share = (bbytes / (size_t)row_tiles + 63) & ~(size_t)63;
             if (g->b_packed && c + DLRT_GEMM_NR < nc)
                 bnext = bp + (size_t)DLRT_GEMM_NR * (size_t)K;
             else if (g->b_packed && p0 + kc < K)
@@ -139,8 +139,7 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
                     g->a_packed ? g->A + (size_t)(i0 + r) * (size_t)K + (size_t)p0 * DLRT_GEMM_MR
                                 : apack + (size_t)r * kc;
                 int mr = DLRT_MIN(DLRT_GEMM_MR, mc - r);
-                if (bnext) { /* a share of the next B block per row tile */
-                    const size_t share = (bbytes / (size_t)row_tiles + 63) & ~(size_t)63;
+                if (bnext) {
                     const size_t at = (size_t)(r / DLRT_GEMM_MR) * share;
                     dlrt_gemm_prefetch(bnext, bbytes, at, at + share);
                 }
@@ -283,7 +282,8 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
     /* prepacked B (weights, from memory) read by few row tiles (a 7x7 plane run transposed: 49
      * rows) gets short K blocks, so that the next block's prefetch fits in L1 beside the current
      * one: cold 512 x 49 x 4608 122 -> 161 GFLOP/s, 1280 x 49 x 320 102 -> 131 (one thread,
-     * best of 3). Decided for the product: every tile sums alike. */
+     * best of 3). The prefetches alone gave cold 1x1 convolutions (1024 x 196 x 256) 158 -> 174
+     * and BERT's 128 x 768 x 3072 176 -> 184. Decided for the product: every tile sums alike. */
     run.kc = g->b_packed && (M + DLRT_GEMM_MR - 1) / DLRT_GEMM_MR < 12 ? DLRT_GEMM_KC_STREAM
                                                                        : DLRT_GEMM_KC;
     g = &run;

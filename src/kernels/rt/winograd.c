@@ -97,26 +97,37 @@ static void dlrt_wg_filters(const float *src, int nc, float o[36][DLRT_WG_TB]) {
         }
 }
 
-/* U[xi][co][ci] = (G g G^T)[xi] for each 3x3 filter g = w[co][ci], DLRT_WG_TB input channels
- * at a time (the 36 results of one filter land far apart; a block of them is stored as 36 runs). */
-static void dlrt_wg_weights(const dlrt_wg *s, const float *w, float *U) {
+/* U[xi] = (G g G^T)[xi] for each 3x3 filter g = w[co][ci] (c_out x c_in of them), DLRT_WG_TB
+ * input channels at a time. Frequency xi's matrix starts xs floats after xi - 1's; operand < 0
+ * stores it by rows (element (co, ci) at co * c_in + ci: a block of one filter row's results is
+ * 36 runs), else as that GEMM operand is packed (dlrt_gemm_packed_index; the padding lines are
+ * the caller's). */
+static void dlrt_wg_weights(int64_t c_out, int64_t c_in, const float *w, float *U, size_t xs,
+                            int operand) {
     enum { CB = DLRT_WG_TB };
-    const int64_t blocks = (s->ci + CB - 1) / CB;
-    const int par = (double)s->co * (double)s->ci * 36.0 * 6.0 >= DLRT_PAR_MIN;
+    const int64_t blocks = (c_in + CB - 1) / CB;
+    const int par = (double)c_out * (double)c_in * 36.0 * 6.0 >= DLRT_PAR_MIN;
     (void)par;
     DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-    for (int64_t u = 0; u < s->co * blocks; u++) {
+    for (int64_t u = 0; u < c_out * blocks; u++) {
         const int64_t co = u / blocks, c0 = (u % blocks) * CB;
-        const int nc = (int)DLRT_MIN((int64_t)CB, s->ci - c0);
+        const int nc = (int)DLRT_MIN((int64_t)CB, c_in - c0);
         float o[36][CB];
-        dlrt_wg_filters(w + (co * s->ci + c0) * 9, nc, o);
-        float *dst = U + co * s->ci + c0;
+        dlrt_wg_filters(w + (co * c_in + c0) * 9, nc, o);
+        if (operand >= 0) {
+            for (int k = 0; k < nc; k++) {
+                const size_t at = dlrt_gemm_packed_index(operand, co, c0 + k, c_in);
+                for (int xi = 0; xi < 36; xi++) U[(size_t)xi * xs + at] = o[xi][k];
+            }
+            continue;
+        }
+        float *dst = U + co * c_in + c0;
         if (nc == CB) /* a constant length: vector moves, not 36 calls of a memcpy */
             for (int xi = 0; xi < 36; xi++)
-                for (int k = 0; k < CB; k++) dst[xi * s->us + k] = o[xi][k];
+                for (int k = 0; k < CB; k++) dst[(size_t)xi * xs + k] = o[xi][k];
         else
             for (int xi = 0; xi < 36; xi++)
-                for (int k = 0; k < nc; k++) dst[xi * s->us + k] = o[xi][k];
+                for (int k = 0; k < nc; k++) dst[(size_t)xi * xs + k] = o[xi][k];
     }
 }
 
@@ -141,22 +152,10 @@ size_t dlrt_conv_winograd_packed_bytes(int mode, int64_t c_out, int64_t c_in) {
 }
 
 void dlrt_conv_winograd_pack(int mode, int64_t c_out, int64_t c_in, const float *w, float *dst) {
-    enum { CB = DLRT_WG_TB };
-    const int operand = dlrt_wg_operand(mode);
     const size_t bytes = dlrt_conv_winograd_packed_bytes(mode, c_out, c_in);
     if (!bytes) return;
-    const size_t per = bytes / 36 / sizeof(float);
     memset(dst, 0, bytes); /* the lines that pad the last panel */
-    for (int64_t co = 0; co < c_out; co++)
-        for (int64_t c0 = 0; c0 < c_in; c0 += CB) {
-            const int nc = (int)DLRT_MIN((int64_t)CB, c_in - c0);
-            float o[36][CB];
-            dlrt_wg_filters(w + (co * c_in + c0) * 9, nc, o);
-            for (int k = 0; k < nc; k++) {
-                const size_t at = dlrt_gemm_packed_index(operand, co, c0 + k, c_in);
-                for (int xi = 0; xi < 36; xi++) dst[(size_t)xi * per + at] = o[xi][k];
-            }
-        }
+    dlrt_wg_weights(c_out, c_in, w, dst, bytes / 36 / sizeof(float), dlrt_wg_operand(mode));
 }
 
 /* V[xi][ci][col0 + t] = (B^T d B)[xi] for the tiles t < nt of one chunk of a tile row, whose 6
@@ -310,7 +309,7 @@ void dlrt_conv_winograd(const dlrt_conv *p, const float *x, const float *w, cons
     const float *U = wpacked;
     if (!mode) { /* the weights' transform goes after V and M */
         float *u = M + 36 * s.ms;
-        dlrt_wg_weights(&s, w, u);
+        dlrt_wg_weights(s.co, s.ci, w, u, (size_t)s.us, -1);
         U = u;
     } else { /* the packed frequencies follow each other */
         s.us = (int64_t)(dlrt_conv_winograd_packed_bytes(mode, s.co, s.ci) / 36 / sizeof(float));
