@@ -91,17 +91,18 @@ typedef __m256 dlrt_vf;
 /* Intrinsics: MR x (NR / VW) vector accumulators indexed by constants, fully unrolled at -O2
  * and above, so they stay in registers. */
 #define DLRT_GEMM_NV (DLRT_GEMM_NR / DLRT_GEMM_VW)
-/* c[MR][nv] = the sum over p < kc of the outer products of a's panel and the first nv vectors
- * of b's (panels are NR wide whatever nv). A macro, not a function taking c, so that with a
- * constant nv the accumulators certainly stay in registers. */
-#define DLRT_GEMM_MAC(kc, a, b, c, nv)                                                             \
+/* c[rows][nv] = the sum over p < kc of the outer products of the first rows of a's panel and
+ * the first nv vectors of b's (panels are MR and NR wide whatever rows and nv). A macro, not a
+ * function taking c, so that with constant rows and nv the accumulators certainly stay in
+ * registers. */
+#define DLRT_GEMM_MAC(kc, a, b, c, rows, nv)                                                       \
     do {                                                                                           \
-        for (int i_ = 0; i_ < DLRT_GEMM_MR; i_++)                                                  \
+        for (int i_ = 0; i_ < (rows); i_++)                                                        \
             for (int j_ = 0; j_ < (nv); j_++) c[i_][j_] = DLRT_VZERO();                            \
         for (int p_ = 0; p_ < (kc); p_++, a += DLRT_GEMM_MR, b += DLRT_GEMM_NR) {                  \
             dlrt_vf bv_[nv];                                                                       \
             for (int j_ = 0; j_ < (nv); j_++) bv_[j_] = DLRT_VLOAD(b + j_ * DLRT_GEMM_VW);         \
-            for (int i_ = 0; i_ < DLRT_GEMM_MR; i_++) {                                            \
+            for (int i_ = 0; i_ < (rows); i_++) {                                                  \
                 const dlrt_vf av_ = DLRT_VBCAST(a[i_]);                                            \
                 for (int j_ = 0; j_ < (nv); j_++) c[i_][j_] = DLRT_VFMA(av_, bv_[j_], c[i_][j_]);  \
             }                                                                                      \
@@ -118,20 +119,57 @@ typedef __m256 dlrt_vf;
             }                                                                                      \
     } while (0)
 
-/* The microkernel on the first nv vectors of each row only: for the last panel of a product
- * whose N is not a multiple of NR (a 14x14 plane: 196 = 3 x 64 + 4), which a full-width
- * kernel would pad to NR columns. acc keeps the NR-float row stride. */
-#define DLRT_GEMM_MICRO_NARROW(nv)                                                                 \
-    static inline void dlrt_gemm_micro_n##nv(                                                      \
-        int kc, const float *restrict a, const float *restrict b, float *restrict acc, int add) {  \
-        dlrt_vf c[DLRT_GEMM_MR][nv];                                                               \
-        DLRT_GEMM_MAC(kc, a, b, c, nv);                                                            \
-        DLRT_GEMM_ACC_STORE(acc, c, DLRT_GEMM_MR, nv, add);                                        \
+/* A microkernel on the first rows of each panel's MR and its first nv vectors (constants):
+ * acc[rows x nv vectors] (rows NR floats apart; later rows untouched) = or += the block. Each
+ * element sums in the same order whatever rows and nv: the same bits as the full kernel. */
+#define DLRT_GEMM_MICRO_PART(name, rows, nv)                                                       \
+    static inline void name(int kc, const float *restrict a, const float *restrict b,              \
+                            float *restrict acc, int add) {                                        \
+        dlrt_vf c[rows][nv];                                                                       \
+        DLRT_GEMM_MAC(kc, a, b, c, rows, nv);                                                      \
+        DLRT_GEMM_ACC_STORE(acc, c, rows, nv, add);                                                \
     }
-DLRT_GEMM_MICRO_NARROW(1)
-DLRT_GEMM_MICRO_NARROW(2)
-DLRT_GEMM_MICRO_NARROW(3)
+
+/* The first nv vectors of each row only: for the last panel of a product whose N is not a
+ * multiple of NR (a 14x14 plane: 196 = 3 x 64 + 4), which a full-width kernel would pad to NR
+ * columns. */
+DLRT_GEMM_MICRO_PART(dlrt_gemm_micro_n1, DLRT_GEMM_MR, 1)
+DLRT_GEMM_MICRO_PART(dlrt_gemm_micro_n2, DLRT_GEMM_MR, 2)
+DLRT_GEMM_MICRO_PART(dlrt_gemm_micro_n3, DLRT_GEMM_MR, 3)
 #define DLRT_GEMM_NARROW 1
+
+/* The first `rows` < MR rows of a full-width panel: the last row tile of a product whose M is
+ * not a multiple of MR, which the full kernel would pad to MR rows (a 7x7 plane run transposed
+ * has 49 = 8 x 6 + 1 rows: a ninth of its arithmetic was padding). */
+DLRT_GEMM_MICRO_PART(dlrt_gemm_micro_m1, 1, DLRT_GEMM_NV)
+DLRT_GEMM_MICRO_PART(dlrt_gemm_micro_m2, 2, DLRT_GEMM_NV)
+DLRT_GEMM_MICRO_PART(dlrt_gemm_micro_m3, 3, DLRT_GEMM_NV)
+DLRT_GEMM_MICRO_PART(dlrt_gemm_micro_m4, 4, DLRT_GEMM_NV)
+DLRT_GEMM_MICRO_PART(dlrt_gemm_micro_m5, 5, DLRT_GEMM_NV)
+#if DLRT_GEMM_MR != 6
+#error "dlrt_gemm_micro_short covers the short tiles of a 6-row kernel"
+#endif
+/* Rows 1 .. MR - 1 of a full-width panel (rows is the tile's valid row count). */
+static inline void dlrt_gemm_micro_short(int rows, int kc, const float *restrict a,
+                                         const float *restrict b, float *restrict acc, int add) {
+    switch (rows) {
+    case 1:
+        dlrt_gemm_micro_m1(kc, a, b, acc, add);
+        break;
+    case 2:
+        dlrt_gemm_micro_m2(kc, a, b, acc, add);
+        break;
+    case 3:
+        dlrt_gemm_micro_m3(kc, a, b, acc, add);
+        break;
+    case 4:
+        dlrt_gemm_micro_m4(kc, a, b, acc, add);
+        break;
+    default:
+        dlrt_gemm_micro_m5(kc, a, b, acc, add);
+        break;
+    }
+}
 
 /* Two row panels at once (a0, a1: MR rows each; acc1 follows acc0 in the partial-sum buffer) on
  * the first nv <= 2 vectors: one vector of B and six accumulators leave the FMA units waiting on
@@ -166,12 +204,7 @@ static inline int dlrt_gemm_vectors(int nr) {
     return (nr + DLRT_GEMM_VW - 1) / DLRT_GEMM_VW;
 }
 
-static inline void dlrt_gemm_micro(int kc, const float *restrict a, const float *restrict b,
-                                   float *restrict acc, int add) {
-    dlrt_vf c[DLRT_GEMM_MR][DLRT_GEMM_NV];
-    DLRT_GEMM_MAC(kc, a, b, c, DLRT_GEMM_NV);
-    DLRT_GEMM_ACC_STORE(acc, c, DLRT_GEMM_MR, DLRT_GEMM_NV, add);
-}
+DLRT_GEMM_MICRO_PART(dlrt_gemm_micro, DLRT_GEMM_MR, DLRT_GEMM_NV)
 
 /* Whether dlrt_gemm_micro_store can apply ep in registers: a bias per row or per column and a
  * contiguous residual (the convolution and dense-layer cases); other strides take the row path. */
@@ -190,7 +223,7 @@ static inline void dlrt_gemm_micro_store(int kc, const float *restrict a, const 
                                          const float *part, float *C, int64_t ldc,
                                          const dlrt_epilogue *ep, int64_t i0, int64_t j0) {
     dlrt_vf c[DLRT_GEMM_MR][DLRT_GEMM_NV];
-    DLRT_GEMM_MAC(kc, a, b, c, DLRT_GEMM_NV);
+    DLRT_GEMM_MAC(kc, a, b, c, DLRT_GEMM_MR, DLRT_GEMM_NV);
     const int act = ep ? ep->act : DLRT_ACT_NONE;
     for (int i = 0; i < DLRT_GEMM_MR; i++) {
         float *dst = C + (i0 + i) * ldc + j0;

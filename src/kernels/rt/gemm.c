@@ -34,6 +34,12 @@ static void dlrt_gemm_pack(const float *X, int64_t ld, int by_rows, int64_t i0, 
                 const float *src = X + (p0 + p) * ld + i0 + r;
                 for (int ii = 0; ii < DLRT_GEMM_NR; ii++) dst[p * DLRT_GEMM_NR + ii] = src[ii];
             }
+        } else if (n == DLRT_GEMM_MR && w == DLRT_GEMM_MR) { /* a full A panel of a transposed
+                                                              * A: no memcpy call per 24 bytes */
+            for (int p = 0; p < kc; p++) {
+                const float *src = X + (p0 + p) * ld + i0 + r;
+                for (int ii = 0; ii < DLRT_GEMM_MR; ii++) dst[p * DLRT_GEMM_MR + ii] = src[ii];
+            }
         } else {
             for (int p = 0; p < kc; p++) {
                 const float *src = X + (p0 + p) * ld + i0 + r;
@@ -74,13 +80,13 @@ static void dlrt_gemm_store_row(const dlrt_gemm_args *g, int64_t i, int64_t j0, 
     }
 }
 
-/* Block blk (mr x nr, rows NR floats apart) at (i0, j0) of a transposed product: its column jj
- * is mr consecutive elements of row j0 + jj of C, finished there with the epilogue and stored
- * with one contiguous write. */
+/* Block blk (mr <= MC rows x nr, rows NR floats apart) at (i0, j0) of a transposed product: its
+ * column jj is mr consecutive elements of row j0 + jj of C, finished there with the epilogue and
+ * stored with one contiguous write. */
 static void dlrt_gemm_store_cols(const dlrt_gemm_args *g, int64_t i0, int64_t j0, const float *blk,
                                  int mr, int nr) {
     for (int jj = 0; jj < nr; jj++) {
-        float v[DLRT_GEMM_MR];
+        float v[DLRT_GEMM_MC];
         for (int ii = 0; ii < mr; ii++) v[ii] = blk[ii * DLRT_GEMM_NR + jj];
         dlrt_epi_apply(g->ep, j0 + jj, i0, v, mr);
         memcpy(g->C + (j0 + jj) * g->ldc + i0, v, (size_t)mr * sizeof(float));
@@ -175,27 +181,29 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
                     dlrt_gemm_micro_tall_n2(kc, ap, ap1, bp, pt, !first);
                 else if (nv == 1)
                     dlrt_gemm_micro_n1(kc, ap, bp, pt, !first);
-                else if (nv == 2)
+                else if (nv == 2 && DLRT_GEMM_NV > 2)
                     dlrt_gemm_micro_n2(kc, ap, bp, pt, !first);
                 else if (nv == 3 && DLRT_GEMM_NV > 3)
                     dlrt_gemm_micro_n3(kc, ap, bp, pt, !first);
+                else if (mr < DLRT_GEMM_MR)
+                    dlrt_gemm_micro_short(mr, kc, ap, bp, pt, !first);
                 else
 #endif
                     dlrt_gemm_micro(kc, ap, bp, pt, !first);
 #ifdef DLRT_GEMM_NARROW
                 if (tall) mr = 2 * DLRT_GEMM_MR; /* the next panel is done: store both */
 #endif
-                if (last && g->c_trans)
-                    for (int q = 0; q < mr; q += DLRT_GEMM_MR)
-                        dlrt_gemm_store_cols(g, i0 + r + q, j0 + c, pt + q * DLRT_GEMM_NR,
-                                             DLRT_MIN(DLRT_GEMM_MR, mr - q), nr);
-                else if (last)
+                if (last && !g->c_trans)
                     for (int i = 0; i < mr; i++)
                         dlrt_gemm_store_row(g, i0 + r + i, j0 + c, pt + i * DLRT_GEMM_NR, nr);
 #ifdef DLRT_GEMM_NARROW
                 if (tall) r += DLRT_GEMM_MR;
 #endif
             }
+            /* a transposed product's panel is stored once all its row tiles are done: each
+             * column is then one run of mc elements of a row of C */
+            if (last && g->c_trans)
+                dlrt_gemm_store_cols(g, i0, j0 + c, part + (size_t)c * DLRT_GEMM_MC, mc, nr);
         }
     }
 }
@@ -341,16 +349,22 @@ static double dlrt_gemm_cycles(const dlrt_gemm_tiles *t, int64_t M, int64_t N, i
     const int64_t rows = transposed ? N : M, cols = transposed ? M : N;
     const double store = (double)M * (double)N * (transposed ? 1.5 : 0.1);
     if (rows == 1) return (double)cols * (double)K / 16.0 + store; /* the unpacked vector path */
-    const double panels = (double)((rows + t->mr - 1) / t->mr);
     double per_k;
-    if (t->vw) { /* the last panel computes only the vectors it needs */
+    if (t->vw) { /* the last panel computes only the vectors it needs, the last row tile of
+                  * full-width panels only its rows */
         const int nv = t->nr / t->vw, tail = (int)((cols % t->nr + t->vw - 1) / t->vw);
-        per_k =
-            (double)(cols / t->nr) * t->mr * nv + (tail ? DLRT_MAX(t->mr * tail, t->mr + tail) : 0);
+        const int short_rows = (int)(rows % t->mr);
+        const double full_panels = (double)(cols / t->nr);
+        per_k = (double)(rows / t->mr) *
+                (full_panels * t->mr * nv + (tail ? DLRT_MAX(t->mr * tail, t->mr + tail) : 0));
+        if (short_rows)
+            per_k += full_panels * DLRT_MAX(short_rows * nv, short_rows + nv) +
+                     (tail ? DLRT_MAX(t->mr * tail, t->mr + tail) : 0);
     } else { /* scalar FMAs, four per cycle at best */
-        per_k = (double)((cols + t->nr - 1) / t->nr) * t->mr * t->nr / 4.0;
+        per_k = (double)((rows + t->mr - 1) / t->mr) * (double)((cols + t->nr - 1) / t->nr) *
+                t->mr * t->nr / 4.0;
     }
-    return panels * per_k * (double)K / 2.0 + store;
+    return per_k * (double)K / 2.0 + store;
 }
 
 int dlrt_sgemm_transposes_for(int vector_bytes, int64_t M, int64_t N, int64_t K) {
