@@ -31,9 +31,12 @@ static void epi_defaults(dl_epi_params *e) {
 static void epi_activation(const dl_group *gr, dl_epi_params *e) {
     const dl_node *a = gr->epi.act;
     if (!a) return;
-    if (dl_node_is(a, "Relu")) e->act = DLRT_ACT_RELU;
-    else if (dl_node_is(a, "Sigmoid")) e->act = DLRT_ACT_SIGMOID;
-    else if (dl_node_is(a, "Tanh")) e->act = DLRT_ACT_TANH;
+    if (dl_node_is(a, "Relu"))
+        e->act = DLRT_ACT_RELU;
+    else if (dl_node_is(a, "Sigmoid"))
+        e->act = DLRT_ACT_SIGMOID;
+    else if (dl_node_is(a, "Tanh"))
+        e->act = DLRT_ACT_TANH;
     else if (dl_node_is(a, "LeakyRelu")) {
         e->act = DLRT_ACT_LEAKY_RELU;
         e->act_a = dl_attr_float(a, "alpha", 0.01f);
@@ -69,7 +72,8 @@ static dl_status conv_of(dl_ctx *ctx, const dl_node *n, const dl_value *x, const
     int r = x->type.rank, ns = r - 2;
     dl_window win;
     char err[200];
-    const char *e = dl_conv_window(n, ns, x->type.dims + 2, w->type.dims + 2, &win, err, sizeof err);
+    const char *e =
+        dl_conv_window(n, ns, x->type.dims + 2, w->type.dims + 2, &win, err, sizeof err);
     if (e) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "conv geometry: %s", e);
     p->nsp = ns;
     *n_sym = x->type.dims[0] < 0 ? (int)(-x->type.dims[0] - 1) : -1;
@@ -304,8 +308,10 @@ static dl_sexpr dense_stride(const dl_value *v, int i) {
     dl_sexpr e = sexpr_const(1);
     for (int d = i + 1; d < v->type.rank; d++) {
         int64_t x = v->type.dims[d];
-        if (x >= 0) e.c *= x;
-        else e.sym[e.n++] = (int)(-x - 1);
+        if (x >= 0)
+            e.c *= x;
+        else
+            e.sym[e.n++] = (int)(-x - 1);
     }
     return e;
 }
@@ -319,8 +325,8 @@ static int perm_at(const dl_node *tr, int i, int r) {
 
 /* Strides of an operand seen with `logical`'s type, read from `raw` through the absorbed
  * Transpose tr (NULL: none); batch dims of size 1 (broadcast) get stride 0. */
-static void operand_strides(const dl_value *raw, const dl_node *tr, const dl_value *logical,
-                            int r, dl_sexpr *st) {
+static void operand_strides(const dl_value *raw, const dl_node *tr, const dl_value *logical, int r,
+                            dl_sexpr *st) {
     for (int i = 0; i < r; i++) {
         st[i] = dense_stride(raw, tr ? perm_at(tr, i, r) : i);
         if (i < r - 2 && logical->type.dims[i] == 1) st[i] = sexpr_const(0);
@@ -337,8 +343,10 @@ static void kernel_strides(const dl_sexpr *st, int r, dl_sexpr out[4]) {
 static dl_sexpr dim_expr(const dl_value *v, int d) {
     dl_sexpr e = sexpr_const(1);
     int64_t x = v->type.dims[d];
-    if (x >= 0) e.c = x;
-    else e.sym[e.n++] = (int)(-x - 1);
+    if (x >= 0)
+        e.c = x;
+    else
+        e.sym[e.n++] = (int)(-x - 1);
     return e;
 }
 
@@ -411,15 +419,47 @@ void dl_attn_params_eval(const dl_attn_params *ap, const int64_t *syms, dlrt_att
     int64_t v[DL_ATTN_OPERANDS][4];
     for (int o = 0; o < DL_ATTN_OPERANDS; o++)
         for (int k = 0; k < 4; k++) v[o][k] = dl_sexpr_eval(&ap->stride[o][k], syms);
-    a->q_sb = v[DL_ATTN_Q][0], a->q_sh = v[DL_ATTN_Q][1], a->q_st = v[DL_ATTN_Q][2], a->q_sc = v[DL_ATTN_Q][3];
-    a->k_sb = v[DL_ATTN_K][0], a->k_sh = v[DL_ATTN_K][1], a->k_st = v[DL_ATTN_K][2], a->k_sc = v[DL_ATTN_K][3];
-    a->v_sb = v[DL_ATTN_V][0], a->v_sh = v[DL_ATTN_V][1], a->v_st = v[DL_ATTN_V][2], a->v_sc = v[DL_ATTN_V][3];
-    a->y_sb = v[DL_ATTN_Y][0], a->y_sh = v[DL_ATTN_Y][1], a->y_st = v[DL_ATTN_Y][2], a->y_sc = v[DL_ATTN_Y][3];
+    a->q_sb = v[DL_ATTN_Q][0], a->q_sh = v[DL_ATTN_Q][1], a->q_st = v[DL_ATTN_Q][2],
+    a->q_sc = v[DL_ATTN_Q][3];
+    a->k_sb = v[DL_ATTN_K][0], a->k_sh = v[DL_ATTN_K][1], a->k_st = v[DL_ATTN_K][2],
+    a->k_sc = v[DL_ATTN_K][3];
+    a->v_sb = v[DL_ATTN_V][0], a->v_sh = v[DL_ATTN_V][1], a->v_st = v[DL_ATTN_V][2],
+    a->v_sc = v[DL_ATTN_V][3];
+    a->y_sb = v[DL_ATTN_Y][0], a->y_sh = v[DL_ATTN_Y][1], a->y_st = v[DL_ATTN_Y][2],
+    a->y_sc = v[DL_ATTN_Y][3];
     a->m_sb = v[DL_ATTN_MASK][0], a->m_sh = v[DL_ATTN_MASK][1], a->m_st = v[DL_ATTN_MASK][2];
     a->m_sc = v[DL_ATTN_MASK][3];
 }
 
+/* Dim i of v, a symbol's value taken from syms (0 while unknown). */
+static int64_t dim_eval(const dl_value *v, int i, const int64_t *syms) {
+    const int64_t d = v->type.dims[i];
+    return d >= 0 ? d : syms[-d - 1] > 0 ? syms[-d - 1] : 0;
+}
+
+/* The workspace of a Gemm or MatMul group's dlrt_sgemm_ws calls (emit_sgemm_call): its left
+ * operand packed once, for the M x N x K of each call (a MatMul's batch runs them in turn). */
+static size_t gemm_group_workspace(const dl_group *gr, const int64_t *syms) {
+    if (gr->kind == DL_G_GEMM) {
+        dl_gemm_params gp;
+        if (dl_gemm_params_of(NULL, gr, &gp) != DL_OK) return 0;
+        const dl_node *n = gr->nodes[0];
+        return dlrt_gemm_workspace(dim_eval(n->out[0], 0, syms), dim_eval(n->out[0], 1, syms),
+                                   dim_eval(n->in[0], gp.trans_a ? 0 : 1, syms), 0, 1);
+    }
+    dl_matmul_params mp;
+    if (dl_matmul_params_of(NULL, gr, &mp) != DL_OK) return 0;
+    const int ar = mp.a->type.rank;
+    int64_t m = 1;
+    if (ar > 1 && mp.fold_batch)
+        for (int i = 0; i < ar - 1; i++) m *= dim_eval(mp.a, i, syms);
+    else if (ar > 1)
+        m = dim_eval(mp.a, ar - 2, syms);
+    return dlrt_gemm_workspace(m, mp.N, mp.K, 0, 1);
+}
+
 size_t dl_group_workspace(const dl_group *gr, const int64_t *syms) {
+    if (gr->kind == DL_G_GEMM || gr->kind == DL_G_MATMUL) return gemm_group_workspace(gr, syms);
     if (gr->kind == DL_G_ATTENTION) {
         dl_attn_params ap;
         dlrt_attn a;

@@ -160,22 +160,24 @@ static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const dl_target *t, 
     return DL_OK;
 }
 
-/* The statement "dlrt_sgemm(M, N, K, A, lda, ta, B, ldb, tb, C, ldc, &ep);" where A, B and C are
- * pointer expressions; with B prepacked (request pk >= 0) it goes through dlrt_sgemm_ex with
- * the packed copy, or B itself when the runtime made none (an AOT bundle). */
+/* The statement "dlrt_sgemm_ws(M, N, K, A, lda, ta, 0, B, ldb, tb, 0, C, ldc, &ep, ws, bytes);"
+ * where A, B and C are pointer expressions; with B prepacked (request pk >= 0) it passes the
+ * packed copy, or B itself when the runtime made none (an AOT bundle). The workspace holds A
+ * packed once (dl_group_workspace reserves dlrt_gemm_workspace(M, N, K, 0, 1) bytes). */
 static void emit_sgemm_call(dl_sbuf *sb, const char *indent, const char *m, const char *n,
                             const char *k, const char *a, const char *lda, int ta, const char *b,
                             const char *ldb, int tb, const char *c, const char *ldc, int pk) {
-    if (pk < 0) {
-        dl_sb_printf(sb, "%sdlrt_sgemm(%s, %s, %s, %s, %s, %d, %s, %s, %d, %s, %s, &ep);\n", indent,
-                     m, n, k, a, lda, ta, b, ldb, tb, c, ldc);
-        return;
-    }
-    dl_sb_printf(sb,
-                 "%sdlrt_sgemm_ex(%s, %s, %s, %s, %s, %d, 0,\n"
-                 "%s    b[DLK_PACK + %d] ? (const float *)b[DLK_PACK + %d] : %s, %s, %d,\n"
-                 "%s    b[DLK_PACK + %d] != 0, %s, %s, &ep);\n",
-                 indent, m, n, k, a, lda, ta, indent, pk, pk, b, ldb, tb, indent, pk, c, ldc);
+    dl_sb_printf(sb, "%sdlrt_sgemm_ws(%s, %s, %s, %s, %s, %d, 0,\n%s    ", indent, m, n, k, a, lda,
+                 ta, indent);
+    if (pk < 0)
+        dl_sb_printf(sb, "%s, %s, %d, 0,", b, ldb, tb);
+    else
+        dl_sb_printf(sb,
+                     "b[DLK_PACK + %d] ? (const float *)b[DLK_PACK + %d] : %s, %s, %d, "
+                     "b[DLK_PACK + %d] != 0,",
+                     pk, pk, b, ldb, tb, pk);
+    dl_sb_printf(sb, "\n%s    %s, %s, &ep, b[DLK_WS], dlrt_gemm_workspace(%s, %s, %s, 0, 1));\n",
+                 indent, c, ldc, m, n, k);
 }
 
 /* "(const float *)b[slot]" followed by `offset` (may be ""). */

@@ -282,6 +282,38 @@ static void packed_case(int64_t M, int64_t N, int64_t K, int ta, int tb, int pa,
     free(a), free(b), free(bias), free(res), free(c), free(ap), free(bp);
 }
 
+/* dlrt_sgemm_ws packs an operand that several tiles read once, into the workspace: the product
+ * must be bit-identical to dlrt_sgemm_ex's (which packs it per tile), the workspace must be
+ * used when dlrt_gemm_workspace bytes are given and not overrun, and a smaller one must still
+ * give the same product (it packs what fits). pa: A (the left operand) prepacked as weights. */
+static void workspace_case(int64_t M, int64_t N, int64_t K, int ta, int tb, int pa) {
+    float *a = rand_buf(M * K), *b = rand_buf(K * N), *bias = rand_buf(N), *res = rand_buf(M * N);
+    float *ap = malloc(dlrt_gemm_packed_bytes(0, M, K) + 4);
+    const size_t mc = (size_t)(M * N) * sizeof(float), c_n = (size_t)(M * N);
+    float *want = malloc(mc), *got = malloc(mc), *small = malloc(mc);
+    const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+    if (pa) dlrt_gemm_pack_operand(0, M, K, a, lda, ta, ap);
+    const float *A = pa ? ap : a;
+    const size_t wsb = dlrt_gemm_workspace(M, N, K, pa, 0), wsn = wsb / sizeof(float);
+    float *ws = malloc(wsb + 64 * sizeof(float));
+    for (size_t i = 0; i < wsn + 64; i++) ws[i] = -7.0f; /* canary past the end */
+    const dlrt_epilogue ep = col_bias_res_relu(0.5f, 1.5f, bias, res, N);
+    dlrt_sgemm_ex(M, N, K, A, lda, ta, pa, b, ldb, tb, 0, want, N, &ep);
+    dlrt_sgemm_ws(M, N, K, A, lda, ta, pa, b, ldb, tb, 0, got, N, &ep, ws, wsb);
+    int used = 0, canary = 1;
+    for (size_t i = 0; i < wsn; i++) used |= ws[i] != -7.0f;
+    for (size_t i = wsn; i < wsn + 64; i++) canary &= ws[i] == -7.0f;
+    dlrt_sgemm_ws(M, N, K, A, lda, ta, pa, b, ldb, tb, 0, small, N, &ep, ws, wsb / 2);
+    char what[160];
+    snprintf(what, sizeof what, "sgemm workspace M=%lld N=%lld K=%lld ta=%d tb=%d packed A=%d",
+             (long long)M, (long long)N, (long long)K, ta, tb, pa);
+    check(wsb > 0 && used && canary && !memcmp(want, got, c_n * sizeof(float)) &&
+              !memcmp(want, small, c_n * sizeof(float)),
+          what);
+    free(a), free(b), free(bias), free(res), free(ap), free(want), free(got), free(small);
+    free(ws);
+}
+
 /* Products whose tiles do not share out evenly are cut finer for the thread count
  * (dlrt_gemm_run): the results must not change with it. BERT's 128 x 768 shape and a narrow
  * prepacked one, with a column bias scaled by beta (fused in full tiles), residual and ReLU. */
@@ -405,6 +437,13 @@ static void test_gemm(void) {
         for (int mode = 1; mode < 4; mode++)
             for (int t = 0; t < 4; t++)
                 packed_case(pk[s][0], pk[s][1], pk[s][2], t >> 1, t & 1, mode & 1, mode >> 1);
+    /* operands packed once into a workspace: B shared by rows of tiles (M > MC), A by columns
+     * (N > NC), both, a transposed product's image side (N = 49), with A as packed weights */
+    static const int64_t wsp[][4] = {{300, 200, 150, 0}, {100, 700, 230, 0}, {300, 700, 250, 0},
+                                     {2048, 49, 300, 0}, {400, 300, 200, 1}, {1024, 49, 200, 1}};
+    for (int s = 0; s < 6; s++)
+        for (int t = 0; t < 4; t++)
+            workspace_case(wsp[s][0], wsp[s][1], wsp[s][2], t >> 1, t & 1, (int)wsp[s][3]);
     for (int t = 0; t < 4; t++) { /* K == 0: C = epilogue(0) */
         gemm_cfg c = {.alpha = 2,
                       .beta = 0.5f,

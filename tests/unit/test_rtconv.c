@@ -462,6 +462,43 @@ static void test_im2col_and_1x1(void) {
     }
 }
 
+/* Wide layers (more output channels than a GEMM row of tiles holds) pack the image side once
+ * into the workspace, after the im2col columns (dlrt_conv_gemm_ws): against the reference
+ * with every epilogue and canaries (conv_case), and the packing space really written. Shapes:
+ * 1x1 (B shared by the rows of tiles), 3x3 stride 2 through im2col, and a 7x7 plane run
+ * transposed (the image side is then the left operand, shared by the columns of tiles). */
+static void test_gemm_workspace(void) {
+    static const int64_t rows[][5] = {/* c_in, c_out, hw, k, stride */
+                                      {20, 200, 9, 1, 1},
+                                      {16, 150, 15, 3, 2},
+                                      {40, 300, 7, 1, 1},
+                                      {24, 520, 7, 3, 1}};
+    for (int r = 0; r < 4; r++) {
+        dlrt_conv p = {.nsp = 2, .n = 1, .c_in = rows[r][0], .c_out = rows[r][1], .group = 1};
+        for (int d = 0; d < 2; d++) {
+            p.in[d] = rows[r][2], p.k[d] = rows[r][3], p.stride[d] = rows[r][4], p.dil[d] = 1;
+            p.pad_begin[d] = p.k[d] / 2;
+            p.out[d] = (p.in[d] + 2 * p.pad_begin[d] - p.k[d]) / p.stride[d] + 1;
+        }
+        conv_case(&p, (1u << EP_KINDS) - 1, "gemm workspace");
+        const int algo = p.k[0] == 1 && p.stride[0] == 1 ? DLRT_CONV_GEMM_1X1 : DLRT_CONV_IM2COL;
+        const size_t ws = dlrt_conv_algo_workspace(&p, algo);
+        const size_t cols =
+            algo == DLRT_CONV_IM2COL ? (size_t)(p.c_in * p.k[0] * p.k[1] * p.out[0] * p.out[1]) : 0;
+        unsigned char *work = malloc(ws + 1);
+        memset(work, 0xA5, ws + 1);
+        float *x = buf_new(numel_in(&p), 0), *w = buf_new(numel_w(&p), 0);
+        float *y = malloc((size_t)numel_out(&p) * sizeof(float));
+        dlrt_conv_forward_algo(&p, algo, x, w, y, work, NULL);
+        int written = 0;
+        for (size_t i = (cols + 15) / 16 * 16 * sizeof(float); i < ws; i++)
+            written |= work[i] != 0xA5;
+        CHECK("wide conv: the GEMM packs the image side into the workspace",
+              ws > (cols + 15) / 16 * 16 * sizeof(float) && written);
+        free(work), free(x), free(w), free(y);
+    }
+}
+
 /* Batches of small images split into chunks of images run in parallel (dlrt_conv_chunks_of):
  * against the plain loop with every epilogue (conv_case's canaries also bound the larger
  * workspace), and bit-identical whatever the thread count. */
@@ -653,6 +690,7 @@ int main(int argc, char **argv) {
     test_winograd_accuracy();
     test_im2col_and_1x1();
     test_batch_chunks();
+    test_gemm_workspace();
     test_choose();
     printf("largest error relative to the terms' magnitude: %.3g\n", worst_rel);
     printf("%d passed, %d failed\n", passed, failed);

@@ -84,7 +84,8 @@ static dlrt_conv_chunking dlrt_conv_chunks_of(const dlrt_conv *p, const dlrt_win
 /* Images [b0, b1) of the 1x1 and im2col algorithms: one GEMM per image and group. */
 static void dlrt_conv_gemm_images(const dlrt_conv *p, const dlrt_win3 *g, int im2col, int64_t b0,
                                   int64_t b1, const float *x, const float *w, const float *wpacked,
-                                  int wpack_mode, float *y, float *col, const dlrt_epilogue *ep) {
+                                  int wpack_mode, float *y, float *col, float *gws,
+                                  size_t gws_bytes, const dlrt_epilogue *ep) {
     const int64_t cig = p->c_in / p->group, cog = p->c_out / p->group;
     const int64_t kdim = cig * g->k_sp; /* GEMM K: one weight row */
     for (int64_t b = b0; b < b1; b++)
@@ -99,20 +100,34 @@ static void dlrt_conv_gemm_images(const dlrt_conv *p, const dlrt_win3 *g, int im
             dlrt_epilogue e;
             const dlrt_epilogue *eb = dlrt_conv_ep(p, g->out_sp, ep, b, c0, &e);
             if (wpacked) /* one group: the packed weights are the whole left operand */
-                dlrt_sgemm_ex(cog, g->out_sp, kdim, wpacked, kdim, 0, wpack_mode, src, g->out_sp, 0,
-                              0, y + b * p->c_out * g->out_sp, g->out_sp, eb);
+                dlrt_sgemm_ws(cog, g->out_sp, kdim, wpacked, kdim, 0, wpack_mode, src, g->out_sp, 0,
+                              0, y + b * p->c_out * g->out_sp, g->out_sp, eb, gws, gws_bytes);
             else
-                dlrt_sgemm(cog, g->out_sp, kdim, w + c0 * kdim, kdim, 0, src, g->out_sp, 0,
-                           y + (b * p->c_out + c0) * g->out_sp, g->out_sp, eb);
+                dlrt_sgemm_ws(cog, g->out_sp, kdim, w + c0 * kdim, kdim, 0, 0, src, g->out_sp, 0, 0,
+                              y + (b * p->c_out + c0) * g->out_sp, g->out_sp, eb, gws, gws_bytes);
         }
+}
+
+/* Bytes of workspace the GEMM of one image and group may pack its per-call operand into (the
+ * image side; the weights are prepacked or small), after the im2col columns: only when images
+ * run one after the other (chunking c), each GEMM then parallel inside. */
+static size_t dlrt_conv_gemm_ws(const dlrt_conv *p, const dlrt_win3 *g,
+                                const dlrt_conv_chunking *c) {
+    if (c->chunks != 1) return 0;
+    const int64_t cig = p->c_in / p->group, cog = p->c_out / p->group;
+    return dlrt_gemm_workspace(cog, g->out_sp, cig * g->k_sp, 1, 0);
 }
 
 static void dlrt_conv_gemm(const dlrt_conv *p, const dlrt_win3 *g, int im2col, const float *x,
                            const float *w, const float *wpacked, int wpack_mode, float *y,
-                           float *col, const dlrt_epilogue *ep) {
+                           void *workspace, const dlrt_epilogue *ep) {
     const dlrt_conv_chunking c = dlrt_conv_chunks_of(p, g, im2col);
+    float *col = im2col ? (float *)workspace : NULL;
     if (c.chunks == 1) {
-        dlrt_conv_gemm_images(p, g, im2col, 0, p->n, x, w, wpacked, wpack_mode, y, col, ep);
+        const size_t gws_bytes = workspace ? dlrt_conv_gemm_ws(p, g, &c) : 0;
+        float *gws = gws_bytes ? (float *)workspace + dlrt_conv_round16(c.cols) : NULL;
+        dlrt_conv_gemm_images(p, g, im2col, 0, p->n, x, w, wpacked, wpack_mode, y, col, gws,
+                              gws_bytes, ep);
         return;
     }
     /* chunk k: images [k n / C, (k+1) n / C) with the k-th columns; which thread runs it does
@@ -120,7 +135,7 @@ static void dlrt_conv_gemm(const dlrt_conv *p, const dlrt_win3 *g, int im2col, c
     DLRT_PRAGMA_OMP(parallel for schedule(dynamic))
     for (int64_t k = 0; k < c.chunks; k++)
         dlrt_conv_gemm_images(p, g, im2col, k * p->n / c.chunks, (k + 1) * p->n / c.chunks, x, w,
-                              wpacked, wpack_mode, y, col ? col + k * c.cols : NULL, ep);
+                              wpacked, wpack_mode, y, col ? col + k * c.cols : NULL, NULL, 0, ep);
 }
 
 /* The cost model behind dlrt_conv_choose, in integers (saturating), so that the host library
@@ -244,8 +259,11 @@ size_t dlrt_conv_algo_workspace(const dlrt_conv *p, int algo) {
     dlrt_conv_geom(p, &g);
     if (p->group <= 0) return 0;
     if (algo == DLRT_CONV_WINOGRAD) return dlrt_conv_winograd_workspace(p, 0);
-    if (algo != DLRT_CONV_IM2COL) return 0;
-    const dlrt_conv_chunking c = dlrt_conv_chunks_of(p, &g, 1);
+    if (algo != DLRT_CONV_IM2COL && algo != DLRT_CONV_GEMM_1X1) return 0;
+    const dlrt_conv_chunking c = dlrt_conv_chunks_of(p, &g, algo == DLRT_CONV_IM2COL);
+    const size_t gws = dlrt_conv_gemm_ws(p, &g, &c);
+    if (c.chunks == 1) /* the columns, then (aligned) the GEMM's packing space */
+        return (gws ? (size_t)dlrt_conv_round16(c.cols) : (size_t)c.cols) * sizeof(float) + gws;
     return (size_t)c.chunks * (size_t)c.cols * sizeof(float);
 }
 
@@ -270,7 +288,7 @@ void dlrt_conv_forward_algo(const dlrt_conv *p, int algo, const float *x, const 
         dlrt_conv_winograd(p, x, w, NULL, 0, y, workspace, ep);
         break;
     case DLRT_CONV_GEMM_1X1:
-        dlrt_conv_gemm(p, &g, 0, x, w, NULL, 0, y, NULL, ep);
+        dlrt_conv_gemm(p, &g, 0, x, w, NULL, 0, y, workspace, ep);
         break;
     default:
         dlrt_conv_gemm(p, &g, 1, x, w, NULL, 0, y, workspace, ep);

@@ -68,6 +68,15 @@ enum { DLRT_A_PACKED = 1, DLRT_A_PACKED_T = 2 };
 void dlrt_sgemm_ex(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
                    int a_packed, const float *B, int64_t ldb, int trans_b, int b_packed, float *C,
                    int64_t ldc, const dlrt_epilogue *ep);
+/* dlrt_sgemm_ex with a workspace of ws_bytes at ws (may be NULL): an operand packed per call
+ * that several tiles of the product read is then packed once, into it, instead of by each
+ * tile. dlrt_gemm_workspace(M, N, K, a_packed, b_packed) bytes let it do so for every operand
+ * that is not prepacked, on every instruction set; with less it packs what fits, and per tile
+ * the rest. The results are the same either way. */
+size_t dlrt_gemm_workspace(int64_t M, int64_t N, int64_t K, int a_packed, int b_packed);
+void dlrt_sgemm_ws(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
+                   int a_packed, const float *B, int64_t ldb, int trans_b, int b_packed, float *C,
+                   int64_t ldc, const dlrt_epilogue *ep, void *ws, size_t ws_bytes);
 /* Whether dlrt_sgemm computes an M x N product transposed (narrow N): prepacking its left
  * operand then does not pay. */
 int dlrt_sgemm_transposes(int64_t M, int64_t N, int64_t K);

@@ -51,6 +51,11 @@ static void dlrt_gemm_pack(const float *X, int64_t ld, int by_rows, int64_t i0, 
     }
 }
 
+/* dlrt_gemm_pack_operand, in parallel when par (a parallel product packing its shared operand
+ * once: the threads would otherwise wait for one). */
+static void dlrt_gemm_pack_all(int operand, int64_t lines, int64_t K, const float *X, int64_t ld,
+                               int trans, float *dst, int par);
+
 /* What one call computes: C (or C^T when c_trans: element (i, j) of the product lands at
  * C[j * ldc + i]) = epilogue(op(A) op(B)). The epilogue is in C's orientation. */
 typedef struct dlrt_gemm_args {
@@ -63,6 +68,8 @@ typedef struct dlrt_gemm_args {
     float *C;
     int64_t ldc;
     const dlrt_epilogue *ep;
+    float *ws; /* where operands shared by several tiles are packed once (may be NULL) */
+    size_t ws_floats;
 } dlrt_gemm_args;
 
 /* Stores row i (n values starting at column j0) of the product through the epilogue. */
@@ -314,6 +321,27 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
     }
     const int64_t tm = (M + mcut - 1) / mcut, tn = (N + ncut - 1) / ncut;
     const int64_t tiles = tm * tn;
+    /* B, unless prepacked, is read by every row of tiles and A by every column: packed by each
+     * tile, it was packed once per row (column) of tiles. With a workspace it is packed once.
+     * Decided by M and N, not the cut; the packed panels hold the same values in the same
+     * order, so no sum changes either way. */
+    float *ws = g->ws;
+    size_t ws_left = g->ws ? g->ws_floats : 0;
+    if (!run.b_packed && M > DLRT_GEMM_MC) {
+        const size_t need = dlrt_gemm_packed_bytes(1, N, K) / sizeof(float);
+        if (need <= ws_left) {
+            dlrt_gemm_pack_all(1, N, K, run.B, run.ldb, run.trans_b, ws, par && tiles > 1);
+            run.B = ws, run.b_packed = 1;
+            ws += need, ws_left -= need;
+        }
+    }
+    if (!run.a_packed && N > DLRT_GEMM_NC) {
+        const size_t need = dlrt_gemm_packed_bytes(0, M, K) / sizeof(float);
+        if (need <= ws_left) {
+            dlrt_gemm_pack_all(0, M, K, run.A, run.lda, run.trans_a, ws, par && tiles > 1);
+            run.A = ws, run.a_packed = 1;
+        }
+    }
     DLRT_PRAGMA_OMP(parallel for schedule(static) if(par && tiles > 1))
     for (int64_t t = 0; t < tiles; t++) {
         int64_t i0 = (t / tn) * mcut, j0 = (t % tn) * ncut;
@@ -396,12 +424,19 @@ size_t dlrt_gemm_packed_index(int operand, int64_t line, int64_t p, int64_t K) {
 
 void dlrt_gemm_pack_operand(int operand, int64_t lines, int64_t K, const float *X, int64_t ld,
                             int trans, float *dst) {
+    dlrt_gemm_pack_all(operand, lines, K, X, ld, trans, dst,
+                       (double)lines * (double)K >= DLRT_PAR_MIN);
+}
+
+static void dlrt_gemm_pack_all(int operand, int64_t lines, int64_t K, const float *X, int64_t ld,
+                               int trans, float *dst, int par) {
     const int w = operand == 0 ? DLRT_GEMM_MR : DLRT_GEMM_NR;
     /* A's lines are op(A)'s rows (contiguous in X unless trans); B's are op(B)'s columns
      * (contiguous in X only when trans) */
     const int by_rows = operand == 0 ? !trans : trans;
     const int64_t panels = (lines + w - 1) / w;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(panels > 1 && (double)lines * (double)K >= DLRT_PAR_MIN))
+    (void)par;
+    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par && panels > 1))
     for (int64_t pnl = 0; pnl < panels; pnl++) {
         const int64_t i0 = pnl * w;
         for (int64_t p0 = 0; p0 < K; p0 += DLRT_GEMM_KC) { /* int-sized pieces of K */
@@ -412,9 +447,29 @@ void dlrt_gemm_pack_operand(int operand, int64_t lines, int64_t K, const float *
     }
 }
 
+/* Lines that a workspace holds per operand: panels of up to 64 lines (the widest NR) over K,
+ * for an operand that the other side's extent (other) makes shared by several tiles on some
+ * instruction set and orientation (MC and NC are 96 at least). */
+static size_t dlrt_gemm_ws_operand(int64_t lines, int64_t other, int64_t K) {
+    if (other <= 96 || lines <= 0 || K <= 0) return 0;
+    return (size_t)((lines + 63) / 64 * 64) * (size_t)K * sizeof(float);
+}
+
+size_t dlrt_gemm_workspace(int64_t M, int64_t N, int64_t K, int a_packed, int b_packed) {
+    return (a_packed ? 0 : dlrt_gemm_ws_operand(M, N, K)) +
+           (b_packed ? 0 : dlrt_gemm_ws_operand(N, M, K));
+}
+
 void dlrt_sgemm_ex(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
                    int a_packed, const float *B, int64_t ldb, int trans_b, int b_packed, float *C,
                    int64_t ldc, const dlrt_epilogue *ep) {
+    dlrt_sgemm_ws(M, N, K, A, lda, trans_a, a_packed, B, ldb, trans_b, b_packed, C, ldc, ep, NULL,
+                  0);
+}
+
+void dlrt_sgemm_ws(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
+                   int a_packed, const float *B, int64_t ldb, int trans_b, int b_packed, float *C,
+                   int64_t ldc, const dlrt_epilogue *ep, void *ws, size_t ws_bytes) {
     if (M <= 0 || N <= 0) return;
     dlrt_gemm_args g = {.A = A,
                         .lda = lda,
@@ -426,7 +481,9 @@ void dlrt_sgemm_ex(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                         .b_packed = b_packed,
                         .C = C,
                         .ldc = ldc,
-                        .ep = ep};
+                        .ep = ep,
+                        .ws = ws,
+                        .ws_floats = ws_bytes / sizeof(float)};
     /* a packed operand fixes the orientation */
     const int transposed =
         a_packed == DLRT_A_PACKED_T || (!a_packed && !b_packed && dlrt_sgemm_transposes(M, N, K));
@@ -445,7 +502,9 @@ void dlrt_sgemm_ex(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                         .C = C,
                         .ldc = ldc,
                         .c_trans = 1,
-                        .ep = ep};
+                        .ep = ep,
+                        .ws = ws,
+                        .ws_floats = ws_bytes / sizeof(float)};
     dlrt_gemm_run(&t, N, M, K);
 }
 
