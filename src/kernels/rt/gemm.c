@@ -447,9 +447,9 @@ static void dlrt_gemm_pack_all(int operand, int64_t lines, int64_t K, const floa
     }
 }
 
-/* Lines that a workspace holds per operand: panels of up to 64 lines (the widest NR) over K,
- * for an operand that the other side's extent (other) makes shared by several tiles on some
- * instruction set and orientation (MC and NC are 96 at least). */
+/* Workspace bytes for one operand of `lines` lines: panels of up to 64 lines (the widest NR)
+ * over K, when the other side's extent (other) can make it shared by several tiles on some
+ * instruction set and orientation (MC and NC are 96 at least); else none. */
 static size_t dlrt_gemm_ws_operand(int64_t lines, int64_t other, int64_t K) {
     if (other <= 96 || lines <= 0 || K <= 0) return 0;
     return (size_t)((lines + 63) / 64 * 64) * (size_t)K * sizeof(float);
