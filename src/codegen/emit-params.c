@@ -121,6 +121,26 @@ dl_status dl_conv_params_of(dl_ctx *ctx, const dl_group *gr, dl_conv_params *cp)
     return DL_OK;
 }
 
+static dl_sexpr sexpr_const(int64_t c) {
+    dl_sexpr e;
+    memset(&e, 0, sizeof e);
+    e.c = c;
+    return e;
+}
+
+/* The product of dims [from, to) of v (1 when empty; at most DL_MAX_RANK symbols). */
+static dl_sexpr dims_expr(const dl_value *v, int from, int to) {
+    dl_sexpr e = sexpr_const(1);
+    for (int d = from; d < to; d++) {
+        int64_t x = v->type.dims[d];
+        if (x >= 0)
+            e.c *= x;
+        else
+            e.sym[e.n++] = (int)(-x - 1);
+    }
+    return e;
+}
+
 dl_status dl_gemm_params_of(dl_ctx *ctx, const dl_group *gr, dl_gemm_params *gp) {
     const dl_node *n = gr->nodes[0];
     const dl_value *a = n->in[0], *b = n->in[1], *y = n->out[0];
@@ -129,6 +149,9 @@ dl_status dl_gemm_params_of(dl_ctx *ctx, const dl_group *gr, dl_gemm_params *gp)
     gp->trans_b = dl_attr_int(n, "transB", 0) != 0;
     gp->N = y->type.dims[1];
     gp->K = gp->trans_a ? a->type.dims[0] : a->type.dims[1];
+    gp->m = dims_expr(y, 0, 1);
+    gp->n = dims_expr(y, 1, 2);
+    gp->k = dims_expr(a, gp->trans_a ? 0 : 1, gp->trans_a ? 1 : 2);
     gp->ldb = b->type.dims[1];
     /* a symbolic dim stays negative here: the emitter writes it as its runtime size (the
      * weight gradient of a dense layer sums over the batch: K = N); the residual's row stride
@@ -195,6 +218,8 @@ dl_status dl_matmul_params_of(dl_ctx *ctx, const dl_group *gr, dl_matmul_params 
     /* transposed matrices of a batch do not stack into one taller matrix */
     mp->fold_batch = br <= 2 && !(mp->trans_a && ar > 2);
     if (ar == 1 && mp->nbatch > 0) mp->fold_batch = false;
+    /* M: rows of A's matrix (1 for a vector); with a 2-D B, A's batch dims fold into it */
+    mp->m = ar == 1 ? sexpr_const(1) : dims_expr(a, mp->fold_batch ? 0 : ar - 2, ar - 1);
     mp->a_in = g->a_tr ? g->a_tr->in[0] : a;
     mp->b_in = g->b_tr ? g->b_tr->in[0] : b;
     mp->a_slot = mp->a_in->id;
@@ -295,25 +320,9 @@ dl_status dl_pool_grad_params_of(dl_ctx *ctx, const dl_group *gr, dl_pool_grad_p
 
 /* ---- attention ---- */
 
-static dl_sexpr sexpr_const(int64_t c) {
-    dl_sexpr e;
-    memset(&e, 0, sizeof e);
-    e.c = c;
-    return e;
-}
-
-/* Row-major stride of dim i of v: the product of the dims after it (at most DL_MAX_RANK - 1
- * symbols). */
+/* Row-major stride of dim i of v: the product of the dims after it. */
 static dl_sexpr dense_stride(const dl_value *v, int i) {
-    dl_sexpr e = sexpr_const(1);
-    for (int d = i + 1; d < v->type.rank; d++) {
-        int64_t x = v->type.dims[d];
-        if (x >= 0)
-            e.c *= x;
-        else
-            e.sym[e.n++] = (int)(-x - 1);
-    }
-    return e;
+    return dims_expr(v, i + 1, v->type.rank);
 }
 
 /* Source dim of dim i of a Transpose's output (perm absent: reversed). */
@@ -341,13 +350,7 @@ static void kernel_strides(const dl_sexpr *st, int r, dl_sexpr out[4]) {
 }
 
 static dl_sexpr dim_expr(const dl_value *v, int d) {
-    dl_sexpr e = sexpr_const(1);
-    int64_t x = v->type.dims[d];
-    if (x >= 0)
-        e.c = x;
-    else
-        e.sym[e.n++] = (int)(-x - 1);
-    return e;
+    return dims_expr(v, d, d + 1);
 }
 
 dl_status dl_attn_params_of(dl_ctx *ctx, const dl_group *gr, dl_attn_params *ap) {
@@ -431,31 +434,19 @@ void dl_attn_params_eval(const dl_attn_params *ap, const int64_t *syms, dlrt_att
     a->m_sc = v[DL_ATTN_MASK][3];
 }
 
-/* Dim i of v, a symbol's value taken from syms (0 while unknown). */
-static int64_t dim_eval(const dl_value *v, int i, const int64_t *syms) {
-    const int64_t d = v->type.dims[i];
-    return d >= 0 ? d : syms[-d - 1] > 0 ? syms[-d - 1] : 0;
-}
-
 /* The workspace of a Gemm or MatMul group's dlrt_sgemm_ws calls (emit_sgemm_call): its left
- * operand packed once, for the M x N x K of each call (a MatMul's batch runs them in turn). */
+ * operand packed once, for the M x N x K of each call (a MatMul's batch runs them in turn),
+ * from the same size expressions the emitted call is written with. */
 static size_t gemm_group_workspace(const dl_group *gr, const int64_t *syms) {
     if (gr->kind == DL_G_GEMM) {
         dl_gemm_params gp;
         if (dl_gemm_params_of(NULL, gr, &gp) != DL_OK) return 0;
-        const dl_node *n = gr->nodes[0];
-        return dlrt_gemm_workspace(dim_eval(n->out[0], 0, syms), dim_eval(n->out[0], 1, syms),
-                                   dim_eval(n->in[0], gp.trans_a ? 0 : 1, syms), 0, 1);
+        return dlrt_gemm_workspace(dl_sexpr_eval(&gp.m, syms), dl_sexpr_eval(&gp.n, syms),
+                                   dl_sexpr_eval(&gp.k, syms), 0, 1);
     }
     dl_matmul_params mp;
     if (dl_matmul_params_of(NULL, gr, &mp) != DL_OK) return 0;
-    const int ar = mp.a->type.rank;
-    int64_t m = 1;
-    if (ar > 1 && mp.fold_batch)
-        for (int i = 0; i < ar - 1; i++) m *= dim_eval(mp.a, i, syms);
-    else if (ar > 1)
-        m = dim_eval(mp.a, ar - 2, syms);
-    return dlrt_gemm_workspace(m, mp.N, mp.K, 0, 1);
+    return dlrt_gemm_workspace(dl_sexpr_eval(&mp.m, syms), mp.N, mp.K, 0, 1);
 }
 
 size_t dl_group_workspace(const dl_group *gr, const int64_t *syms) {

@@ -18,14 +18,22 @@ typedef struct dl_epi_params {
 } dl_epi_params;
 
 typedef struct dl_conv_params {
-    dlrt_conv p;  /* p.n is 0 when the batch is symbolic */
-    int n_sym;    /* >= 0: batch is s[n_sym] */
+    dlrt_conv p; /* p.n is 0 when the batch is symbolic */
+    int n_sym;   /* >= 0: batch is s[n_sym] */
     int x_slot, w_slot, y_slot;
     dl_epi_params epi;
 } dl_conv_params;
 
+/* A size in generated code: c times the product of the runtime symbols s[sym[0..n)]. */
+typedef struct dl_sexpr {
+    int64_t c;
+    int n;
+    int sym[DL_MAX_RANK];
+} dl_sexpr;
+
 typedef struct dl_gemm_params {
-    int64_t N, K, ldb;
+    int64_t N, K, ldb; /* N and K negative when symbolic */
+    dl_sexpr m, n, k;  /* the product's sizes, as the emitted call and its workspace use them */
     int trans_a, trans_b;
     int a_slot, b_slot, y_slot;
     dl_epi_params epi;
@@ -34,8 +42,9 @@ typedef struct dl_gemm_params {
 typedef struct dl_matmul_params {
     const dl_value *a, *b, *y; /* the MatMul's operands as it sees them (after any Transpose) */
     int64_t N, K;
-    int nbatch;      /* batch dims of y (0 when both operands are at most 2-D) */
-    bool fold_batch; /* B is a matrix and A plain: A's batch dims fold into M */
+    dl_sexpr m;           /* rows of each product (A's batch dims folded in when fold_batch) */
+    int nbatch;           /* batch dims of y (0 when both operands are at most 2-D) */
+    bool fold_batch;      /* B is a matrix and A plain: A's batch dims fold into M */
     int trans_a, trans_b; /* the value read holds the operand with its last two axes swapped */
     const dl_value *a_in, *b_in; /* the values read: a and b, or the absorbed Transposes' inputs */
     int a_slot, b_slot, y_slot;
@@ -65,13 +74,6 @@ typedef struct dl_pool_grad_params {
     int x_slot; /* -1 for AveragePoolGrad */
     int dy_slot, dx_slot;
 } dl_pool_grad_params;
-
-/* A size in generated code: c times the product of the runtime symbols s[sym[0..n)]. */
-typedef struct dl_sexpr {
-    int64_t c;
-    int n;
-    int sym[DL_MAX_RANK];
-} dl_sexpr;
 
 /* dlrt_attn of an ATTENTION group, each size and stride as an expression of the symbols. */
 enum { DL_ATTN_Q, DL_ATTN_K, DL_ATTN_V, DL_ATTN_Y, DL_ATTN_MASK, DL_ATTN_OPERANDS };

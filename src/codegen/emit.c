@@ -23,6 +23,27 @@ static const char *dim_c(const dl_value *v, int d, char *buf, size_t n) {
     return dl_kdim_c(k, buf, n);
 }
 
+/* "12", "s[0]" or "((int64_t)12*s[0]*s[3])" in buf (DL_SEXPR_C_LEN bytes hold any). */
+enum { DL_SEXPR_C_LEN = 32 + 16 * DL_MAX_RANK };
+static const char *sexpr_str(const dl_sexpr *e, char *buf) {
+    if (!e->n) {
+        snprintf(buf, DL_SEXPR_C_LEN, "%lld", (long long)e->c);
+    } else if (e->n == 1 && e->c == 1) {
+        snprintf(buf, DL_SEXPR_C_LEN, "s[%d]", e->sym[0]);
+    } else {
+        int l = snprintf(buf, DL_SEXPR_C_LEN, "((int64_t)%lld", (long long)e->c);
+        for (int i = 0; i < e->n; i++)
+            l += snprintf(buf + l, DL_SEXPR_C_LEN - (size_t)l, "*s[%d]", e->sym[i]);
+        snprintf(buf + l, DL_SEXPR_C_LEN - (size_t)l, ")");
+    }
+    return buf;
+}
+
+static void sexpr_c(dl_sbuf *sb, const dl_sexpr *e) {
+    char b[DL_SEXPR_C_LEN];
+    dl_sb_put(sb, sexpr_str(e, b));
+}
+
 /* "(a*b*c)" over dims [from, to) of v; "1" when empty. */
 static void prod_c(dl_sbuf *sb, const dl_value *v, int from, int to) {
     int64_t c = 1;
@@ -193,18 +214,19 @@ static dl_status emit_gemm(dl_ctx *ctx, const dl_group *gr, const char *name, dl
     const dl_node *n = gr->nodes[0];
     int pk;
     DL_TRY(request_pack(ctx, packs, n->in[1], 1, gp.N, gp.K, gp.ldb, gp.trans_b, &pk));
-    char m[32], nn[32], kk[32], lda[32], ldb[32], pa[48], pb[48], pc[48];
+    char m[DL_SEXPR_C_LEN], nn[DL_SEXPR_C_LEN], kk[DL_SEXPR_C_LEN], lda[32], ldb[32], pa[48],
+        pb[48], pc[48];
     const dl_value *a = n->in[0], *b = n->in[1];
-    dim_c(n->out[0], 1, nn, sizeof nn);
-    dim_c(a, gp.trans_a ? 0 : 1, kk, sizeof kk);
+    sexpr_str(&gp.m, m);
+    sexpr_str(&gp.n, nn);
+    sexpr_str(&gp.k, kk);
     dim_c(a, 1, lda, sizeof lda);
     dim_c(b, 1, ldb, sizeof ldb);
     emit_open(sb, name);
     emit_epilogue(sb, &gp.epi);
     emit_residual(sb, &gp.epi, "");
-    emit_sgemm_call(sb, "    ", dim_c(n->out[0], 0, m, sizeof m), nn, kk,
-                    slot_ptr(gp.a_slot, true, "", pa, sizeof pa), lda, gp.trans_a,
-                    slot_ptr(gp.b_slot, true, "", pb, sizeof pb), ldb, gp.trans_b,
+    emit_sgemm_call(sb, "    ", m, nn, kk, slot_ptr(gp.a_slot, true, "", pa, sizeof pa), lda,
+                    gp.trans_a, slot_ptr(gp.b_slot, true, "", pb, sizeof pb), ldb, gp.trans_b,
                     slot_ptr(gp.y_slot, false, "", pc, sizeof pc), nn, pk);
     dl_sb_put(sb, "}\n");
     return DL_OK;
@@ -229,14 +251,8 @@ static dl_status emit_matmul(dl_ctx *ctx, const dl_group *gr, const char *name, 
     char pa[64], pb[64], pc[64];
     emit_open(sb, name);
     emit_epilogue(sb, &mp.epi);
-    /* M: rows of A's matrix (1 for a vector); with a 2-D B, A's batch dims fold into M. */
     dl_sb_put(sb, "    const int64_t M = ");
-    if (ar == 1)
-        dl_sb_put(sb, "1");
-    else if (mp.fold_batch)
-        prod_c(sb, a, 0, ar - 1);
-    else
-        prod_c(sb, a, ar - 2, ar - 1);
+    sexpr_c(sb, &mp.m);
     dl_sb_printf(sb, ";\n    const int64_t N = %lld, K = %lld;\n", (long long)mp.N,
                  (long long)mp.K);
     dl_sb_put(sb, "    const int64_t nb = ");
@@ -404,20 +420,6 @@ static dl_status emit_layernorm(dl_ctx *ctx, const dl_group *gr, const char *nam
     }
     dl_sb_put(sb, ");\n}\n");
     return DL_OK;
-}
-
-/* "12", "s[0]" or "((int64_t)12*s[0]*s[3])". */
-static void sexpr_c(dl_sbuf *sb, const dl_sexpr *e) {
-    if (!e->n || (e->n == 1 && e->c == 1)) {
-        if (e->n)
-            dl_sb_printf(sb, "s[%d]", e->sym[0]);
-        else
-            dl_sb_printf(sb, "%lld", (long long)e->c);
-        return;
-    }
-    dl_sb_printf(sb, "((int64_t)%lld", (long long)e->c);
-    for (int i = 0; i < e->n; i++) dl_sb_printf(sb, "*s[%d]", e->sym[i]);
-    dl_sb_put(sb, ")");
 }
 
 static dl_status emit_attention(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {

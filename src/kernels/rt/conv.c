@@ -99,20 +99,20 @@ static void dlrt_conv_gemm_images(const dlrt_conv *p, const dlrt_win3 *g, int im
             }
             dlrt_epilogue e;
             const dlrt_epilogue *eb = dlrt_conv_ep(p, g->out_sp, ep, b, c0, &e);
-            if (wpacked) /* one group: the packed weights are the whole left operand */
-                dlrt_sgemm_ws(cog, g->out_sp, kdim, wpacked, kdim, 0, wpack_mode, src, g->out_sp, 0,
-                              0, y + b * p->c_out * g->out_sp, g->out_sp, eb, gws, gws_bytes);
-            else
-                dlrt_sgemm_ws(cog, g->out_sp, kdim, w + c0 * kdim, kdim, 0, 0, src, g->out_sp, 0, 0,
-                              y + (b * p->c_out + c0) * g->out_sp, g->out_sp, eb, gws, gws_bytes);
+            /* packed weights (one group, c0 = 0) are the whole left operand */
+            dlrt_sgemm_ws(cog, g->out_sp, kdim, wpacked ? wpacked : w + c0 * kdim, kdim, 0,
+                          wpacked ? wpack_mode : 0, src, g->out_sp, 0, 0,
+                          y + (b * p->c_out + c0) * g->out_sp, g->out_sp, eb, gws, gws_bytes);
         }
 }
 
 /* Bytes of workspace the GEMM of one image and group may pack its per-call operand into (the
- * image side; the weights are prepacked or small), after the im2col columns: only when images
- * run one after the other (chunking c), each GEMM then parallel inside. */
-static size_t dlrt_conv_gemm_ws(const dlrt_conv *p, const dlrt_win3 *g,
-                                const dlrt_conv_chunking *c) {
+ * image side; the weights are prepacked or small): only when images run one after the other
+ * (chunking c), each GEMM then parallel inside. It follows the im2col columns at a 64-byte
+ * boundary, *at floats into the workspace. */
+static size_t dlrt_conv_gemm_ws(const dlrt_conv *p, const dlrt_win3 *g, const dlrt_conv_chunking *c,
+                                int64_t *at) {
+    *at = dlrt_conv_round16(c->cols);
     if (c->chunks != 1) return 0;
     const int64_t cig = p->c_in / p->group, cog = p->c_out / p->group;
     return dlrt_gemm_workspace(cog, g->out_sp, cig * g->k_sp, 1, 0);
@@ -124,8 +124,9 @@ static void dlrt_conv_gemm(const dlrt_conv *p, const dlrt_win3 *g, int im2col, c
     const dlrt_conv_chunking c = dlrt_conv_chunks_of(p, g, im2col);
     float *col = im2col ? (float *)workspace : NULL;
     if (c.chunks == 1) {
-        const size_t gws_bytes = workspace ? dlrt_conv_gemm_ws(p, g, &c) : 0;
-        float *gws = gws_bytes ? (float *)workspace + dlrt_conv_round16(c.cols) : NULL;
+        int64_t at;
+        const size_t gws_bytes = workspace ? dlrt_conv_gemm_ws(p, g, &c, &at) : 0;
+        float *gws = gws_bytes ? (float *)workspace + at : NULL;
         dlrt_conv_gemm_images(p, g, im2col, 0, p->n, x, w, wpacked, wpack_mode, y, col, gws,
                               gws_bytes, ep);
         return;
@@ -261,9 +262,10 @@ size_t dlrt_conv_algo_workspace(const dlrt_conv *p, int algo) {
     if (algo == DLRT_CONV_WINOGRAD) return dlrt_conv_winograd_workspace(p, 0);
     if (algo != DLRT_CONV_IM2COL && algo != DLRT_CONV_GEMM_1X1) return 0;
     const dlrt_conv_chunking c = dlrt_conv_chunks_of(p, &g, algo == DLRT_CONV_IM2COL);
-    const size_t gws = dlrt_conv_gemm_ws(p, &g, &c);
-    if (c.chunks == 1) /* the columns, then (aligned) the GEMM's packing space */
-        return (gws ? (size_t)dlrt_conv_round16(c.cols) : (size_t)c.cols) * sizeof(float) + gws;
+    int64_t at;
+    const size_t gws = dlrt_conv_gemm_ws(p, &g, &c, &at);
+    if (gws) /* the columns, then the GEMM's packing space */
+        return (size_t)at * sizeof(float) + gws;
     return (size_t)c.chunks * (size_t)c.cols * sizeof(float);
 }
 

@@ -289,13 +289,9 @@ static void dlrt_wg_gemms(const dlrt_wg *s, const float *U, int mode, const floa
     for (int64_t u = 0; u < units; u++) {
         const int64_t xi = u / blocks, c0 = (u % blocks) * DLRT_WG_GB;
         const int64_t nc = DLRT_MIN((int64_t)DLRT_WG_GB, cols - c0);
-        if (mode)
-            dlrt_sgemm_ex(s->co, nc, s->ci, U + xi * s->us, s->ci, 0,
-                          mode == DLRT_WG_PACKED_T ? DLRT_A_PACKED_T : DLRT_A_PACKED,
-                          V + xi * s->vs + c0, s->cols, 0, 0, M + xi * s->ms + c0, s->cols, NULL);
-        else
-            dlrt_sgemm(s->co, nc, s->ci, U + xi * s->us, s->ci, 0, V + xi * s->vs + c0, s->cols, 0,
-                       M + xi * s->ms + c0, s->cols, NULL);
+        const int a_packed = !mode ? 0 : mode == DLRT_WG_PACKED_T ? DLRT_A_PACKED_T : DLRT_A_PACKED;
+        dlrt_sgemm_ex(s->co, nc, s->ci, U + xi * s->us, s->ci, 0, a_packed, V + xi * s->vs + c0,
+                      s->cols, 0, 0, M + xi * s->ms + c0, s->cols, NULL);
     }
 }
 
