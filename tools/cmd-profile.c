@@ -9,8 +9,9 @@
 static const char help[] =
     "usage: dlcc profile MODEL.onnx [--threads N] [--iters N] [--warmup N] [--top K]\n"
     "                    [--trace FILE.json] [--input NAME=FILE.npy]... [--seed N]\n\n"
-    "Compiles the model (native backend), runs it --iters times (default 10, after --warmup\n"
-    "runs, default 2) timing each step, and prints the steps sorted by their median time:\n"
+    "Compiles the model (native backend), runs it --warmup times (default 5), then --iters\n"
+    "times (default: at least 10 and about 2 s worth, at most 1000) timing each step, and\n"
+    "prints the steps sorted by their median time:\n"
     "kind, time, share, GFLOP/s and GB/s (estimated FLOPs; bytes of the step's inputs and\n"
     "outputs), percent of the roofline (peak FLOP/s and memory bandwidth measured on this\n"
     "machine first; above 100%% when a step's data stays in cache), output shape and nodes;\n"
@@ -24,7 +25,7 @@ static const char help[] =
     "  --seed N               seed for random inputs (default 0)\n";
 
 int cmd_profile(int argc, char **argv) {
-    cli_model_args a = {.iters = 10, .warmup = 2};
+    cli_model_args a = {.warmup = 5};
     const char *trace = NULL, *v;
     int top = 20, rc;
     for (int i = 1; i < argc; i++) {
@@ -55,7 +56,8 @@ int cmd_profile(int argc, char **argv) {
     rc = 1;
     if (cli_model_open(&m, &a, 0)) goto done;
     if (dl_measure_machine(m.ctx, m.threads, &mach) != DL_OK ||
-        dl_profile_program(m.ctx, m.prog, m.n_in, NULL, m.inputs, a.warmup, a.iters, &pr) != DL_OK ||
+        dl_profile_program(m.ctx, m.prog, m.n_in, NULL, m.inputs, a.warmup, a.iters, &pr) !=
+            DL_OK ||
         dl_profile_print(m.ctx, &pr, m.prog, &mach, top, stdout) != DL_OK) {
         cli_error("%s: %s", a.model, dl_errmsg(m.ctx));
         goto done;

@@ -38,6 +38,20 @@ int dl_program_threads(const dl_program *p) {
     return p->threads;
 }
 
+/* Runs timed when the caller gives no count: at least ADAPTIVE_MIN and about BUDGET_MS worth;
+ * never more than MAX_ITERS. A fixed handful measured too early (MobileNetV2's first ten
+ * profiled runs after two warm-ups were 30% slower than its steady state). */
+enum { MAX_ITERS = 1000, ADAPTIVE_MIN = 10 };
+static const double BUDGET_MS = 2000;
+
+/* Whether run n (0-based) should happen: n < iters, or adaptively (iters <= 0) until the
+ * minimum count and the time budget since start are both reached. */
+static bool another_run(int n, int iters, double start) {
+    if (n >= MAX_ITERS) return false;
+    if (iters > 0) return n < iters;
+    return n < ADAPTIVE_MIN || now_ms() - start < BUDGET_MS;
+}
+
 /* One run; the outputs are freed after the clock stops. */
 static dl_status timed_run(dl_ctx *ctx, dl_program *p, int n_inputs, const char *const *names,
                            dl_tensor *const *inputs, dl_tensor **outputs, dl_step_hook hook,
@@ -57,12 +71,9 @@ static dl_status timed_run(dl_ctx *ctx, dl_program *p, int n_inputs, const char 
 dl_status dl_bench_program(dl_ctx *ctx, dl_program *p, int n_inputs, const char *const *names,
                            dl_tensor *const *inputs, int warmup, int iters, dl_bench_result *out) {
     memset(out, 0, sizeof *out);
-    const int max_iters = 1000, min_adaptive = 10;
-    const double budget_ms = 2000;
     if (warmup < 0) warmup = 0;
-    if (iters > max_iters) iters = max_iters;
     dl_tensor **outputs = dl_calloc((size_t)p->g->outputs.len + 1, sizeof *outputs);
-    double *t = dl_malloc(sizeof(double) * (size_t)max_iters);
+    double *t = dl_malloc(sizeof(double) * (size_t)MAX_ITERS);
     dl_status s = DL_OK;
     if (!outputs || !t) {
         s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory benchmarking");
@@ -73,8 +84,7 @@ dl_status dl_bench_program(dl_ctx *ctx, dl_program *p, int n_inputs, const char 
         s = timed_run(ctx, p, n_inputs, names, inputs, outputs, NULL, NULL, NULL, &ms);
     int n = 0;
     double start = now_ms();
-    while (s == DL_OK && n < max_iters) {
-        if (iters > 0 ? n >= iters : n >= min_adaptive && now_ms() - start >= budget_ms) break;
+    while (s == DL_OK && another_run(n, iters, start)) {
         s = timed_run(ctx, p, n_inputs, names, inputs, outputs, NULL, NULL, NULL, &t[n]);
         n++;
     }
@@ -240,19 +250,18 @@ static void step_durations(const struct timespec *ts, int n, double t0, double *
 dl_status dl_profile_program(dl_ctx *ctx, dl_program *p, int n_inputs, const char *const *names,
                              dl_tensor *const *inputs, int warmup, int iters, dl_profile *out) {
     memset(out, 0, sizeof *out);
-    if (iters <= 0) iters = 10;
-    if (iters > 1000) iters = 1000;
+    if (iters > MAX_ITERS) iters = MAX_ITERS;
+    const int cap = iters > 0 ? iters : MAX_ITERS; /* runs there is room for */
     if (warmup < 0) warmup = 0;
     int nv = p->g->values.len, ns = p->interp_only || !p->fusion ? 0 : p->fusion->n;
     out->interp_only = ns == 0 && p->interp_only;
-    out->iters = iters;
     out->n_steps = ns;
     dl_tensor **outputs = dl_calloc((size_t)p->g->outputs.len + 1, sizeof *outputs);
     dl_type *vt = dl_calloc((size_t)nv + 1, sizeof *vt);
-    struct timespec *ts = dl_calloc((size_t)iters * (size_t)ns + 1, sizeof *ts);
-    double *run = dl_calloc((size_t)iters + 1, sizeof *run);
-    double *col = dl_calloc((size_t)(iters > ns ? iters : ns) + 1, sizeof *col);
-    double *t0 = dl_calloc((size_t)iters + 1, sizeof *t0);
+    struct timespec *ts = dl_calloc((size_t)cap * (size_t)ns + 1, sizeof *ts);
+    double *run = dl_calloc((size_t)cap + 1, sizeof *run);
+    double *col = dl_calloc((size_t)(cap > ns ? cap : ns) + 1, sizeof *col);
+    double *t0 = dl_calloc((size_t)cap + 1, sizeof *t0);
     out->steps = dl_calloc((size_t)ns + 1, sizeof *out->steps);
     out->rep_start_us = dl_calloc((size_t)ns + 1, sizeof *out->rep_start_us);
     out->rep_dur_us = dl_calloc((size_t)ns + 1, sizeof *out->rep_dur_us);
@@ -268,10 +277,13 @@ dl_status dl_profile_program(dl_ctx *ctx, dl_program *p, int n_inputs, const cha
     for (int i = 0; i < (warmup > 0 ? warmup : 1) && s == DL_OK; i++)
         s = timed_run(ctx, p, n_inputs, names, inputs, outputs, i == 0 ? capture_hook : NULL, vt,
                       NULL, &ms);
-    for (int it = 0; it < iters && s == DL_OK; it++)
-        s = timed_run(ctx, p, n_inputs, names, inputs, outputs, time_hook, ts + (size_t)it * ns,
-                      &t0[it], &run[it]);
+    const double start = now_ms();
+    int n = 0;
+    for (; s == DL_OK && another_run(n, iters, start); n++)
+        s = timed_run(ctx, p, n_inputs, names, inputs, outputs, time_hook, ts + (size_t)n * ns,
+                      &t0[n], &run[n]);
     if (s != DL_OK) goto done;
+    iters = out->iters = n;
     /* the plan types the values fused groups keep internal (static plans) */
     const dl_plan *pl = &p->plan;
     for (int i = 0; pl->valid && pl->ctype && i < nv; i++)

@@ -35,16 +35,17 @@ typedef struct dl_step_stat {
 
 typedef struct dl_profile {
     int n_steps, iters;
-    bool interp_only;   /* the program runs on the reference interpreter: no steps */
+    bool interp_only; /* the program runs on the reference interpreter: no steps */
     dl_step_stat *steps;
-    double run_ms;      /* median over the iterations of the whole dl_program_run */
+    double run_ms; /* median over the iterations of the whole dl_program_run */
     /* One representative iteration (the run closest to the median) for the trace: step s
      * started rep_start_us[s] after the run began and took rep_dur_us[s]. */
     double *rep_start_us, *rep_dur_us;
     double rep_run_us;
 } dl_profile;
 
-/* Runs the program warmup + iters times (iters <= 0: 10; at most 1000) with a step hook that
+/* Runs the program warmup times, then iters timed runs (iters <= 0: at least 10 and about 2 s
+ * worth, as dl_bench_program; at most 1000; out->iters says how many) with a step hook that
  * only reads CLOCK_MONOTONIC. A step's time is the span since the previous step ended (since
  * the call began for step 0, so it includes binding the inputs). out is zeroed first; free it
  * with dl_profile_free, also after a failure. */
@@ -55,10 +56,10 @@ void dl_profile_free(dl_profile *pr);
 /* ---- the machine's roofline ---- */
 typedef struct dl_machine {
     int threads;
-    const char *isa;          /* the vector code the FMA loop ran: "avx512f", "avx2", "generic" */
-    double peak_gflops_1;     /* one thread */
-    double peak_gflops;       /* one thread x threads */
-    double bandwidth_gbs;     /* memcpy over 64 MiB on `threads` threads, read + write bytes */
+    const char *isa;      /* the vector code the FMA loop ran: "avx512f", "avx2", "generic" */
+    double peak_gflops_1; /* one thread */
+    double peak_gflops;   /* one thread x threads */
+    double bandwidth_gbs; /* memcpy over 64 MiB on `threads` threads, read + write bytes */
 } dl_machine;
 
 /* Takes ~0.1 s. Fails only for lack of memory. */

@@ -32,10 +32,14 @@ static bool j_value(jp *p);
 
 static bool j_utf8(jp *p) { /* one multi-byte character, strictly */
     unsigned c = *p->s, cp, n;
-    if ((c & 0xE0) == 0xC0) n = 1, cp = c & 0x1F;
-    else if ((c & 0xF0) == 0xE0) n = 2, cp = c & 0x0F;
-    else if ((c & 0xF8) == 0xF0) n = 3, cp = c & 0x07;
-    else return false;
+    if ((c & 0xE0) == 0xC0)
+        n = 1, cp = c & 0x1F;
+    else if ((c & 0xF0) == 0xE0)
+        n = 2, cp = c & 0x0F;
+    else if ((c & 0xF8) == 0xF0)
+        n = 3, cp = c & 0x07;
+    else
+        return false;
     for (unsigned i = 1; i <= n; i++) {
         if ((p->s[i] & 0xC0) != 0x80) return false;
         cp = cp << 6 | (p->s[i] & 0x3F);
@@ -83,8 +87,10 @@ static bool digits(jp *p) {
 
 static bool j_number(jp *p) {
     if (*p->s == '-') p->s++;
-    if (*p->s == '0') p->s++;
-    else if (!digits(p)) return false;
+    if (*p->s == '0')
+        p->s++;
+    else if (!digits(p))
+        return false;
     if (*p->s == '.') {
         p->s++;
         if (!digits(p)) return false;
@@ -126,13 +132,26 @@ static bool j_value(jp *p) {
     if (++p->depth > 64) return false;
     bool ok;
     switch (*p->s) {
-    case '{': ok = j_list(p, '}', true); break;
-    case '[': ok = j_list(p, ']', false); break;
-    case '"': ok = j_string(p); break;
-    case 't': ok = !strncmp((const char *)p->s, "true", 4) && (p->s += 4); break;
-    case 'f': ok = !strncmp((const char *)p->s, "false", 5) && (p->s += 5); break;
-    case 'n': ok = !strncmp((const char *)p->s, "null", 4) && (p->s += 4); break;
-    default: ok = j_number(p);
+    case '{':
+        ok = j_list(p, '}', true);
+        break;
+    case '[':
+        ok = j_list(p, ']', false);
+        break;
+    case '"':
+        ok = j_string(p);
+        break;
+    case 't':
+        ok = !strncmp((const char *)p->s, "true", 4) && (p->s += 4);
+        break;
+    case 'f':
+        ok = !strncmp((const char *)p->s, "false", 5) && (p->s += 5);
+        break;
+    case 'n':
+        ok = !strncmp((const char *)p->s, "null", 4) && (p->s += 4);
+        break;
+    default:
+        ok = j_number(p);
     }
     p->depth--;
     return ok;
@@ -240,6 +259,17 @@ static void test_cnn_flops(dl_ctx *ctx) {
     int sf = step_of(p, "Flatten");
     CHECK("cnn: a view counts no FLOPs", sf < 0 || pr.steps[sf].flops == 0);
     check_times("cnn", &pr);
+    /* no count given: at least 10 runs and about 2 s worth, at most 1000 (this program runs in
+     * microseconds, so the cap or the budget ends it), and the count is reported */
+    dl_profile_free(&pr);
+    if (dl_profile_program(ctx, p, 1, NULL, &in, 1, 0, &pr) != DL_OK) {
+        CHECK("cnn: profiles with an adaptive run count", false);
+        goto done;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "cnn: adaptive run count 10..1000 (%d)", pr.iters);
+    CHECK(what, pr.iters >= 10 && pr.iters <= 1000 && pr.n_steps == p->fusion->n);
+    check_times("cnn adaptive", &pr);
 done:
     dl_profile_free(&pr);
     dl_tensor_free(in);
@@ -265,7 +295,8 @@ static void test_other_flops(dl_ctx *ctx) {
     dl_output(g, dl_sigmoid(g, dl_mul(g, dl_add(g, e, e), e)), "ew");
     dl_tensor *axes_t = NULL;
     const int64_t one = 1;
-    if (dl_tensor_new(ctx, DL_I64, 1, &one, &axes_t) == DL_OK) *(int64_t *)dl_tensor_data(axes_t) = 1;
+    if (dl_tensor_new(ctx, DL_I64, 1, &one, &axes_t) == DL_OK)
+        *(int64_t *)dl_tensor_data(axes_t) = 1;
     dl_value *axes = dl_constant(g, "axes", axes_t);
     dl_output(g, dl_op2(g, "ReduceSum", e, axes, "keepdims=1"), "red");
     dl_program *p = NULL;
@@ -343,7 +374,8 @@ static void test_json_string(void) {
         {"plain", "\"plain\""},
         {"a\"b\\c", "\"a\\\"b\\\\c\""},
         {"line\nbreak\ttab\x01", "\"line\\nbreak\\ttab\\u0001\""},
-        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\""},
+        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+         "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\""},
         {"bad\xff", "\"bad\\ufffd\""},
         {"overlong\xc0\xaf", "\"overlong\\ufffd\\ufffd\""},
         {"cut\xe2\x82", "\"cut\\ufffd\\ufffd\""},
@@ -368,7 +400,9 @@ static void test_table_text(void) {
     CHECK("table text: long names cut to the width with ...", !strcmp(buf, "abcdefg..."));
     dl_table_text("a\x1b[31mred\xff", 20, buf, sizeof buf);
     CHECK("table text: escapes and broken UTF-8 become ?", !strcmp(buf, "a?[31mred?"));
-    dl_table_text("\xc2\x9b" "2J", 20, buf, sizeof buf);
+    dl_table_text("\xc2\x9b"
+                  "2J",
+                  20, buf, sizeof buf);
     CHECK("table text: C1 controls become ?", !strcmp(buf, "?2J"));
     dl_table_text("\xc3\xa9t\xc3\xa9", 3, buf, sizeof buf);
     CHECK("table text: counts characters, not bytes", !strcmp(buf, "\xc3\xa9t\xc3\xa9"));
@@ -379,12 +413,13 @@ static void test_table_text(void) {
 }
 
 static void test_roofline(dl_ctx *ctx) {
-    dl_machine m = {.threads = 2, .isa = "test", .peak_gflops_1 = 50, .peak_gflops = 100,
-                    .bandwidth_gbs = 10};
+    dl_machine m = {
+        .threads = 2, .isa = "test", .peak_gflops_1 = 50, .peak_gflops = 100, .bandwidth_gbs = 10};
     /* intensity 1 flop/byte: bound 10 GFLOP/s; 1e9 flops in 1 s = 1 GFLOP/s */
     CHECK("roofline: memory-bound case", fabs(dl_roofline_percent(&m, 1e9, 1e9, 1000) - 10) < 1e-9);
     /* intensity 100: bound is the peak, 100 GFLOP/s */
-    CHECK("roofline: compute-bound case", fabs(dl_roofline_percent(&m, 1e11, 1e9, 1000) - 100) < 1e-9);
+    CHECK("roofline: compute-bound case",
+          fabs(dl_roofline_percent(&m, 1e11, 1e9, 1000) - 100) < 1e-9);
     CHECK("roofline: no flops, no percentage", dl_roofline_percent(&m, 0, 1e9, 1) < 0);
     CHECK("roofline: no time, no percentage", dl_roofline_percent(&m, 1e9, 1e9, 0) < 0);
     dl_machine real;
@@ -420,7 +455,8 @@ static void test_trace(dl_ctx *ctx) {
     CHECK("trace: one complete event per step and one for the run",
           count_of(t, "\"ph\":\"X\"") == pr.n_steps + 1);
     CHECK("trace: has the display unit", strstr(t, "\"displayTimeUnit\":\"ms\"") != NULL);
-    CHECK("trace: the hostile name is escaped", strstr(t, "q\\\"uote\\\\back\\nnl\\u0001\\u001b[2J"));
+    CHECK("trace: the hostile name is escaped",
+          strstr(t, "q\\\"uote\\\\back\\nnl\\u0001\\u001b[2J"));
     FILE *f = tmpfile();
     if (f) {
         CHECK("table: printed", dl_profile_print(ctx, &pr, p, NULL, 0, f) == DL_OK);
@@ -469,8 +505,10 @@ static void test_bench(dl_ctx *ctx) {
     CHECK("bench: fixed iterations run", dl_bench_program(ctx, p, 1, NULL, &in, 2, 3, &r) == DL_OK);
     CHECK("bench: counts", r.iters == 3 && r.warmup == 2);
     CHECK("bench: min <= median <= p90, min <= mean, all positive",
-          r.min_ms > 0 && r.min_ms <= r.median_ms && r.median_ms <= r.p90_ms && r.min_ms <= r.mean_ms);
-    CHECK("bench: adaptive iterations run", dl_bench_program(ctx, p, 1, NULL, &in, 0, 0, &r) == DL_OK);
+          r.min_ms > 0 && r.min_ms <= r.median_ms && r.median_ms <= r.p90_ms &&
+              r.min_ms <= r.mean_ms);
+    CHECK("bench: adaptive iterations run",
+          dl_bench_program(ctx, p, 1, NULL, &in, 0, 0, &r) == DL_OK);
     CHECK("bench: adaptive count is 10..1000", r.iters >= 10 && r.iters <= 1000);
     char *line = NULL;
     size_t len = 0;
@@ -481,9 +519,9 @@ static void test_bench(dl_ctx *ctx) {
         CHECK("bench json: printed", s == DL_OK && line);
         CHECK("bench json: one line", line && count_of(line, "\n") == 1 && line[len - 1] == '\n');
         CHECK("bench json: strict JSON", line && json_valid(line));
-        static const char *keys[] = {"{\"model\":", ",\"threads\":3,", "\"iters\":", "\"warmup\":0,",
-                                     "\"median_ms\":", "\"p90_ms\":", "\"min_ms\":", "\"mean_ms\":",
-                                     "\"compile_ms\":1.5}"};
+        static const char *keys[] = {"{\"model\":",   ",\"threads\":3,", "\"iters\":",
+                                     "\"warmup\":0,", "\"median_ms\":",  "\"p90_ms\":",
+                                     "\"min_ms\":",   "\"mean_ms\":",    "\"compile_ms\":1.5}"};
         const char *at = line;
         for (size_t k = 0; at && k < DL_ARRAY_LEN(keys); k++) {
             at = strstr(at, keys[k]);
@@ -547,8 +585,10 @@ static void test_alloc_failures(dl_ctx *ctx) {
         dl_alloc_fail_after(n);
         dl_status s = dl_profile_program(ctx, p, 1, NULL, &in, 1, 2, &pr);
         dl_alloc_fail_after(-1);
-        if (s == DL_OK) finished = true;
-        else if (s != DL_ERR_NOMEM) all_nomem = false;
+        if (s == DL_OK)
+            finished = true;
+        else if (s != DL_ERR_NOMEM)
+            all_nomem = false;
         dl_profile_free(&pr);
     }
     dl_ctx_clear(ctx);
@@ -571,8 +611,8 @@ int main(void) {
     opts.threads = 1;
     dl_ctx *ctx = dl_ctx_new();
     ctx_for_detail = ctx;
-    void (*tests[])(dl_ctx *) = {test_cnn_flops, test_other_flops, test_dynamic_flops,
-                                 test_roofline,  test_trace,       test_bench,
+    void (*tests[])(dl_ctx *) = {test_cnn_flops,   test_other_flops,   test_dynamic_flops,
+                                 test_roofline,    test_trace,         test_bench,
                                  test_interp_only, test_alloc_failures};
     for (size_t i = 0; i < DL_ARRAY_LEN(tests); i++) {
         tests[i](ctx);
