@@ -14,6 +14,14 @@
  * Each element's sum runs over K in the same order whatever the thread count. */
 #include "gemm-micro.h"
 
+/* A full panel of w lines that are contiguous at each depth (row p at src + p * ld): w is a
+ * constant, so each row is inline vector moves, not a copy loop of unknown length. */
+static DLRT_INLINE void dlrt_gemm_pack_full(const float *src, int64_t ld, int kc,
+                                            float *restrict dst, const int w) {
+    for (int p = 0; p < kc; p++, src += ld, dst += w)
+        for (int ii = 0; ii < w; ii++) dst[ii] = src[ii];
+}
+
 /* Packs lines [i0, i0+m) x depths [p0, p0+kc) of an operand into panels of w lines:
  * dst[panel * w * kc + p * w + ii] = line i0 + panel*w + ii at depth p0 + p, where line i at depth
  * p is X[i * ld + p] when by_rows, else X[p * ld + i]. Lines past m are zero. A's lines are the
@@ -28,18 +36,11 @@ static void dlrt_gemm_pack(const float *X, int64_t ld, int by_rows, int64_t i0, 
                 const float *src = X + (i0 + r + ii) * ld + p0;
                 for (int p = 0; p < kc; p++) dst[p * w + ii] = src[p];
             }
-        } else if (n == DLRT_GEMM_NR && w == DLRT_GEMM_NR) { /* a full B panel: constant-length
-                                                              * rows, vector moves inline */
-            for (int p = 0; p < kc; p++) {
-                const float *src = X + (p0 + p) * ld + i0 + r;
-                for (int ii = 0; ii < DLRT_GEMM_NR; ii++) dst[p * DLRT_GEMM_NR + ii] = src[ii];
-            }
-        } else if (n == DLRT_GEMM_MR && w == DLRT_GEMM_MR) { /* a full A panel of a transposed
-                                                              * A: no memcpy call per 24 bytes */
-            for (int p = 0; p < kc; p++) {
-                const float *src = X + (p0 + p) * ld + i0 + r;
-                for (int ii = 0; ii < DLRT_GEMM_MR; ii++) dst[p * DLRT_GEMM_MR + ii] = src[ii];
-            }
+        } else if (n == DLRT_GEMM_NR && w == DLRT_GEMM_NR) { /* a full B panel */
+            dlrt_gemm_pack_full(X + p0 * ld + i0 + r, ld, kc, dst, DLRT_GEMM_NR);
+        } else if (n == DLRT_GEMM_MR && w == DLRT_GEMM_MR) { /* a full A panel of a transposed A:
+                                                              * no memcpy call per 24 bytes */
+            dlrt_gemm_pack_full(X + p0 * ld + i0 + r, ld, kc, dst, DLRT_GEMM_MR);
         } else {
             for (int p = 0; p < kc; p++) {
                 const float *src = X + (p0 + p) * ld + i0 + r;
@@ -383,11 +384,10 @@ static double dlrt_gemm_cycles(const dlrt_gemm_tiles *t, int64_t M, int64_t N, i
         const int nv = t->nr / t->vw, tail = (int)((cols % t->nr + t->vw - 1) / t->vw);
         const int short_rows = (int)(rows % t->mr);
         const double full_panels = (double)(cols / t->nr);
-        per_k = (double)(rows / t->mr) *
-                (full_panels * t->mr * nv + (tail ? DLRT_MAX(t->mr * tail, t->mr + tail) : 0));
+        const double tail_panel = tail ? DLRT_MAX(t->mr * tail, t->mr + tail) : 0;
+        per_k = (double)(rows / t->mr) * (full_panels * t->mr * nv + tail_panel);
         if (short_rows)
-            per_k += full_panels * DLRT_MAX(short_rows * nv, short_rows + nv) +
-                     (tail ? DLRT_MAX(t->mr * tail, t->mr + tail) : 0);
+            per_k += full_panels * DLRT_MAX(short_rows * nv, short_rows + nv) + tail_panel;
     } else { /* scalar FMAs, four per cycle at best */
         per_k = (double)((rows + t->mr - 1) / t->mr) * (double)((cols + t->nr - 1) / t->nr) *
                 t->mr * t->nr / 4.0;
