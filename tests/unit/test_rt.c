@@ -319,9 +319,10 @@ static void workspace_case(int64_t M, int64_t N, int64_t K, int ta, int tb, int 
  * prepacked one, with a column bias scaled by beta (fused in full tiles), residual and ReLU. */
 static void test_gemm_threads(void) {
 #ifdef _OPENMP
-    static const int64_t shapes[][3] = {{128, 768, 300}, {130, 700, 200}, {600, 49, 500}};
+    static const int64_t shapes[][3] = {
+        {128, 768, 300}, {130, 700, 200}, {600, 49, 500}, {128, 784, 150}, {64, 3136, 40}};
     const int saved = omp_get_max_threads();
-    for (int s = 0; s < 3; s++) {
+    for (int s = 0; s < 5; s++) {
         const int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
         float *a = rand_buf(M * K), *b = rand_buf(K * N), *bias = rand_buf(N);
         float *res = rand_buf(M * N), *ap = malloc(dlrt_gemm_packed_bytes(0, M, K) + 4);
@@ -344,6 +345,48 @@ static void test_gemm_threads(void) {
     }
     omp_set_num_threads(saved);
 #endif
+}
+
+/* The cut of a product into tiles for 2 threads (dlrt_gemm_split) covers it exactly with whole
+ * panels, none wider than MC x NC, and shares it out over the threads by area (dlrt_gemm_owner)
+ * within 1/8 of even: ResNet-50's 128 x 784 layers were cut 256+256+256+16, one of two threads
+ * getting 512 columns of 784 (or, cut by rows to even it out, packing B twice). */
+static void test_gemm_split(void) {
+    static const int64_t shapes[][2] = {{128, 784}, {64, 3136}, {128, 768},   {600, 49},
+                                        {49, 512},  {7, 1000},  {2048, 2048}, {13, 130}};
+    for (int s = 0; s < 8; s++) {
+        const int64_t M = shapes[s][0], N = shapes[s][1];
+        int64_t tm, tn;
+        dlrt_gemm_split(M, N, 2, &tm, &tn);
+        int exact = dlrt_gemm_cut(M, DLRT_GEMM_MR, tm, 0) == 0 &&
+                    dlrt_gemm_cut(M, DLRT_GEMM_MR, tm, tm) == M &&
+                    dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, 0) == 0 &&
+                    dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, tn) == N;
+        for (int64_t b = 0; b < tm; b++) {
+            const int64_t lo = dlrt_gemm_cut(M, DLRT_GEMM_MR, tm, b);
+            const int64_t hi = dlrt_gemm_cut(M, DLRT_GEMM_MR, tm, b + 1);
+            exact &= lo % DLRT_GEMM_MR == 0 && hi > lo && hi - lo <= DLRT_GEMM_MC;
+        }
+        for (int64_t b = 0; b < tn; b++) {
+            const int64_t lo = dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, b);
+            const int64_t hi = dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, b + 1);
+            exact &= lo % DLRT_GEMM_NR == 0 && hi > lo && hi - lo <= DLRT_GEMM_NC;
+        }
+        int64_t prev = 0;
+        int ordered = 1;
+        for (int64_t t = 0; t < tm * tn; t++) { /* consecutive runs, from thread 0 to 1 */
+            const int64_t o = dlrt_gemm_owner(M, N, tm, tn, t / tn, t % tn, 2);
+            ordered &= o >= prev && o <= 1 && (t > 0 || o == 0);
+            prev = o;
+        }
+        const int balanced = 8 * dlrt_gemm_max_load(M, N, tm, tn, 2) <= 9 * M * N / 2;
+        /* rows M <= MC share out by columns, so B is not packed once per row block */
+        const int by_columns = s > 1 || M > DLRT_GEMM_MC || tm == 1;
+        char what[120];
+        snprintf(what, sizeof what, "gemm split %lldx%lld over 2 threads: %lldx%lld tiles",
+                 (long long)M, (long long)N, (long long)tm, (long long)tn);
+        check(exact && ordered && prev == 1 && balanced && by_columns, what);
+    }
 }
 
 /* dlrt_gemm_packed_index names where dlrt_gemm_pack_operand put each value (lines past a
@@ -1047,6 +1090,7 @@ int main(int argc, char **argv) {
     test_gemm();
     test_packed_index();
     test_gemm_threads();
+    test_gemm_split();
     printf("gemm: %d passed, %d failed (%.1f s)\n", passed, failed, now_s() - t);
     test_conv();
     test_conv_packed();

@@ -43,6 +43,24 @@ static inline int dlrt_max_threads(void) {
 #endif
 }
 
+/* The size of the current team (1 outside a parallel region) and whether the caller is inside
+ * an active parallel region, where a nested one gets no more threads. */
+static inline int dlrt_team_size(void) {
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
+static inline int dlrt_in_parallel(void) {
+#ifdef _OPENMP
+    return omp_in_parallel();
+#else
+    return 0;
+#endif
+}
+
 static inline int dlrt_thread_num(void) {
 #ifdef _OPENMP
     return omp_get_thread_num();

@@ -280,6 +280,62 @@ static void dlrt_gemm_row(const dlrt_gemm_args *g, int64_t N, int64_t K) {
     }
 }
 
+/* Where block b of n starts when len lines are cut into n blocks of whole panels of w lines: the
+ * panels are shared out as evenly as they go, the larger shares last, since the last block holds
+ * the partial panel. No block is wider than ceil(len / n) rounded up to whole panels. */
+static int64_t dlrt_gemm_cut(int64_t len, int64_t w, int64_t n, int64_t b) {
+    const int64_t panels = (len + w - 1) / w, q = panels / n, r = panels % n;
+    const int64_t start = b * q + DLRT_MAX((int64_t)0, b - (n - r));
+    return DLRT_MIN(start * w, len);
+}
+
+/* The thread (of `team`) that runs tile (bi, bj) of a tm x tn cut of an M x N product: tiles in
+ * row-major order are shared out by area, each to the thread whose share holds its middle. */
+static int64_t dlrt_gemm_owner(int64_t M, int64_t N, int64_t tm, int64_t tn, int64_t bi, int64_t bj,
+                               int64_t team) {
+    const int64_t i0 = dlrt_gemm_cut(M, DLRT_GEMM_MR, tm, bi);
+    const int64_t h = dlrt_gemm_cut(M, DLRT_GEMM_MR, tm, bi + 1) - i0;
+    const int64_t j0 = dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, bj);
+    const int64_t w = dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, bj + 1) - j0;
+    const double mid = (double)i0 * (double)N + (double)h * ((double)j0 + 0.5 * (double)w);
+    return DLRT_MIN(team - 1, (int64_t)(mid * (double)team / ((double)M * (double)N)));
+}
+
+/* The largest area that dlrt_gemm_owner gives one of `team` threads. */
+static int64_t dlrt_gemm_max_load(int64_t M, int64_t N, int64_t tm, int64_t tn, int64_t team) {
+    int64_t best = 0, load = 0, owner = 0;
+    for (int64_t t = 0; t < tm * tn; t++) {
+        const int64_t bi = t / tn, bj = t % tn, o = dlrt_gemm_owner(M, N, tm, tn, bi, bj, team);
+        if (o != owner) best = DLRT_MAX(best, load), load = 0, owner = o;
+        load +=
+            (dlrt_gemm_cut(M, DLRT_GEMM_MR, tm, bi + 1) - dlrt_gemm_cut(M, DLRT_GEMM_MR, tm, bi)) *
+            (dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, bj + 1) - dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, bj));
+    }
+    return DLRT_MAX(best, load);
+}
+
+/* How an M x N product is cut for `threads` threads: into tm x tn tiles of whole panels, as even
+ * as panels allow (dlrt_gemm_cut), each thread running a run of consecutive tiles holding about
+ * its share of the area (dlrt_gemm_owner). While a thread would still get over 1/8 more than
+ * its share (BERT's 128 x 768 layers: 3 tiles on 2 threads), the cut goes finer: rows first
+ * (that repacks nothing), then columns, never below two panels. Even tiles matter: 784 columns
+ * cut at 256 were 256+256+256+16, two tiles a thread but 512 columns against 272. Each
+ * element's sum runs the same whatever the cut, so results do not depend on it. */
+static void dlrt_gemm_split(int64_t M, int64_t N, int64_t threads, int64_t *tm, int64_t *tn) {
+    int64_t mcut = DLRT_GEMM_MC, ncut = DLRT_GEMM_NC;
+    for (;;) {
+        *tm = (M + mcut - 1) / mcut, *tn = (N + ncut - 1) / ncut;
+        if (threads <= 1 || 8 * dlrt_gemm_max_load(M, N, *tm, *tn, threads) <= 9 * M * N / threads)
+            return;
+        if (mcut > DLRT_GEMM_MR && *tm < (M + DLRT_GEMM_MR - 1) / DLRT_GEMM_MR)
+            mcut = (mcut / 2 + DLRT_GEMM_MR - 1) / DLRT_GEMM_MR * DLRT_GEMM_MR;
+        else if (ncut >= 4 * DLRT_GEMM_NR)
+            ncut /= 2;
+        else
+            return;
+    }
+}
+
 static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t K) {
     if (K <= 0) {
         dlrt_gemm_k0(g, M, N);
@@ -304,23 +360,11 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
                                                                        : DLRT_GEMM_KC;
     g = &run;
     const int par = (double)M * (double)N * (double)K >= DLRT_PAR_MIN;
-    /* A product whose tiles do not share out evenly over the threads (BERT's 128 x 768
-     * layers: 3 tiles on 2 threads) is cut finer while a thread would get over 1/8 more than
-     * its share: rows first (that repacks nothing), then columns, never below two panels. Each
-     * element's sum runs the same whatever the cut, so results do not depend on it. */
-    int64_t mcut = DLRT_GEMM_MC, ncut = DLRT_GEMM_NC;
-    const int64_t threads = par ? dlrt_max_threads() : 1;
-    for (;;) {
-        const int64_t t = ((M + mcut - 1) / mcut) * ((N + ncut - 1) / ncut);
-        if (threads <= 1 || 8 * ((t + threads - 1) / threads) * threads <= 9 * t) break;
-        if (mcut > DLRT_GEMM_MR && (M + mcut - 1) / mcut < (M + DLRT_GEMM_MR - 1) / DLRT_GEMM_MR)
-            mcut = (mcut / 2 + DLRT_GEMM_MR - 1) / DLRT_GEMM_MR * DLRT_GEMM_MR;
-        else if (ncut >= 4 * DLRT_GEMM_NR)
-            ncut /= 2;
-        else
-            break;
-    }
-    const int64_t tm = (M + mcut - 1) / mcut, tn = (N + ncut - 1) / ncut;
+    /* a product inside a parallel region (a Winograd frequency, a chunk of images) gets no
+     * threads of its own, so it is not cut for them */
+    const int64_t threads = par && !dlrt_in_parallel() ? dlrt_max_threads() : 1;
+    int64_t tm, tn;
+    dlrt_gemm_split(M, N, threads, &tm, &tn);
     const int64_t tiles = tm * tn;
     /* B, unless prepacked, is read by every row of tiles and A by every column: packed by each
      * tile, it was packed once per row (column) of tiles. With a workspace it is packed once.
@@ -343,12 +387,16 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
             run.A = ws, run.a_packed = 1;
         }
     }
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par && tiles > 1))
-    for (int64_t t = 0; t < tiles; t++) {
-        int64_t i0 = (t / tn) * mcut, j0 = (t % tn) * ncut;
-        int mc = (int)DLRT_MIN(mcut, M - i0);
-        int nc = (int)DLRT_MIN(ncut, N - j0);
-        dlrt_gemm_tile(g, K, i0, mc, j0, nc);
+    DLRT_PRAGMA_OMP(parallel if (par && tiles > 1)) {
+        const int64_t team = dlrt_team_size(), me = dlrt_thread_num();
+        for (int64_t t = 0; t < tiles; t++) {
+            const int64_t bi = t / tn, bj = t % tn;
+            if (team > 1 && dlrt_gemm_owner(M, N, tm, tn, bi, bj, team) != me) continue;
+            const int64_t i0 = dlrt_gemm_cut(M, DLRT_GEMM_MR, tm, bi);
+            const int64_t j0 = dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, bj);
+            dlrt_gemm_tile(g, K, i0, (int)(dlrt_gemm_cut(M, DLRT_GEMM_MR, tm, bi + 1) - i0), j0,
+                           (int)(dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, bj + 1) - j0));
+        }
     }
 }
 
