@@ -20,11 +20,40 @@ static int dlrt_conv_is_1x1(const dlrt_win3 *g) {
     return 1;
 }
 
+/* One tap's rows of the im2col matrix for a stride-1 window whose output is as wide as its
+ * input (a 3x3 convolution with pad 1): the tap's valid output rows [h_lo, h_hi) read one run of
+ * the image, shifted by a constant, so they are copied at once (one call instead of one per
+ * output row, which dominated on 7x7 planes); the columns that run into the previous or next
+ * image row are padding, zeroed after. dst is the tap's out[1] x w plane; src the input plane. */
+static void dlrt_conv_im2col_plane(const float *src, int64_t shift, int64_t h_lo, int64_t h_hi,
+                                   int64_t rows, int64_t w, int64_t w_lo, int64_t w_hi,
+                                   float *dst) {
+    if (h_lo >= h_hi || w_lo >= w_hi) {
+        memset(dst, 0, (size_t)(rows * w) * sizeof(float));
+        return;
+    }
+    memset(dst, 0, (size_t)(h_lo * w) * sizeof(float));
+    const int64_t first = h_lo * w + w_lo, end = (h_hi - 1) * w + w_hi;
+    memcpy(dst + first, src + first + shift, (size_t)(end - first) * sizeof(float));
+    for (int64_t oh = h_lo; oh < h_hi; oh++) {
+        for (int64_t ow = 0; ow < w_lo; ow++) dst[oh * w + ow] = 0.0f;
+        for (int64_t ow = w_hi; ow < w; ow++) dst[oh * w + ow] = 0.0f;
+    }
+    memset(dst + h_hi * w, 0, (size_t)((rows - h_hi) * w) * sizeof(float));
+}
+
 /* col[(ci * k_sp + tap) * out_sp + o] = x[ci] at the tap's input position for output o, or 0 in
  * the padding. */
 void dlrt_conv_im2col(const dlrt_win3 *g, int64_t cig, const float *x, float *col) {
-    const int64_t rows = cig * g->k_sp;
-    const int par = (double)rows * (double)g->out_sp >= DLRT_PAR_MIN;
+    const int64_t rows = cig * g->k_sp, ow_n = g->out[2], sw = g->stride[2];
+    /* work per row of col, in the units of DLRT_PAR_MIN: a copied element counts 1, a strided
+     * gather 4 (it shuffles vectors), and a copy call per output row about 32, or one per
+     * plane when rows run together (MobileNetV2's first layer, 27 rows of 112x112 at stride 2,
+     * ran on one thread) */
+    const int whole = sw == 1 && g->stride[1] == 1 && g->in[2] == ow_n;
+    const double per_row = (double)g->out_sp * (sw == 1 ? 1.0 : 4.0) +
+                           (whole ? 64.0 : 32.0 * (double)(g->out_sp / ow_n));
+    const int par = (double)rows * per_row >= DLRT_PAR_MIN;
     (void)par;
     DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
     for (int64_t r = 0; r < rows; r++) {
@@ -32,15 +61,25 @@ void dlrt_conv_im2col(const dlrt_win3 *g, int64_t cig, const float *x, float *co
         int64_t kw = t % g->k[2], kh = (t / g->k[2]) % g->k[1], kd = t / (g->k[2] * g->k[1]);
         const float *xc = x + ci * g->in_sp;
         float *dst = col + r * g->out_sp;
-        const int64_t ow_n = g->out[2], sw = g->stride[2];
         const int64_t woff = kw * g->dil[2] - g->pad[2];
-        int64_t w_lo, w_hi;
+        const int64_t hoff = kh * g->dil[1] - g->pad[1];
+        int64_t w_lo, w_hi, h_lo, h_hi;
         dlrt_conv_span(ow_n, sw, woff, g->in[2], &w_lo, &w_hi);
+        dlrt_conv_span(g->out[1], g->stride[1], hoff, g->in[1], &h_lo, &h_hi);
         for (int64_t od = 0; od < g->out[0]; od++) {
             int64_t id = od * g->stride[0] - g->pad[0] + kd * g->dil[0];
+            if (whole) {
+                const int64_t plane = g->out[1] * ow_n;
+                const int inside = id >= 0 && id < g->in[0];
+                dlrt_conv_im2col_plane(xc + (inside ? id : 0) * g->in[1] * g->in[2],
+                                       hoff * g->in[2] + woff, inside ? h_lo : 0, inside ? h_hi : 0,
+                                       g->out[1], ow_n, w_lo, w_hi, dst);
+                dst += plane;
+                continue;
+            }
             for (int64_t oh = 0; oh < g->out[1]; oh++, dst += ow_n) {
-                int64_t ih = oh * g->stride[1] - g->pad[1] + kh * g->dil[1];
-                if (id < 0 || id >= g->in[0] || ih < 0 || ih >= g->in[1] || w_lo >= w_hi) {
+                int64_t ih = oh * g->stride[1] + hoff;
+                if (id < 0 || id >= g->in[0] || oh < h_lo || oh >= h_hi || w_lo >= w_hi) {
                     memset(dst, 0, (size_t)ow_n * sizeof(float));
                     continue;
                 }
