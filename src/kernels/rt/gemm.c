@@ -22,9 +22,21 @@ static DLRT_INLINE void dlrt_gemm_pack_full(const float *src, int64_t ld, int kc
         for (int ii = 0; ii < w; ii++) dst[ii] = src[ii];
 }
 
+/* The lines of a panel of w holding n that the microkernels read: all w, except that the narrow
+ * kernels read only the vectors of a partial B panel that hold lines (gemm-micro.h), so the
+ * zeros end with the last of those vectors. */
+static inline int dlrt_gemm_pad_lines(int n, int w) {
+#ifdef DLRT_GEMM_NARROW
+    if (w == DLRT_GEMM_NR) return dlrt_gemm_vectors(n) * DLRT_GEMM_VW;
+#endif
+    (void)n;
+    return w;
+}
+
 /* Packs lines [i0, i0+m) x depths [p0, p0+kc) of an operand into panels of w lines:
  * dst[panel * w * kc + p * w + ii] = line i0 + panel*w + ii at depth p0 + p, where line i at depth
- * p is X[i * ld + p] when by_rows, else X[p * ld + i]. Lines past m are zero. A's lines are the
+ * p is X[i * ld + p] when by_rows, else X[p * ld + i]. Lines past m are zero as far as the
+ * kernels read them (dlrt_gemm_pad_lines). A's lines are the
  * rows of op(A) (by_rows = !trans_a, w = MR); B's lines are the columns of op(B) (by_rows =
  * trans_b, w = NR). */
 static void dlrt_gemm_pack(const float *X, int64_t ld, int by_rows, int64_t i0, int m, int64_t p0,
@@ -41,14 +53,29 @@ static void dlrt_gemm_pack(const float *X, int64_t ld, int by_rows, int64_t i0, 
         } else if (n == DLRT_GEMM_MR && w == DLRT_GEMM_MR) { /* a full A panel of a transposed A:
                                                               * no memcpy call per 24 bytes */
             dlrt_gemm_pack_full(X + p0 * ld + i0 + r, ld, kc, dst, DLRT_GEMM_MR);
+#ifdef DLRT_GEMM_NARROW
+        } else if (w == DLRT_GEMM_NR) { /* a partial B panel: whole vectors as inline moves, not
+                                         * a copy call per depth (a Winograd product's 16 columns
+                                         * made 18000 calls a layer) */
+            const int nvec = n / DLRT_GEMM_VW;
+            const float *src = X + p0 * ld + i0 + r;
+            for (int p = 0; p < kc; p++, src += ld) {
+                float *d = dst + p * w;
+                for (int v = 0; v < nvec; v++)
+                    dlrt_gemm_pack_full(src + v * DLRT_GEMM_VW, 0, 1, d + v * DLRT_GEMM_VW,
+                                        DLRT_GEMM_VW);
+                for (int ii = nvec * DLRT_GEMM_VW; ii < n; ii++) d[ii] = src[ii];
+            }
+#endif
         } else {
             for (int p = 0; p < kc; p++) {
                 const float *src = X + (p0 + p) * ld + i0 + r;
                 for (int ii = 0; ii < n; ii++) dst[p * w + ii] = src[ii];
             }
         }
-        for (int p = 0; p < kc && n < w; p++)
-            for (int ii = n; ii < w; ii++) dst[p * w + ii] = 0.0f;
+        const int pad = dlrt_gemm_pad_lines(n, w);
+        for (int p = 0; p < kc && n < pad; p++)
+            for (int ii = n; ii < pad; ii++) dst[p * w + ii] = 0.0f;
     }
 }
 
@@ -472,6 +499,8 @@ size_t dlrt_gemm_packed_index(int operand, int64_t line, int64_t p, int64_t K) {
 
 void dlrt_gemm_pack_operand(int operand, int64_t lines, int64_t K, const float *X, int64_t ld,
                             int trans, float *dst) {
+    /* a layer's weights, packed once: every padding line zero, read or not */
+    memset(dst, 0, dlrt_gemm_packed_bytes(operand, lines, K));
     dlrt_gemm_pack_all(operand, lines, K, X, ld, trans, dst,
                        (double)lines * (double)K >= DLRT_PAR_MIN);
 }
