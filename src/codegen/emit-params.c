@@ -128,8 +128,7 @@ static dl_sexpr sexpr_const(int64_t c) {
     return e;
 }
 
-/* The product of dims [from, to) of v (1 when empty; at most DL_MAX_RANK symbols). */
-static dl_sexpr dims_expr(const dl_value *v, int from, int to) {
+dl_sexpr dl_dims_sexpr(const dl_value *v, int from, int to) {
     dl_sexpr e = sexpr_const(1);
     for (int d = from; d < to; d++) {
         int64_t x = v->type.dims[d];
@@ -149,9 +148,9 @@ dl_status dl_gemm_params_of(dl_ctx *ctx, const dl_group *gr, dl_gemm_params *gp)
     gp->trans_b = dl_attr_int(n, "transB", 0) != 0;
     gp->N = y->type.dims[1];
     gp->K = gp->trans_a ? a->type.dims[0] : a->type.dims[1];
-    gp->m = dims_expr(y, 0, 1);
-    gp->n = dims_expr(y, 1, 2);
-    gp->k = dims_expr(a, gp->trans_a ? 0 : 1, gp->trans_a ? 1 : 2);
+    gp->m = dl_dims_sexpr(y, 0, 1);
+    gp->n = dl_dims_sexpr(y, 1, 2);
+    gp->k = dl_dims_sexpr(a, gp->trans_a ? 0 : 1, gp->trans_a ? 1 : 2);
     gp->ldb = b->type.dims[1];
     /* a symbolic dim stays negative here: the emitter writes it as its runtime size (the
      * weight gradient of a dense layer sums over the batch: K = N); the residual's row stride
@@ -219,7 +218,7 @@ dl_status dl_matmul_params_of(dl_ctx *ctx, const dl_group *gr, dl_matmul_params 
     mp->fold_batch = br <= 2 && !(mp->trans_a && ar > 2);
     if (ar == 1 && mp->nbatch > 0) mp->fold_batch = false;
     /* M: rows of A's matrix (1 for a vector); with a 2-D B, A's batch dims fold into it */
-    mp->m = ar == 1 ? sexpr_const(1) : dims_expr(a, mp->fold_batch ? 0 : ar - 2, ar - 1);
+    mp->m = ar == 1 ? sexpr_const(1) : dl_dims_sexpr(a, mp->fold_batch ? 0 : ar - 2, ar - 1);
     mp->a_in = g->a_tr ? g->a_tr->in[0] : a;
     mp->b_in = g->b_tr ? g->b_tr->in[0] : b;
     mp->a_slot = mp->a_in->id;
@@ -322,7 +321,7 @@ dl_status dl_pool_grad_params_of(dl_ctx *ctx, const dl_group *gr, dl_pool_grad_p
 
 /* Row-major stride of dim i of v: the product of the dims after it. */
 static dl_sexpr dense_stride(const dl_value *v, int i) {
-    return dims_expr(v, i + 1, v->type.rank);
+    return dl_dims_sexpr(v, i + 1, v->type.rank);
 }
 
 /* Source dim of dim i of a Transpose's output (perm absent: reversed). */
@@ -350,7 +349,7 @@ static void kernel_strides(const dl_sexpr *st, int r, dl_sexpr out[4]) {
 }
 
 static dl_sexpr dim_expr(const dl_value *v, int d) {
-    return dims_expr(v, d, d + 1);
+    return dl_dims_sexpr(v, d, d + 1);
 }
 
 dl_status dl_attn_params_of(dl_ctx *ctx, const dl_group *gr, dl_attn_params *ap) {

@@ -31,6 +31,9 @@ typedef struct dl_sexpr {
     int sym[DL_MAX_RANK];
 } dl_sexpr;
 
+/* The product of dims [from, to) of v (1 when empty; a value has at most DL_MAX_RANK symbols). */
+dl_sexpr dl_dims_sexpr(const dl_value *v, int from, int to);
+
 typedef struct dl_gemm_params {
     int64_t N, K, ldb; /* N and K negative when symbolic */
     dl_sexpr m, n, k;  /* the product's sizes, as the emitted call and its workspace use them */

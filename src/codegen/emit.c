@@ -44,25 +44,10 @@ static void sexpr_c(dl_sbuf *sb, const dl_sexpr *e) {
     dl_sb_put(sb, sexpr_str(e, b));
 }
 
-/* "(a*b*c)" over dims [from, to) of v; "1" when empty. */
+/* The product of dims [from, to) of v as C (sexpr_c); "1" when empty. */
 static void prod_c(dl_sbuf *sb, const dl_value *v, int from, int to) {
-    int64_t c = 1;
-    bool any_sym = false;
-    for (int d = from; d < to; d++) {
-        if (v->type.dims[d] >= 0)
-            c *= v->type.dims[d];
-        else
-            any_sym = true;
-    }
-    if (!any_sym) {
-        dl_sb_printf(sb, "%lld", (long long)c);
-        return;
-    }
-    dl_sb_printf(sb, "((int64_t)%lld", (long long)c);
-    char b[32];
-    for (int d = from; d < to; d++)
-        if (v->type.dims[d] < 0) dl_sb_printf(sb, "*%s", dim_c(v, d, b, sizeof b));
-    dl_sb_put(sb, ")");
+    const dl_sexpr e = dl_dims_sexpr(v, from, to);
+    sexpr_c(sb, &e);
 }
 
 static void emit_epilogue(dl_sbuf *sb, const dl_epi_params *e) {

@@ -363,14 +363,14 @@ static void test_gemm_split(void) {
                     dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, 0) == 0 &&
                     dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, tn) == N;
         for (int64_t b = 0; b < tm; b++) {
-            const int64_t lo = dlrt_gemm_cut(M, DLRT_GEMM_MR, tm, b);
-            const int64_t hi = dlrt_gemm_cut(M, DLRT_GEMM_MR, tm, b + 1);
-            exact &= lo % DLRT_GEMM_MR == 0 && hi > lo && hi - lo <= DLRT_GEMM_MC;
+            int64_t h;
+            const int64_t lo = dlrt_gemm_block(M, DLRT_GEMM_MR, tm, b, &h);
+            exact &= lo % DLRT_GEMM_MR == 0 && h > 0 && h <= DLRT_GEMM_MC;
         }
         for (int64_t b = 0; b < tn; b++) {
-            const int64_t lo = dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, b);
-            const int64_t hi = dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, b + 1);
-            exact &= lo % DLRT_GEMM_NR == 0 && hi > lo && hi - lo <= DLRT_GEMM_NC;
+            int64_t w;
+            const int64_t lo = dlrt_gemm_block(N, DLRT_GEMM_NR, tn, b, &w);
+            exact &= lo % DLRT_GEMM_NR == 0 && w > 0 && w <= DLRT_GEMM_NC;
         }
         int64_t prev = 0;
         int ordered = 1;

@@ -316,14 +316,20 @@ static int64_t dlrt_gemm_cut(int64_t len, int64_t w, int64_t n, int64_t b) {
     return DLRT_MIN(start * w, len);
 }
 
+/* Block b of a cut (dlrt_gemm_cut): its first line, and its width in *width. */
+static int64_t dlrt_gemm_block(int64_t len, int64_t w, int64_t n, int64_t b, int64_t *width) {
+    const int64_t lo = dlrt_gemm_cut(len, w, n, b);
+    *width = dlrt_gemm_cut(len, w, n, b + 1) - lo;
+    return lo;
+}
+
 /* The thread (of `team`) that runs tile (bi, bj) of a tm x tn cut of an M x N product: tiles in
  * row-major order are shared out by area, each to the thread whose share holds its middle. */
 static int64_t dlrt_gemm_owner(int64_t M, int64_t N, int64_t tm, int64_t tn, int64_t bi, int64_t bj,
                                int64_t team) {
-    const int64_t i0 = dlrt_gemm_cut(M, DLRT_GEMM_MR, tm, bi);
-    const int64_t h = dlrt_gemm_cut(M, DLRT_GEMM_MR, tm, bi + 1) - i0;
-    const int64_t j0 = dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, bj);
-    const int64_t w = dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, bj + 1) - j0;
+    int64_t h, w;
+    const int64_t i0 = dlrt_gemm_block(M, DLRT_GEMM_MR, tm, bi, &h);
+    const int64_t j0 = dlrt_gemm_block(N, DLRT_GEMM_NR, tn, bj, &w);
     const double mid = (double)i0 * (double)N + (double)h * ((double)j0 + 0.5 * (double)w);
     return DLRT_MIN(team - 1, (int64_t)(mid * (double)team / ((double)M * (double)N)));
 }
@@ -334,9 +340,10 @@ static int64_t dlrt_gemm_max_load(int64_t M, int64_t N, int64_t tm, int64_t tn, 
     for (int64_t t = 0; t < tm * tn; t++) {
         const int64_t bi = t / tn, bj = t % tn, o = dlrt_gemm_owner(M, N, tm, tn, bi, bj, team);
         if (o != owner) best = DLRT_MAX(best, load), load = 0, owner = o;
-        load +=
-            (dlrt_gemm_cut(M, DLRT_GEMM_MR, tm, bi + 1) - dlrt_gemm_cut(M, DLRT_GEMM_MR, tm, bi)) *
-            (dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, bj + 1) - dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, bj));
+        int64_t h, w;
+        dlrt_gemm_block(M, DLRT_GEMM_MR, tm, bi, &h);
+        dlrt_gemm_block(N, DLRT_GEMM_NR, tn, bj, &w);
+        load += h * w;
     }
     return DLRT_MAX(best, load);
 }
@@ -419,10 +426,10 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
         for (int64_t t = 0; t < tiles; t++) {
             const int64_t bi = t / tn, bj = t % tn;
             if (team > 1 && dlrt_gemm_owner(M, N, tm, tn, bi, bj, team) != me) continue;
-            const int64_t i0 = dlrt_gemm_cut(M, DLRT_GEMM_MR, tm, bi);
-            const int64_t j0 = dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, bj);
-            dlrt_gemm_tile(g, K, i0, (int)(dlrt_gemm_cut(M, DLRT_GEMM_MR, tm, bi + 1) - i0), j0,
-                           (int)(dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, bj + 1) - j0));
+            int64_t mc, nc;
+            const int64_t i0 = dlrt_gemm_block(M, DLRT_GEMM_MR, tm, bi, &mc);
+            const int64_t j0 = dlrt_gemm_block(N, DLRT_GEMM_NR, tn, bj, &nc);
+            dlrt_gemm_tile(g, K, i0, (int)mc, j0, (int)nc);
         }
     }
 }
