@@ -90,8 +90,8 @@ static void emit_batch(dl_sbuf *sb, int n_sym, int64_t n) {
 }
 
 /* Registers a constant weight for packing once as GEMM operand `operand` (0: op(A), lines = M
- * rows; 1: op(B), lines = N columns; stored with ld/trans), or, with operand DLRT_WG_PACKED or
- * DLRT_WG_PACKED_T, as a 3x3 convolution's Winograd-transformed weights (lines = c_out, K =
+ * rows; 1: op(B), lines = N columns; stored with ld/trans), or, with a Winograd packing mode
+ * (DLRT_WG_PACKED...) as operand, as a 3x3 convolution's transformed weights (lines = c_out, K =
  * c_in); *index is the request, -1 when there is no registry or the weight is not a float
  * constant. */
 static dl_status request_pack(dl_ctx *ctx, dl_packs *pk, const dl_value *v, int operand,
@@ -151,7 +151,7 @@ static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const dl_target *t, 
     int pk = -1;
     const int mode = dlrt_conv_packs_weights_for(t->vector_bytes, p); /* the target's tiles */
     const dl_value *w = gr->nodes[0]->in[1];
-    if (mode == DLRT_WG_PACKED || mode == DLRT_WG_PACKED_T) /* transformed, c_out x c_in each */
+    if (dlrt_conv_winograd_tile(mode)) /* transformed, c_out x c_in each */
         DL_TRY(request_pack(ctx, packs, w, mode, p->c_out, p->c_in, 0, 0, &pk));
     else if (mode) /* op(A) = w as the left operand, or as the transposed product's right one */
         DL_TRY(request_pack(ctx, packs, w, mode == DLRT_A_PACKED ? 0 : 1, p->c_out, kdim, kdim,

@@ -590,21 +590,22 @@ static void conv_run(const conv_case *cc, int epi) {
 static void test_conv_packed(void) {
     /* n, c_in, c_out, group, in (square), out, kernel, stride, pad */
     static const int64_t rows[][9] = {
-        {1, 16, 24, 1, 9, 9, 1, 1, 0},    /* 1x1: packs */
-        {2, 8, 13, 1, 10, 10, 3, 1, 1},   /* im2col, batch 2: packs */
-        {1, 6, 70, 1, 17, 8, 3, 2, 0},    /* strided im2col */
-        {1, 8, 8, 8, 7, 7, 3, 1, 1},      /* depthwise: ignores the copy */
-        {1, 64, 300, 1, 2, 2, 1, 1, 0},   /* narrow output, computed transposed: packs as B */
-        {1, 32, 100, 1, 3, 1, 3, 1, 0},   /* one output position, im2col transposed: as B */
-        {1, 40, 136, 1, 7, 7, 3, 1, 1},   /* a 7x7 plane: as B or as A, by the ISA's tile */
-        {1, 4, 4, 2, 7, 7, 3, 1, 1},      /* grouped: ignores the copy */
-        {1, 64, 64, 1, 14, 14, 3, 1, 1},  /* Winograd on filters transformed at load time */
-        {2, 64, 70, 1, 21, 21, 3, 1, 1},  /* the same, batch 2, partial tiles and panels */
-        {1, 256, 40, 1, 10, 10, 3, 1, 1}, /* the same, tiles of two images per GEMM */
+        {1, 16, 24, 1, 9, 9, 1, 1, 0},     /* 1x1: packs */
+        {2, 8, 13, 1, 10, 10, 3, 1, 1},    /* im2col, batch 2: packs */
+        {1, 6, 70, 1, 17, 8, 3, 2, 0},     /* strided im2col */
+        {1, 8, 8, 8, 7, 7, 3, 1, 1},       /* depthwise: ignores the copy */
+        {1, 64, 300, 1, 2, 2, 1, 1, 0},    /* narrow output, computed transposed: packs as B */
+        {1, 32, 100, 1, 3, 1, 3, 1, 0},    /* one output position, im2col transposed: as B */
+        {1, 40, 136, 1, 7, 7, 3, 1, 1},    /* a 7x7 plane: as B or as A, by the ISA's tile */
+        {1, 4, 4, 2, 7, 7, 3, 1, 1},       /* grouped: ignores the copy */
+        {1, 64, 64, 1, 28, 28, 3, 1, 1},   /* Winograd F(4x4) on filters transformed at load */
+        {2, 64, 70, 1, 29, 29, 3, 1, 1},   /* the same, batch 2, partial tiles and panels */
+        {2, 256, 40, 1, 10, 10, 3, 1, 1},  /* F(2x2), tiles of two images per GEMM */
+        {1, 256, 256, 1, 14, 14, 3, 1, 1}, /* F(2x2): ResNet-50's 256-channel layer */
     };
     enum { N_CASES = sizeof rows / sizeof rows[0] };
     dlrt_conv cs[N_CASES];
-    int modes[5] = {0};
+    int modes[DLRT_WG2_PACKED_T + 1] = {0};
     for (int i = 0; i < N_CASES; i++) {
         const int64_t *r = rows[i];
         cs[i] = (dlrt_conv){.nsp = 2,
@@ -621,9 +622,10 @@ static void test_conv_packed(void) {
         modes[dlrt_conv_packs_weights(&cs[i])]++;
     }
     check(modes[0] >= 2 && modes[DLRT_A_PACKED] >= 2 && modes[DLRT_A_PACKED_T] >= 2 &&
-              modes[DLRT_WG_PACKED] + modes[DLRT_WG_PACKED_T] >= 3,
+              modes[DLRT_WG_PACKED] + modes[DLRT_WG_PACKED_T] >= 2 &&
+              modes[DLRT_WG2_PACKED] + modes[DLRT_WG2_PACKED_T] >= 2,
           "conv packed: layers pack their weights as A, as the transposed product's B, "
-          "Winograd-transformed, or not");
+          "Winograd-transformed for 4x4 or 2x2 tiles, or not");
     for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
         const dlrt_conv *p = &cs[ci];
         int64_t in_sp = p->in[0] * p->in[1], out_sp = p->out[0] * p->out[1];
@@ -633,7 +635,7 @@ static void test_conv_packed(void) {
         float *bias = rand_buf(p->c_out), *y1 = rand_buf(yn), *y2 = malloc((size_t)yn * 4);
         memcpy(y2, y1, (size_t)yn * 4); /* the in-place residual */
         const int mode = dlrt_conv_packs_weights(p), operand = mode == DLRT_A_PACKED_T;
-        const int wg = mode == DLRT_WG_PACKED || mode == DLRT_WG_PACKED_T;
+        const int wg = dlrt_conv_winograd_tile(mode) != 0;
         float *wp = malloc((wg ? dlrt_conv_winograd_packed_bytes(mode, p->c_out, p->c_in)
                                : dlrt_gemm_packed_bytes(operand, p->c_out, kdim)) +
                            4);
@@ -654,8 +656,9 @@ static void test_conv_packed(void) {
             ep.residual = NULL;
             dlrt_conv_forward(p, x, w, y3, ws, &ep);
             float *y4 = malloc((size_t)yn * 4);
-            /* (Winograd's two packings are each other's other mode too) */
-            dlrt_conv_forward_packed(p, x, w, wp, wg ? 7 - mode : 3 - mode, y4, ws, &ep);
+            /* (Winograd's two packings of a tile size are each other's other mode too) */
+            const int other = !wg ? 3 - mode : mode % 2 ? mode + 1 : mode - 1;
+            dlrt_conv_forward_packed(p, x, w, wp, other, y4, ws, &ep);
             char w2[96];
             snprintf(w2, sizeof w2, "conv packed: case %zu, a copy of the other mode ignored", ci);
             check(!memcmp(y3, y4, (size_t)yn * 4), w2);

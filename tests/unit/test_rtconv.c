@@ -142,8 +142,8 @@ static double worst_rel; /* largest error / (1 + magnitude) seen, for the report
 
 /* Runs p through `algo` with epilogue e and compares with the reference; tol is relative to
  * 1 + the magnitude of each output's terms. Returns the largest error relative to that.
- * wg_mode (DLRT_WG_PACKED or _T, else 0): Winograd on weights transformed and packed that way
- * beforehand, in the smaller workspace that needs. */
+ * wg_mode (a Winograd packing mode, DLRT_WG_PACKED..DLRT_WG2_PACKED_T, else 0): Winograd on
+ * weights transformed and packed that way beforehand, in the smaller workspace that needs. */
 static double conv_check(const dlrt_conv *p, int algo, int wg_mode, const epi_case *e,
                          const float *x, const float *w, const double *acc, const double *mag,
                          double tol, const char *what) {
@@ -152,7 +152,8 @@ static double conv_check(const dlrt_conv *p, int algo, int wg_mode, const epi_ca
     float *y = malloc((size_t)(yn + 1) * sizeof(float));
     const int inplace = e->kind == EP_RES_INPLACE;
     for (int64_t i = 0; i <= yn; i++) y[i] = inplace && i < yn ? res[i] : CANARY;
-    size_t ws = wg_mode ? dlrt_conv_winograd_workspace(p, 1) : dlrt_conv_algo_workspace(p, algo);
+    size_t ws = wg_mode ? dlrt_conv_winograd_workspace(p, dlrt_conv_winograd_tile(wg_mode), 1)
+                        : dlrt_conv_algo_workspace(p, algo);
     unsigned char *work = malloc(ws + 64);
     for (size_t i = 0; i < 64; i++) work[ws + i] = 0xA5;
     float *wp = NULL;
@@ -167,7 +168,7 @@ static double conv_check(const dlrt_conv *p, int algo, int wg_mode, const epi_ca
     if (inplace) ep.residual = y;
     const dlrt_epilogue *epp = e->kind == EP_NULL ? NULL : &ep;
     if (wg_mode)
-        dlrt_conv_winograd(p, x, w, wp, wg_mode, y, work, epp);
+        dlrt_conv_winograd(p, 0, x, w, wp, wg_mode, y, work, epp);
     else
         dlrt_conv_forward_algo(p, algo, x, w, y, work, epp);
     free(wp);
@@ -199,10 +200,12 @@ static void conv_case(const dlrt_conv *p, unsigned kinds, const char *tag) {
     double *acc = malloc((size_t)yn * sizeof(double)), *mag = malloc((size_t)yn * sizeof(double));
     ref_conv(p, x, w, acc, mag);
     char what[320];
-    /* the algorithms, then Winograd on weights packed beforehand, both ways */
-    for (int run = 0; run <= DLRT_CONV_WINOGRAD + 2; run++) {
-        const int algo = DLRT_MIN(run, (int)DLRT_CONV_WINOGRAD);
-        const int wg_mode = run > DLRT_CONV_WINOGRAD ? run - DLRT_CONV_WINOGRAD + 2 : 0;
+    /* the algorithms, then Winograd on weights packed beforehand, both ways for both tiles */
+    for (int run = 0; run < DLRT_CONV_ALGOS + 4; run++) {
+        const int wg_mode = run >= DLRT_CONV_ALGOS ? DLRT_WG_PACKED + run - DLRT_CONV_ALGOS : 0;
+        const int algo = !wg_mode                                ? run
+                         : dlrt_conv_winograd_tile(wg_mode) == 2 ? DLRT_CONV_WINOGRAD_F2
+                                                                 : DLRT_CONV_WINOGRAD;
         if (!dlrt_conv_algo_ok(p, algo)) continue;
         for (int k = 0; k < EP_KINDS; k++) {
             if (!(kinds >> k & 1)) continue;
@@ -211,9 +214,9 @@ static void conv_case(const dlrt_conv *p, unsigned kinds, const char *tag) {
                      "%s %s%s %dd n=%lld c=%lld->%lld g=%lld in=%lldx%lldx%lld k=%lldx%lldx%lld "
                      "s=%lld,%lld,%lld d=%lld,%lld,%lld pb=%lld,%lld,%lld %s act=%d",
                      tag, dlrt_conv_algo_name(algo),
-                     wg_mode == DLRT_WG_PACKED     ? " packed"
-                     : wg_mode == DLRT_WG_PACKED_T ? " packed-T"
-                                                   : "",
+                     !wg_mode                          ? ""
+                     : wg_mode % 2 /* _PACKED: 3, 5 */ ? " packed"
+                                                       : " packed-T",
                      p->nsp, (long long)p->n, (long long)p->c_in, (long long)p->c_out,
                      (long long)p->group, (long long)p->in[0], (long long)p->in[1],
                      (long long)p->in[2], (long long)p->k[0], (long long)p->k[1],
@@ -221,7 +224,7 @@ static void conv_case(const dlrt_conv *p, unsigned kinds, const char *tag) {
                      (long long)p->stride[2], (long long)p->dil[0], (long long)p->dil[1],
                      (long long)p->dil[2], (long long)p->pad_begin[0], (long long)p->pad_begin[1],
                      (long long)p->pad_begin[2], ep_names[k], e.act);
-            double tol = algo == DLRT_CONV_WINOGRAD ? 1e-5 : 2e-6;
+            double tol = algo >= DLRT_CONV_WINOGRAD ? 1e-5 : 2e-6;
             double err = conv_check(p, algo, wg_mode, &e, x, w, acc, mag, tol, what);
             if (err > worst_rel) worst_rel = err;
         }
@@ -232,16 +235,12 @@ static void conv_case(const dlrt_conv *p, unsigned kinds, const char *tag) {
      * dlrt_conv_forward would not */
     const size_t ws = dlrt_conv_workspace(p);
     CHECK("workspace covers the chosen algorithm", ws >= dlrt_conv_algo_workspace(p, algo));
-    CHECK("workspace covers packed Winograd",
-          !dlrt_conv_algo_ok(p, DLRT_CONV_WINOGRAD) ||
-              !(dlrt_conv_packs_weights(p) == DLRT_WG_PACKED ||
-                dlrt_conv_packs_weights(p) == DLRT_WG_PACKED_T) ||
-              ws >= dlrt_conv_winograd_workspace(p, 1));
+    const int tile = dlrt_conv_winograd_tile(dlrt_conv_packs_weights(p));
+    CHECK("packed Winograd only where Winograd applies", !tile || dlrt_conv_algo_ok(p, algo));
+    const size_t packed_ws = tile ? dlrt_conv_winograd_workspace(p, tile, 1) : 0;
+    CHECK("workspace covers packed Winograd", ws >= packed_ws);
     CHECK("workspace is no larger than needed",
-          ws == DLRT_MAX(dlrt_conv_algo_workspace(p, algo),
-                         dlrt_conv_packs_weights(p) >= DLRT_WG_PACKED
-                             ? dlrt_conv_winograd_workspace(p, 1)
-                             : 0));
+          ws == DLRT_MAX(dlrt_conv_algo_workspace(p, algo), packed_ws));
     free(x), free(w), free(acc), free(mag);
 }
 
@@ -410,9 +409,9 @@ static void test_winograd(void) {
     }
 }
 
-/* The error of F(4x4, 3x3) on N(0, 1) data with many input channels, relative to the largest
- * output (and per output to the magnitude of its terms). */
-static void test_winograd_accuracy(void) {
+/* The error of F(4x4, 3x3) and F(2x2, 3x3) on N(0, 1) data with many input channels, relative
+ * to the largest output (and per output to the magnitude of its terms). */
+static void winograd_accuracy(int algo) {
     dlrt_conv p = {.nsp = 2,
                    .n = 1,
                    .c_in = 512,
@@ -428,10 +427,10 @@ static void test_winograd_accuracy(void) {
     const int64_t yn = numel_out(&p);
     double *acc = malloc((size_t)yn * sizeof(double)), *mag = malloc((size_t)yn * sizeof(double));
     float *y = malloc((size_t)yn * sizeof(float)), *yd = malloc((size_t)yn * sizeof(float));
-    void *work = malloc(dlrt_conv_algo_workspace(&p, DLRT_CONV_WINOGRAD));
+    void *work = malloc(dlrt_conv_algo_workspace(&p, algo));
     void *wd = malloc(dlrt_conv_algo_workspace(&p, DLRT_CONV_IM2COL));
     ref_conv(&p, x, w, acc, mag);
-    dlrt_conv_forward_algo(&p, DLRT_CONV_WINOGRAD, x, w, y, work, NULL);
+    dlrt_conv_forward_algo(&p, algo, x, w, y, work, NULL);
     dlrt_conv_forward_algo(&p, DLRT_CONV_IM2COL, x, w, yd, wd, NULL);
     double top = 0, err = 0, err_d = 0, rel = 0;
     for (int64_t i = 0; i < yn; i++) {
@@ -440,11 +439,16 @@ static void test_winograd_accuracy(void) {
         err_d = fmax(err_d, fabs(yd[i] - acc[i]));
         rel = fmax(rel, fabs(y[i] - acc[i]) / (1 + mag[i]));
     }
-    printf("winograd c_in=512 N(0,1): max |err| %.3g (im2col %.3g), max |y| %.3g, "
+    printf("%s c_in=512 N(0,1): max |err| %.3g (im2col %.3g), max |y| %.3g, "
            "relative %.3g, per term magnitude %.3g\n",
-           err, err_d, top, err / top, rel);
+           dlrt_conv_algo_name(algo), err, err_d, top, err / top, rel);
     CHECK("winograd error within 1e-4 of the largest output at c_in=512", err <= 1e-4 * top);
     free(x), free(w), free(acc), free(mag), free(y), free(yd), free(work), free(wd);
+}
+
+static void test_winograd_accuracy(void) {
+    winograd_accuracy(DLRT_CONV_WINOGRAD);
+    winograd_accuracy(DLRT_CONV_WINOGRAD_F2);
 }
 
 static void test_im2col_and_1x1(void) {
@@ -604,8 +608,11 @@ static void test_choose(void) {
     CHECK("no winograd for 256ch 14x14 transforming filters per call",
           dlrt_conv_choose(&r256) == DLRT_CONV_IM2COL);
     const int m256 = dlrt_conv_packs_weights(&r256), m512 = dlrt_conv_packs_weights(&r512);
-    CHECK("winograd with packed filters for 256ch 14x14",
-          m256 == DLRT_WG_PACKED || m256 == DLRT_WG_PACKED_T);
+    CHECK("winograd F(2x2) with packed filters for 256ch 14x14",
+          m256 == DLRT_WG2_PACKED || m256 == DLRT_WG2_PACKED_T);
+    CHECK("F(4x4) with packed filters for 64ch 56x56 and 128ch 28x28",
+          dlrt_conv_winograd_tile(dlrt_conv_packs_weights(&r64)) == 4 &&
+              dlrt_conv_winograd_tile(dlrt_conv_packs_weights(&r128)) == 4);
     CHECK("512ch 7x7 at batch 1 packs for im2col",
           m512 == DLRT_A_PACKED || m512 == DLRT_A_PACKED_T);
     CHECK("64ch 56x56 packs winograd filters for generic and AVX-512 targets alike",
@@ -615,6 +622,7 @@ static void test_choose(void) {
     huge.n = (int64_t)1 << 20; /* costs saturate (no overflow): im2col */
     CHECK("huge convolution", dlrt_conv_choose(&huge) == DLRT_CONV_IM2COL);
     CHECK("names", !strcmp(dlrt_conv_algo_name(DLRT_CONV_WINOGRAD), "winograd") &&
+                       !strcmp(dlrt_conv_algo_name(DLRT_CONV_WINOGRAD_F2), "winograd2x2") &&
                        !strcmp(dlrt_conv_algo_name(DLRT_CONV_DEPTHWISE), "depthwise") &&
                        !strcmp(dlrt_conv_algo_name(DLRT_CONV_IM2COL), "im2col") &&
                        !strcmp(dlrt_conv_algo_name(DLRT_CONV_GEMM_1X1), "gemm1x1"));
@@ -634,7 +642,7 @@ static void bench_one(const dlrt_conv *p, const char *label) {
     dlrt_epilogue ep = {.alpha = 1, .beta = 1, .bias = bias, .act = DLRT_ACT_RELU};
     const double flops = 2.0 * (double)numel_out(p) * (double)(numel_w(p) / p->c_out);
     printf("%-24s chosen %-9s", label, dlrt_conv_algo_name(dlrt_conv_choose(p)));
-    for (int algo = 0; algo <= DLRT_CONV_WINOGRAD; algo++) {
+    for (int algo = 0; algo < DLRT_CONV_ALGOS; algo++) {
         if (!dlrt_conv_algo_ok(p, algo) || algo == DLRT_CONV_GEMM_1X1) continue;
         void *work = malloc(dlrt_conv_algo_workspace(p, algo) + 1);
         double best = 1e30;

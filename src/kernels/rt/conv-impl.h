@@ -104,19 +104,22 @@ void dlrt_conv_dw_plane(const dlrt_win3 *g, const dlrt_dw_plan *pl, const float 
                         float *y, int64_t oc, const dlrt_epilogue *ep, int64_t r0, int64_t r1,
                         float *buf);
 
-/* winograd.c: F(4x4, 3x3) for 2-D 3x3 convolutions with stride 1, dilation 1 and one group. */
+/* winograd.c: F(m x m, 3x3), m = 4 or 2, for 2-D 3x3 convolutions with stride 1, dilation 1
+ * and one group. */
 int dlrt_conv_winograd_ok(const dlrt_conv *p);
 /* Its tiles per image and the columns of each batch of GEMMs (images are batched up to a
- * minimum width). */
-void dlrt_conv_winograd_cols(const dlrt_conv *p, int64_t *tiles, int64_t *cols);
-/* How its weights are packed (DLRT_WG_PACKED or DLRT_WG_PACKED_T) for a build whose vectors
- * have vector_bytes: as the product of its GEMMs pads least. */
-int dlrt_conv_winograd_mode_for(int vector_bytes, const dlrt_conv *p);
-/* Scratch bytes; packed: the weights come transformed (wpacked), none made per call. */
-size_t dlrt_conv_winograd_workspace(const dlrt_conv *p, int packed);
-/* wpacked: NULL (transform w on every call) or dlrt_conv_winograd_pack's buffer for wpack_mode
- * (DLRT_WG_PACKED or DLRT_WG_PACKED_T). */
-void dlrt_conv_winograd(const dlrt_conv *p, const float *x, const float *w, const float *wpacked,
-                        int wpack_mode, float *y, void *workspace, const dlrt_epilogue *ep);
+ * minimum width) at tile side m. */
+void dlrt_conv_winograd_cols(const dlrt_conv *p, int m, int64_t *tiles, int64_t *cols);
+/* How its weights are packed at tile side m (DLRT_WG_PACKED or _T for 4, DLRT_WG2_PACKED or _T
+ * for 2) for a build whose vectors have vector_bytes: as the product of its GEMMs pads least. */
+int dlrt_conv_winograd_mode_for(int vector_bytes, const dlrt_conv *p, int m);
+/* Scratch bytes at tile side m; packed: the weights come transformed (wpacked), none made per
+ * call. */
+size_t dlrt_conv_winograd_workspace(const dlrt_conv *p, int m, int packed);
+/* wpacked: NULL (transform w on every call, tile side m) or dlrt_conv_winograd_pack's buffer for
+ * wpack_mode, whose tile side is used (m is then ignored). */
+void dlrt_conv_winograd(const dlrt_conv *p, int m, const float *x, const float *w,
+                        const float *wpacked, int wpack_mode, float *y, void *workspace,
+                        const dlrt_epilogue *ep);
 
 #endif

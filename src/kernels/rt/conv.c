@@ -182,8 +182,8 @@ static void dlrt_conv_gemm(const dlrt_conv *p, const dlrt_win3 *g, int im2col, c
  * and generated code built with other flags always decide alike. A GEMM of M x N x K costs
  * MAC * M * ceil(N / NR) * NR * (K + K0): its multiply-adds, with columns computed in panels
  * and a fixed cost per row of the operands' depth. im2col adds COPY per element it copies;
- * Winograd adds WT per transformed weight (36 per filter, every call) and IO per element of
- * its input and output transforms, and runs 36 GEMMs per batch of images.
+ * Winograd adds WT per transformed weight (36 per filter at F(4x4), every call) and IO per
+ * element of its input and output transforms, and runs 36 GEMMs per batch of images.
  *
  * Fitted to single-thread measurements (AVX-512 EPYC, the rt sources at gcc -O3 -march=native
  * -fopenmp with OMP_NUM_THREADS=1, dlrt_sgemm with the AVX-512 microkernel) of 3x3
@@ -202,14 +202,31 @@ static void dlrt_conv_gemm(const dlrt_conv *p, const dlrt_win3 *g, int im2col, c
  * 28x28 1.49 / 0.89, 256ch 14x14 1.71 / 1.95, 512ch 7x7 2.18 / 11.4 (the transform of 512 x 512
  * filters alone writes 38 MB). Winograd is chosen where the model expects it to be MARGIN
  * percent faster: that is every case of the table at 1.29 or more and none below (it passes
- * up the few at 1.1-1.2). Re-measure (test_rtconv --bench) when the GEMM changes. */
+ * up the few at 1.1-1.2). Re-measure (test_rtconv --bench) when the GEMM changes.
+ *
+ * Two tile sizes: the model costs F(4x4) and F(2x2) (16 GEMMs, IO2 per transformed element: its
+ * transforms are additions only) and takes the cheaper. Their products have few columns, so
+ * they are costed in whichever orientation pads less (dlrt_cost_gemm_either), as dlrt_sgemm
+ * runs them. Weights transformed at load time are not free either: a model's weights do not
+ * stay in cache from one run to the next, so each batch of GEMMs reads them from memory (WREAD
+ * per transformed weight; 4 times the filters at F(4x4), 1.8 times at F(2x2)). WREAD and IO2
+ * were fitted to ResNet-50's 3x3 stride-1 layers timed inside the model (dlcc profile, batch
+ * 1, one thread, each forced to each algorithm), im2col / F(4x4) / F(2x2) in ms:
+ *   64ch 56x56 1.39 / 0.92 / 1.04; 128ch 28x28 1.24 / 0.72 / 0.84;
+ *   256ch 14x14 1.33 / 1.29 / 0.82; 512ch 7x7 1.26 / 2.08 / 2.07.
+ * The model picks the fastest of each row. (Alone, with its weights in cache, the 256-channel
+ * layer takes 0.74 ms at F(4x4): 9.4 MB of transformed weights per call are what it loses in
+ * the model.) */
 enum {
     DLRT_COST_MAC = 11,
     DLRT_COST_NR = 16,
     DLRT_COST_K0 = 32,
     DLRT_COST_COPY = 100,
     DLRT_COST_WT = 400,
+    DLRT_COST_MR = 6,
     DLRT_COST_IO = 400,
+    DLRT_COST_IO2 = 200,
+    DLRT_COST_WREAD = 300,
     DLRT_COST_MARGIN = 120
 };
 
@@ -227,22 +244,53 @@ static int64_t dlrt_cost_gemm(int64_t m, int64_t n, int64_t k) {
     return dlrt_cost_mul(dlrt_cost_mul(dlrt_cost_mul(DLRT_COST_MAC, m), cols), k + DLRT_COST_K0);
 }
 
-/* Whether Winograd is expected to beat im2col + GEMM on p (2-D, 3x3, one group); packed: its
- * weights come transformed (dlrt_conv_forward_packed), which saves the WT term. */
-static int dlrt_conv_winograd_pays(const dlrt_conv *p, int packed) {
-    const int64_t sp = p->out[0] * p->out[1], ci = p->c_in, co = p->c_out;
+/* The same for a product with prepacked or per-call packed weights that may run transposed
+ * (dlrt_sgemm_transposes_for): its N columns then pad to MR rows, not to NR columns, which is
+ * what makes a Winograd product of 49 columns cost 54 rows rather than 64 columns. */
+static int64_t dlrt_cost_gemm_either(int64_t m, int64_t n, int64_t k) {
+    const int64_t rows = (n + DLRT_COST_MR - 1) / DLRT_COST_MR * DLRT_COST_MR;
+    const int64_t mcols = (m + DLRT_COST_NR - 1) / DLRT_COST_NR * DLRT_COST_NR;
+    const int64_t t =
+        dlrt_cost_mul(dlrt_cost_mul(dlrt_cost_mul(DLRT_COST_MAC, mcols), rows), k + DLRT_COST_K0);
+    return DLRT_MIN(dlrt_cost_gemm(m, n, k), t);
+}
+
+/* The modelled cost of Winograd F(m x m, 3x3) on p (2-D, 3x3, one group); packed: its weights
+ * come transformed (dlrt_conv_forward_packed), which saves the WT term. */
+static int64_t dlrt_conv_winograd_cost(const dlrt_conv *p, int m, int packed) {
+    const int64_t ci = p->c_in, co = p->c_out, nf = (m + 2) * (m + 2);
+    const int64_t io = m == 2 ? DLRT_COST_IO2 : DLRT_COST_IO;
     int64_t tiles, cols;
-    dlrt_conv_winograd_cols(p, &tiles, &cols);
-    if (p->n <= 0 || tiles <= 0 || ci <= 0 || co <= 0) return 0;
+    dlrt_conv_winograd_cols(p, m, &tiles, &cols);
+    if (p->n <= 0 || tiles <= 0 || ci <= 0 || co <= 0) return INT64_MAX;
+    const int64_t batches = (p->n * tiles + cols - 1) / cols;
+    int64_t wino = dlrt_cost_mul(dlrt_cost_gemm_either(co, cols, ci), nf * batches);
+    const int64_t weights = dlrt_cost_mul(dlrt_cost_mul(nf, co), ci);
+    if (packed) /* read from memory by every batch */
+        wino = dlrt_cost_add(wino, dlrt_cost_mul(dlrt_cost_mul(DLRT_COST_WREAD, weights), batches));
+    else /* made on every call */
+        wino = dlrt_cost_add(wino, dlrt_cost_mul(DLRT_COST_WT, weights));
+    return dlrt_cost_add(
+        wino, dlrt_cost_mul(dlrt_cost_mul(io * nf, ci + co), dlrt_cost_mul(tiles, p->n)));
+}
+
+/* The Winograd algorithm expected to beat im2col + GEMM on p (2-D, 3x3, one group) by the
+ * margin, the cheaper of the two tile sizes; -1 when neither is. */
+static int dlrt_conv_winograd_pick(const dlrt_conv *p, int packed) {
+    const int64_t sp = p->out[0] * p->out[1], ci = p->c_in, co = p->c_out;
+    if (p->n <= 0 || sp <= 0 || ci <= 0 || co <= 0) return -1;
     int64_t im2col = dlrt_cost_mul(dlrt_cost_gemm(co, sp, 9 * ci), p->n);
     im2col = dlrt_cost_add(im2col, dlrt_cost_mul(dlrt_cost_mul(DLRT_COST_COPY * 9, ci), sp * p->n));
-    const int64_t batches = (p->n * tiles + cols - 1) / cols;
-    int64_t wino = dlrt_cost_mul(dlrt_cost_gemm(co, cols, ci), 36 * batches);
-    if (!packed)
-        wino = dlrt_cost_add(wino, dlrt_cost_mul(dlrt_cost_mul(DLRT_COST_WT * 36, co), ci));
-    wino = dlrt_cost_add(
-        wino, dlrt_cost_mul(dlrt_cost_mul(DLRT_COST_IO * 36, ci + co), dlrt_cost_mul(tiles, p->n)));
-    return dlrt_cost_mul(im2col, 100) > dlrt_cost_mul(wino, DLRT_COST_MARGIN);
+    const int64_t f4 = dlrt_conv_winograd_cost(p, 4, packed),
+                  f2 = dlrt_conv_winograd_cost(p, 2, packed);
+    const int64_t best = DLRT_MIN(f4, f2);
+    if (!(dlrt_cost_mul(im2col, 100) > dlrt_cost_mul(best, DLRT_COST_MARGIN))) return -1;
+    return f2 < f4 ? DLRT_CONV_WINOGRAD_F2 : DLRT_CONV_WINOGRAD;
+}
+
+/* The Winograd tile side of algorithm algo (4 or 2), 0 for the others. */
+static int dlrt_conv_algo_tile(int algo) {
+    return algo == DLRT_CONV_WINOGRAD ? 4 : algo == DLRT_CONV_WINOGRAD_F2 ? 2 : 0;
 }
 
 static int dlrt_conv_choose_for(const dlrt_conv *p, int packed) {
@@ -252,7 +300,10 @@ static int dlrt_conv_choose_for(const dlrt_conv *p, int packed) {
      * grey images) is a plain GEMM with K = prod(k), about 8x faster as im2col than as a
      * depthwise plane per output channel (LeNet's 1->6 5x5: 0.29 vs 2.36 ms) */
     if (p->group > 1 && p->c_in == p->group) return DLRT_CONV_DEPTHWISE;
-    if (dlrt_conv_winograd_ok(p) && dlrt_conv_winograd_pays(p, packed)) return DLRT_CONV_WINOGRAD;
+    if (dlrt_conv_winograd_ok(p)) {
+        const int wino = dlrt_conv_winograd_pick(p, packed);
+        if (wino >= 0) return wino;
+    }
     if (dlrt_conv_is_1x1(&g)) return DLRT_CONV_GEMM_1X1;
     return DLRT_CONV_IM2COL;
 }
@@ -271,6 +322,8 @@ const char *dlrt_conv_algo_name(int algo) {
         return "depthwise";
     case DLRT_CONV_WINOGRAD:
         return "winograd";
+    case DLRT_CONV_WINOGRAD_F2:
+        return "winograd2x2";
     default:
         return "?";
     }
@@ -288,6 +341,7 @@ int dlrt_conv_algo_ok(const dlrt_conv *p, int algo) {
     case DLRT_CONV_DEPTHWISE:
         return p->c_in == p->group;
     case DLRT_CONV_WINOGRAD:
+    case DLRT_CONV_WINOGRAD_F2:
         return dlrt_conv_winograd_ok(p);
     default:
         return 0;
@@ -298,7 +352,8 @@ size_t dlrt_conv_algo_workspace(const dlrt_conv *p, int algo) {
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
     if (p->group <= 0) return 0;
-    if (algo == DLRT_CONV_WINOGRAD) return dlrt_conv_winograd_workspace(p, 0);
+    if (dlrt_conv_algo_tile(algo))
+        return dlrt_conv_winograd_workspace(p, dlrt_conv_algo_tile(algo), 0);
     if (algo != DLRT_CONV_IM2COL && algo != DLRT_CONV_GEMM_1X1) return 0;
     const dlrt_conv_chunking c = dlrt_conv_chunks_of(p, &g, algo == DLRT_CONV_IM2COL);
     int64_t at;
@@ -311,8 +366,8 @@ size_t dlrt_conv_algo_workspace(const dlrt_conv *p, int algo) {
 size_t dlrt_conv_workspace(const dlrt_conv *p) {
     const size_t plain = dlrt_conv_algo_workspace(p, dlrt_conv_choose(p));
     /* dlrt_conv_forward_packed may run Winograd on transformed weights where this does not */
-    const size_t packed =
-        dlrt_conv_choose_for(p, 1) == DLRT_CONV_WINOGRAD ? dlrt_conv_winograd_workspace(p, 1) : 0;
+    const int tile = dlrt_conv_algo_tile(dlrt_conv_choose_for(p, 1));
+    const size_t packed = tile ? dlrt_conv_winograd_workspace(p, tile, 1) : 0;
     return DLRT_MAX(plain, packed);
 }
 
@@ -326,7 +381,8 @@ void dlrt_conv_forward_algo(const dlrt_conv *p, int algo, const float *x, const 
         dlrt_conv_depthwise(p, x, w, y, ep);
         break;
     case DLRT_CONV_WINOGRAD:
-        dlrt_conv_winograd(p, x, w, NULL, 0, y, workspace, ep);
+    case DLRT_CONV_WINOGRAD_F2:
+        dlrt_conv_winograd(p, dlrt_conv_algo_tile(algo), x, w, NULL, 0, y, workspace, ep);
         break;
     case DLRT_CONV_GEMM_1X1:
         dlrt_conv_gemm(p, &g, 0, x, w, NULL, 0, y, workspace, ep);
@@ -346,7 +402,8 @@ int dlrt_conv_packs_weights_for(int vector_bytes, const dlrt_conv *p) {
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
     const int algo = dlrt_conv_choose_for(p, 1);
-    if (algo == DLRT_CONV_WINOGRAD) return dlrt_conv_winograd_mode_for(vector_bytes, p);
+    if (dlrt_conv_algo_tile(algo))
+        return dlrt_conv_winograd_mode_for(vector_bytes, p, dlrt_conv_algo_tile(algo));
     if (p->group != 1 || (algo != DLRT_CONV_GEMM_1X1 && algo != DLRT_CONV_IM2COL)) return 0;
     return dlrt_sgemm_transposes_for(vector_bytes, p->c_out, g.out_sp, p->c_in * g.k_sp)
                ? DLRT_A_PACKED_T
@@ -369,8 +426,8 @@ void dlrt_conv_forward_packed(const dlrt_conv *p, const float *x, const float *w
         dlrt_conv_forward(p, x, w, y, workspace, ep);
         return;
     }
-    if (mode == DLRT_WG_PACKED || mode == DLRT_WG_PACKED_T) {
-        dlrt_conv_winograd(p, x, w, wpacked, mode, y, workspace, ep);
+    if (dlrt_conv_winograd_tile(mode)) {
+        dlrt_conv_winograd(p, 0, x, w, wpacked, mode, y, workspace, ep);
         return;
     }
     dlrt_conv_gemm(p, &g, dlrt_conv_choose(p) == DLRT_CONV_IM2COL, x, w, wpacked, mode, y,

@@ -109,14 +109,17 @@ void dlrt_conv_forward(const dlrt_conv *p, const float *x, const float *w, float
  * DLRT_A_PACKED as the GEMM's left operand (dlrt_gemm_pack_operand(0, c_out, K, w, K, 0,
  * wpacked), K = c_in * prod(k)); DLRT_A_PACKED_T as the right operand of the transposed
  * product, for narrow output planes (dlrt_gemm_pack_operand(1, c_out, K, w, K, 1, wpacked));
- * DLRT_WG_PACKED / DLRT_WG_PACKED_T: Winograd-transformed, each frequency's matrix packed the
- * same two ways (dlrt_conv_winograd_pack(mode, c_out, c_in, w, wpacked)). With its weights
+ * DLRT_WG_PACKED / DLRT_WG_PACKED_T: Winograd F(4x4, 3x3)-transformed, each frequency's matrix
+ * packed the same two ways (dlrt_conv_winograd_pack(mode, c_out, c_in, w, wpacked));
+ * DLRT_WG2_PACKED / DLRT_WG2_PACKED_T: the same for F(2x2, 3x3). With its weights
  * transformed once, Winograd pays on more layers, so the algorithm may differ from
  * dlrt_conv_forward's (dlrt_conv_workspace covers both). The emitter decides with
  * dlrt_conv_packs_weights_for(the target's vector bytes, p); wpack_mode says how wpacked was
  * packed, and a copy packed otherwise than this build would (a mismatched target, another
  * batch size) is ignored rather than misread. */
-enum { DLRT_WG_PACKED = 3, DLRT_WG_PACKED_T = 4 };
+enum { DLRT_WG_PACKED = 3, DLRT_WG_PACKED_T = 4, DLRT_WG2_PACKED = 5, DLRT_WG2_PACKED_T = 6 };
+/* The output tile side of a Winograd packing mode: 4, 2, or 0 for any other mode. */
+int dlrt_conv_winograd_tile(int mode);
 size_t dlrt_conv_winograd_packed_bytes(int mode, int64_t c_out, int64_t c_in);
 void dlrt_conv_winograd_pack(int mode, int64_t c_out, int64_t c_in, const float *w, float *dst);
 void dlrt_conv_forward_packed(const dlrt_conv *p, const float *x, const float *w,
@@ -208,10 +211,13 @@ enum {
     DLRT_CONV_GEMM_1X1 = 0, /* 1x1, stride 1, no padding: one GEMM on the input */
     DLRT_CONV_IM2COL,       /* im2col into the workspace, then GEMM */
     DLRT_CONV_DEPTHWISE,    /* one input channel per group: direct, vectorized */
-    DLRT_CONV_WINOGRAD, /* 3x3, stride 1, dilation 1, 2-D: Winograd F(4x4, 3x3) or F(2x2, 3x3) */
+    DLRT_CONV_WINOGRAD,     /* 3x3, stride 1, dilation 1, 2-D: Winograd F(4x4, 3x3) */
+    DLRT_CONV_WINOGRAD_F2,  /* the same by F(2x2, 3x3) */
+    DLRT_CONV_ALGOS         /* how many there are */
 };
 int dlrt_conv_choose(const dlrt_conv *p);
-/* A short name of an algorithm ("gemm1x1", "im2col", "depthwise", "winograd"). */
+/* A short name of an algorithm ("gemm1x1", "im2col", "depthwise", "winograd",
+ * "winograd2x2"). */
 const char *dlrt_conv_algo_name(int algo);
 
 #endif

@@ -1,8 +1,9 @@
 /* winograd.c — dlrt_conv_winograd: 2-D 3x3 convolution with stride 1, dilation 1 and one group
- * by Winograd's minimal filtering F(4x4, 3x3) (Lavin & Gray, points 0, +-1, +-2, inf): each 4x4
- * output tile is A^T [(G g G^T) . (B^T d B)] A over the 6x6 input tile d, so the 36 products of
- * a tile and an (output, input) channel pair replace 144 multiply-adds of the direct form. The
- * products summed over input channels are 36 independent GEMMs, one per frequency xi:
+ * by Winograd's minimal filtering F(m x m, 3x3) (Lavin & Gray), m = 4 (points 0, +-1, +-2, inf)
+ * or m = 2 (points 0, +-1, inf): each m x m output tile is A^T [(G g G^T) . (B^T d B)] A over the
+ * a x a input tile d (a = m + 2), so the a^2 products of a tile and an (output, input) channel
+ * pair replace 9 m^2 multiply-adds of the direct form (36 for 144 at m = 4, 16 for 36 at m = 2).
+ * The products summed over input channels are a^2 independent GEMMs, one per frequency xi:
  *   M[xi] (c_out x tiles) = U[xi] (c_out x c_in) x V[xi] (c_in x tiles)
  * run by dlrt_sgemm. V and M, for a batch of images (several when the images have few tiles, so
  * that the GEMMs stay wide enough), live in the caller's workspace
@@ -18,8 +19,13 @@
  * output transform reads each frequency for consecutive tiles (contiguous in M). Tiles that
  * overhang the output's bottom or right edge are computed in full (their inputs past the image
  * are zeros) and cut when stored. Accuracy: at c_in = 512 on N(0, 1) data the largest error is
- * about 6e-6 of the largest output (tests/unit/test_rtconv.c checks 1e-4); F(2x2, 3x3) was not
- * needed. */
+ * about 6e-6 of the largest output at m = 4 (tests/unit/test_rtconv.c checks 1e-4).
+ *
+ * Why two tile sizes: at m = 4 the transformed weights are 4x the filters (36 / 9 floats), at
+ * m = 2 1.8x (16 / 9), and a product has a quarter as many columns. On small planes with many
+ * channels (ResNet-50's 256-channel 14x14 layers: 16 columns at m = 4, 49 at m = 2) the narrow
+ * products and the stream of 9.4 MB of transformed weights per call cost more than m = 4 saves
+ * in multiply-adds; conv.c's cost model picks per layer. */
 #include "conv-impl.h"
 
 enum {
@@ -32,6 +38,7 @@ enum {
 };
 
 typedef struct dlrt_wg {
+    int m, a, nf; /* output tile side (4 or 2), input tile side m + 2, frequencies a * a */
     int64_t ci, co, ih, iw, oh, ow, ph, pw;
     int64_t th, tw, tiles; /* tile rows and columns per image, th * tw */
     int64_t nb, cols;      /* images per batch, nb * tiles (the width of V and M) */
@@ -43,11 +50,14 @@ int dlrt_conv_winograd_ok(const dlrt_conv *p) {
            p->stride[1] == 1 && p->dil[0] == 1 && p->dil[1] == 1;
 }
 
-static void dlrt_wg_init(const dlrt_conv *p, dlrt_wg *s) {
+/* m: the output tile side, 4 or 2 (anything else is taken as 4) */
+static void dlrt_wg_init(const dlrt_conv *p, int m, dlrt_wg *s) {
+    s->m = m == 2 ? 2 : 4, s->a = s->m + 2, s->nf = s->a * s->a;
     s->ci = p->c_in, s->co = p->c_out;
     s->ih = p->in[0], s->iw = p->in[1], s->oh = p->out[0], s->ow = p->out[1];
     s->ph = p->pad_begin[0], s->pw = p->pad_begin[1];
-    s->th = (s->oh + 3) / 4, s->tw = (s->ow + 3) / 4, s->tiles = s->th * s->tw;
+    s->th = (s->oh + s->m - 1) / s->m, s->tw = (s->ow + s->m - 1) / s->m;
+    s->tiles = s->th * s->tw;
     s->nb = s->tiles > 0 ? (DLRT_WG_COLS + s->tiles - 1) / s->tiles : 1;
     s->nb = DLRT_MAX((int64_t)1, DLRT_MIN(s->nb, p->n));
     s->cols = s->nb * s->tiles;
@@ -56,17 +66,23 @@ static void dlrt_wg_init(const dlrt_conv *p, dlrt_wg *s) {
     s->ms = s->co * s->cols + DLRT_WG_SKEW;
 }
 
-void dlrt_conv_winograd_cols(const dlrt_conv *p, int64_t *tiles, int64_t *cols) {
+void dlrt_conv_winograd_cols(const dlrt_conv *p, int m, int64_t *tiles, int64_t *cols) {
     dlrt_wg s;
-    dlrt_wg_init(p, &s);
+    dlrt_wg_init(p, m, &s);
     *tiles = s.tiles, *cols = s.cols;
 }
 
-size_t dlrt_conv_winograd_workspace(const dlrt_conv *p, int packed) {
+size_t dlrt_conv_winograd_workspace(const dlrt_conv *p, int m, int packed) {
     dlrt_wg s;
-    dlrt_wg_init(p, &s);
+    dlrt_wg_init(p, m, &s);
     if (p->n <= 0 || s.tiles <= 0) return 0;
-    return (size_t)36 * (size_t)((packed ? 0 : s.us) + s.vs + s.ms) * sizeof(float);
+    return (size_t)s.nf * (size_t)((packed ? 0 : s.us) + s.vs + s.ms) * sizeof(float);
+}
+
+int dlrt_conv_winograd_tile(int mode) {
+    return mode == DLRT_WG_PACKED || mode == DLRT_WG_PACKED_T     ? 4
+           : mode == DLRT_WG2_PACKED || mode == DLRT_WG2_PACKED_T ? 2
+                                                                  : 0;
 }
 
 /* o[xi][k] = (G g G^T)[xi] for the nc <= DLRT_WG_TB filters g = src[k * 9 .. k * 9 + 9). */
@@ -97,36 +113,62 @@ static void dlrt_wg_filters(const float *src, int nc, float o[36][DLRT_WG_TB]) {
         }
 }
 
+/* The same for F(2x2, 3x3): o[xi][k], 16 frequencies. */
+static void dlrt_wg_filters2(const float *src, int nc, float o[16][DLRT_WG_TB]) {
+    enum { CB = DLRT_WG_TB };
+    float t[4][3][CB];
+    for (int c = 0; c < 3; c++) /* G g, column c */
+        for (int k = 0; k < nc; k++) {
+            const float g0 = src[k * 9 + c], g1 = src[k * 9 + 3 + c], g2 = src[k * 9 + 6 + c];
+            t[0][c][k] = g0;
+            t[1][c][k] = (g0 + g1 + g2) * 0.5f;
+            t[2][c][k] = (g0 - g1 + g2) * 0.5f;
+            t[3][c][k] = g2;
+        }
+    for (int i = 0; i < 4; i++) /* then (G g) G^T, row i */
+        for (int k = 0; k < nc; k++) {
+            const float g0 = t[i][0][k], g1 = t[i][1][k], g2 = t[i][2][k];
+            o[i * 4 + 0][k] = g0;
+            o[i * 4 + 1][k] = (g0 + g1 + g2) * 0.5f;
+            o[i * 4 + 2][k] = (g0 - g1 + g2) * 0.5f;
+            o[i * 4 + 3][k] = g2;
+        }
+}
+
 /* U[xi] = (G g G^T)[xi] for each 3x3 filter g = w[co][ci] (c_out x c_in of them), DLRT_WG_TB
  * input channels at a time. Frequency xi's matrix starts xs floats after xi - 1's; operand < 0
  * stores it by rows (element (co, ci) at co * c_in + ci: a block of one filter row's results is
  * 36 runs), else as that GEMM operand is packed (dlrt_gemm_packed_index; the padding lines are
  * the caller's). */
-static void dlrt_wg_weights(int64_t c_out, int64_t c_in, const float *w, float *U, size_t xs,
+static void dlrt_wg_weights(int m, int64_t c_out, int64_t c_in, const float *w, float *U, size_t xs,
                             int operand) {
     enum { CB = DLRT_WG_TB };
     const int64_t blocks = (c_in + CB - 1) / CB;
-    const int par = (double)c_out * (double)c_in * 36.0 * 6.0 >= DLRT_PAR_MIN;
+    const int nf = m == 2 ? 16 : 36;
+    const int par = (double)c_out * (double)c_in * nf * 6.0 >= DLRT_PAR_MIN;
     (void)par;
     DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
     for (int64_t u = 0; u < c_out * blocks; u++) {
         const int64_t co = u / blocks, c0 = (u % blocks) * CB;
         const int nc = (int)DLRT_MIN((int64_t)CB, c_in - c0);
         float o[36][CB];
-        dlrt_wg_filters(w + (co * c_in + c0) * 9, nc, o);
+        if (m == 2)
+            dlrt_wg_filters2(w + (co * c_in + c0) * 9, nc, o);
+        else
+            dlrt_wg_filters(w + (co * c_in + c0) * 9, nc, o);
         if (operand >= 0) {
             for (int k = 0; k < nc; k++) {
                 const size_t at = dlrt_gemm_packed_index(operand, co, c0 + k, c_in);
-                for (int xi = 0; xi < 36; xi++) U[(size_t)xi * xs + at] = o[xi][k];
+                for (int xi = 0; xi < nf; xi++) U[(size_t)xi * xs + at] = o[xi][k];
             }
             continue;
         }
         float *dst = U + co * c_in + c0;
         if (nc == CB) /* a constant length: vector moves, not 36 calls of a memcpy */
-            for (int xi = 0; xi < 36; xi++)
+            for (int xi = 0; xi < nf; xi++)
                 for (int k = 0; k < CB; k++) dst[(size_t)xi * xs + k] = o[xi][k];
         else
-            for (int xi = 0; xi < 36; xi++)
+            for (int xi = 0; xi < nf; xi++)
                 for (int k = 0; k < nc; k++) dst[(size_t)xi * xs + k] = o[xi][k];
     }
 }
@@ -134,41 +176,46 @@ static void dlrt_wg_weights(int64_t c_out, int64_t c_in, const float *w, float *
 /* The GEMM operand that each frequency's c_out x c_in matrix of transformed weights is packed
  * as: op(A) of M[xi] = U[xi] V[xi], or, transposed, the right operand of M^T = V^T U^T. */
 static int dlrt_wg_operand(int mode) {
-    return mode == DLRT_WG_PACKED_T ? 1 : 0;
+    return mode == DLRT_WG_PACKED_T || mode == DLRT_WG2_PACKED_T ? 1 : 0;
 }
 
-int dlrt_conv_winograd_mode_for(int vector_bytes, const dlrt_conv *p) {
+int dlrt_conv_winograd_mode_for(int vector_bytes, const dlrt_conv *p, int m) {
     dlrt_wg s;
-    dlrt_wg_init(p, &s);
+    dlrt_wg_init(p, m, &s);
     /* dlrt_wg_gemms' products: co x (up to DLRT_WG_GB columns) x ci */
     const int64_t nc = DLRT_MIN(s.cols, (int64_t)DLRT_WG_GB);
-    return dlrt_sgemm_transposes_for(vector_bytes, s.co, nc, s.ci) ? DLRT_WG_PACKED_T
-                                                                   : DLRT_WG_PACKED;
+    const int t = dlrt_sgemm_transposes_for(vector_bytes, s.co, nc, s.ci);
+    if (s.m == 2) return t ? DLRT_WG2_PACKED_T : DLRT_WG2_PACKED;
+    return t ? DLRT_WG_PACKED_T : DLRT_WG_PACKED;
 }
 
 size_t dlrt_conv_winograd_packed_bytes(int mode, int64_t c_out, int64_t c_in) {
+    const int m = dlrt_conv_winograd_tile(mode);
+    if (!m) return 0;
     const size_t one = dlrt_gemm_packed_bytes(dlrt_wg_operand(mode), c_out, c_in);
-    return one > SIZE_MAX / 36 ? 0 : 36 * one;
+    const size_t nf = (size_t)(m + 2) * (size_t)(m + 2);
+    return one > SIZE_MAX / nf ? 0 : nf * one;
 }
 
 void dlrt_conv_winograd_pack(int mode, int64_t c_out, int64_t c_in, const float *w, float *dst) {
     const size_t bytes = dlrt_conv_winograd_packed_bytes(mode, c_out, c_in);
     if (!bytes) return;
+    const int m = dlrt_conv_winograd_tile(mode);
     memset(dst, 0, bytes); /* the lines that pad the last panel */
-    dlrt_wg_weights(c_out, c_in, w, dst, bytes / 36 / sizeof(float), dlrt_wg_operand(mode));
+    dlrt_wg_weights(m, c_out, c_in, w, dst, bytes / (size_t)((m + 2) * (m + 2)) / sizeof(float),
+                    dlrt_wg_operand(mode));
 }
 
-/* V[xi][ci][col0 + t] = (B^T d B)[xi] for the tiles t < nt of one chunk of a tile row, whose 6
- * input rows start at input row r0 and column c0 (either may lie in the padding). */
-static void dlrt_wg_in_chunk(const dlrt_wg *s, const float *xc, int64_t r0, int64_t c0, int nt,
-                             float *V) {
-    enum { W = 4 * DLRT_WG_TB + 2 };
-    float d[6][W], v[6][W];
-    const int64_t width = 4 * (int64_t)nt + 2;
+enum { DLRT_WG_W = 4 * DLRT_WG_TB + 2 }; /* the widest input span of a chunk */
+
+/* d[r][u] = the input at row r0 + r, column c0 + u for r < s->a, u < width; zero in the
+ * padding. */
+static void dlrt_wg_in_rows(const dlrt_wg *s, const float *xc, int64_t r0, int64_t c0,
+                            int64_t width, float d[6][DLRT_WG_W]) {
     int64_t lo, hi;
     dlrt_conv_span(width, 1, c0, s->iw, &lo, &hi);
     if (hi < lo) hi = lo;
-    for (int r = 0; r < 6; r++) {
+    for (int r = 0; r < s->a; r++) {
         const int64_t ih = r0 + r;
         if (ih < 0 || ih >= s->ih) {
             for (int64_t u = 0; u < width; u++) d[r][u] = 0.0f;
@@ -179,6 +226,16 @@ static void dlrt_wg_in_chunk(const dlrt_wg *s, const float *xc, int64_t r0, int6
         for (int64_t u = lo; u < hi; u++) d[r][u] = xr[c0 + u];
         for (int64_t u = hi; u < width; u++) d[r][u] = 0.0f;
     }
+}
+
+/* V[xi][ci][col0 + t] = (B^T d B)[xi] for the tiles t < nt of one chunk of a tile row, whose 6
+ * input rows start at input row r0 and column c0 (either may lie in the padding); m = 4. */
+static void dlrt_wg_in_chunk(const dlrt_wg *s, const float *xc, int64_t r0, int64_t c0, int nt,
+                             float *V) {
+    enum { W = DLRT_WG_W };
+    float d[6][W], v[6][W];
+    const int64_t width = 4 * (int64_t)nt + 2;
+    dlrt_wg_in_rows(s, xc, r0, c0, width, d);
     for (int64_t u = 0; u < width; u++) { /* B^T down each column */
         const float d0 = d[0][u], d1 = d[1][u], d2 = d[2][u], d3 = d[3][u], d4 = d[4][u],
                     d5 = d[5][u];
@@ -206,10 +263,38 @@ static void dlrt_wg_in_chunk(const dlrt_wg *s, const float *xc, int64_t r0, int6
     }
 }
 
+/* The same for m = 2: 4 input rows, 2 * nt + 2 columns, 16 frequencies. */
+static void dlrt_wg_in_chunk2(const dlrt_wg *s, const float *xc, int64_t r0, int64_t c0, int nt,
+                              float *V) {
+    enum { W = DLRT_WG_W };
+    float d[6][W], v[4][W];
+    const int64_t width = 2 * (int64_t)nt + 2;
+    dlrt_wg_in_rows(s, xc, r0, c0, width, d);
+    for (int64_t u = 0; u < width; u++) { /* B^T down each column */
+        const float d0 = d[0][u], d1 = d[1][u], d2 = d[2][u], d3 = d[3][u];
+        v[0][u] = d0 - d2;
+        v[1][u] = d1 + d2;
+        v[2][u] = d2 - d1;
+        v[3][u] = d1 - d3;
+    }
+    const int64_t xs = s->vs;
+    for (int i = 0; i < 4; i++) { /* then B across each tile */
+        float *o = V + (int64_t)(i * 4) * xs;
+        const float *vi = v[i];
+        for (int t = 0; t < nt; t++) {
+            const float e0 = vi[2 * t], e1 = vi[2 * t + 1], e2 = vi[2 * t + 2], e3 = vi[2 * t + 3];
+            o[0 * xs + t] = e0 - e2;
+            o[1 * xs + t] = e1 + e2;
+            o[2 * xs + t] = e2 - e1;
+            o[3 * xs + t] = e1 - e3;
+        }
+    }
+}
+
 /* The input transform of images [b0, b0 + nbi) into V. */
 static void dlrt_wg_input(const dlrt_wg *s, const float *x, int64_t b0, int64_t nbi, float *V) {
     const int64_t units = nbi * s->ci * s->th;
-    const int par = (double)units * (double)s->tw * 16.0 * 36.0 >= DLRT_PAR_MIN;
+    const int par = (double)units * (double)s->tw * 4.0 * s->m * s->nf >= DLRT_PAR_MIN;
     (void)par;
     DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
     for (int64_t u = 0; u < units; u++) {
@@ -218,14 +303,31 @@ static void dlrt_wg_input(const dlrt_wg *s, const float *x, int64_t b0, int64_t 
         for (int64_t tx0 = 0; tx0 < s->tw; tx0 += DLRT_WG_TB) {
             const int nt = (int)DLRT_MIN((int64_t)DLRT_WG_TB, s->tw - tx0);
             const int64_t col0 = bi * s->tiles + ty * s->tw + tx0;
-            dlrt_wg_in_chunk(s, xc, 4 * ty - s->ph, 4 * tx0 - s->pw, nt, V + ci * s->cols + col0);
+            const int64_t r0 = s->m * ty - s->ph, c0 = s->m * tx0 - s->pw;
+            float *v = V + ci * s->cols + col0;
+            if (s->m == 2)
+                dlrt_wg_in_chunk2(s, xc, r0, c0, nt, v);
+            else
+                dlrt_wg_in_chunk(s, xc, r0, c0, nt, v);
         }
+    }
+}
+
+/* Stores rows[r][0, m * nt) as output row m * ty + r, columns c0.., of channel co's plane yc
+ * through the image's epilogue ep, cutting what overhangs the plane. */
+static void dlrt_wg_store(const dlrt_wg *s, float rows[4][4 * DLRT_WG_TB], int64_t co, int64_t ty,
+                          int64_t c0, int nt, float *yc, const dlrt_epilogue *ep) {
+    const int64_t ncol = DLRT_MIN(s->m * (int64_t)nt, s->ow - c0);
+    for (int r = 0; r < s->m && s->m * ty + r < s->oh; r++) {
+        const int64_t j0 = (s->m * ty + r) * s->ow + c0;
+        dlrt_epi_apply(ep, co, j0, rows[r], ncol);
+        memcpy(yc + j0, rows[r], (size_t)ncol * sizeof(float));
     }
 }
 
 /* y = epilogue(A^T M A) for the tiles t < nt of one chunk of a tile row of channel co; M points
  * at the chunk's first tile in frequency 0 and yc at the channel's output plane, whose rows
- * 4*ty.. and columns c0.. the chunk covers. ep is the image's epilogue. */
+ * 4*ty.. and columns c0.. the chunk covers. ep is the image's epilogue. m = 4. */
 static void dlrt_wg_out_chunk(const dlrt_wg *s, const float *M, int64_t co, int64_t ty, int64_t c0,
                               int nt, float *yc, const dlrt_epilogue *ep) {
     float q[6][4][DLRT_WG_TB], rows[4][4 * DLRT_WG_TB];
@@ -250,19 +352,36 @@ static void dlrt_wg_out_chunk(const dlrt_wg *s, const float *M, int64_t co, int6
             rows[2][4 * t + c] = a1 + a2 + 4.0f * (a3 + a4);
             rows[3][4 * t + c] = a1 - a2 + 8.0f * (a3 - a4) + a5;
         }
-    const int64_t ncol = DLRT_MIN(4 * (int64_t)nt, s->ow - c0);
-    for (int r = 0; r < 4 && 4 * ty + r < s->oh; r++) {
-        const int64_t j0 = (4 * ty + r) * s->ow + c0;
-        dlrt_epi_apply(ep, co, j0, rows[r], ncol);
-        memcpy(yc + j0, rows[r], (size_t)ncol * sizeof(float));
+    dlrt_wg_store(s, rows, co, ty, c0, nt, yc, ep);
+}
+
+/* The same for m = 2: 16 frequencies, 2x2 output tiles. */
+static void dlrt_wg_out_chunk2(const dlrt_wg *s, const float *M, int64_t co, int64_t ty, int64_t c0,
+                               int nt, float *yc, const dlrt_epilogue *ep) {
+    float q[4][2][DLRT_WG_TB], rows[4][4 * DLRT_WG_TB];
+    const int64_t xs = s->ms;
+    for (int i = 0; i < 4; i++) { /* A^T across each tile's frequency row i */
+        const float *m = M + (int64_t)(i * 4) * xs;
+        for (int t = 0; t < nt; t++) {
+            const float a0 = m[t], a1 = m[xs + t], a2 = m[2 * xs + t], a3 = m[3 * xs + t];
+            q[i][0][t] = a0 + a1 + a2;
+            q[i][1][t] = a1 - a2 - a3;
+        }
     }
+    for (int c = 0; c < 2; c++) /* then down each column */
+        for (int t = 0; t < nt; t++) {
+            const float a0 = q[0][c][t], a1 = q[1][c][t], a2 = q[2][c][t], a3 = q[3][c][t];
+            rows[0][2 * t + c] = a0 + a1 + a2;
+            rows[1][2 * t + c] = a1 - a2 - a3;
+        }
+    dlrt_wg_store(s, rows, co, ty, c0, nt, yc, ep);
 }
 
 /* The output transform of images [b0, b0 + nbi) from M into y. */
 static void dlrt_wg_output(const dlrt_conv *p, const dlrt_wg *s, const float *M, int64_t b0,
                            int64_t nbi, float *y, const dlrt_epilogue *ep) {
     const int64_t units = nbi * s->co * s->th, out_sp = s->oh * s->ow;
-    const int par = (double)units * (double)s->tw * 16.0 * 36.0 >= DLRT_PAR_MIN;
+    const int par = (double)units * (double)s->tw * 4.0 * s->m * s->nf >= DLRT_PAR_MIN;
     (void)par;
     DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
     for (int64_t u = 0; u < units; u++) {
@@ -273,7 +392,11 @@ static void dlrt_wg_output(const dlrt_conv *p, const dlrt_wg *s, const float *M,
         for (int64_t tx0 = 0; tx0 < s->tw; tx0 += DLRT_WG_TB) {
             const int nt = (int)DLRT_MIN((int64_t)DLRT_WG_TB, s->tw - tx0);
             const int64_t col0 = bi * s->tiles + ty * s->tw + tx0;
-            dlrt_wg_out_chunk(s, M + co * s->cols + col0, co, ty, 4 * tx0, nt, yc, eb);
+            const float *mc = M + co * s->cols + col0;
+            if (s->m == 2)
+                dlrt_wg_out_chunk2(s, mc, co, ty, 2 * tx0, nt, yc, eb);
+            else
+                dlrt_wg_out_chunk(s, mc, co, ty, 4 * tx0, nt, yc, eb);
         }
     }
 }
@@ -282,33 +405,35 @@ static void dlrt_wg_output(const dlrt_conv *p, const dlrt_wg *s, const float *M,
  * U is packed by dlrt_conv_winograd_pack when mode is not 0. */
 static void dlrt_wg_gemms(const dlrt_wg *s, const float *U, int mode, const float *V, float *M,
                           int64_t cols) {
-    const int64_t blocks = (cols + DLRT_WG_GB - 1) / DLRT_WG_GB, units = 36 * blocks;
-    const int par = (double)s->co * (double)s->ci * (double)cols * 36.0 >= DLRT_PAR_MIN;
+    const int64_t blocks = (cols + DLRT_WG_GB - 1) / DLRT_WG_GB, units = s->nf * blocks;
+    const int par = (double)s->co * (double)s->ci * (double)cols * s->nf >= DLRT_PAR_MIN;
     (void)par;
     DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
     for (int64_t u = 0; u < units; u++) {
         const int64_t xi = u / blocks, c0 = (u % blocks) * DLRT_WG_GB;
         const int64_t nc = DLRT_MIN((int64_t)DLRT_WG_GB, cols - c0);
-        const int a_packed = !mode ? 0 : mode == DLRT_WG_PACKED_T ? DLRT_A_PACKED_T : DLRT_A_PACKED;
+        const int a_packed = !mode ? 0 : dlrt_wg_operand(mode) ? DLRT_A_PACKED_T : DLRT_A_PACKED;
         dlrt_sgemm_ex(s->co, nc, s->ci, U + xi * s->us, s->ci, 0, a_packed, V + xi * s->vs + c0,
                       s->cols, 0, 0, M + xi * s->ms + c0, s->cols, NULL);
     }
 }
 
-void dlrt_conv_winograd(const dlrt_conv *p, const float *x, const float *w, const float *wpacked,
-                        int wpack_mode, float *y, void *workspace, const dlrt_epilogue *ep) {
-    dlrt_wg s;
-    dlrt_wg_init(p, &s);
-    if (p->n <= 0 || s.co <= 0 || s.tiles <= 0) return;
+void dlrt_conv_winograd(const dlrt_conv *p, int m, const float *x, const float *w,
+                        const float *wpacked, int wpack_mode, float *y, void *workspace,
+                        const dlrt_epilogue *ep) {
     const int mode = wpacked ? wpack_mode : 0;
-    float *V = workspace, *M = V + 36 * s.vs;
+    dlrt_wg s;
+    dlrt_wg_init(p, mode ? dlrt_conv_winograd_tile(mode) : m, &s);
+    if (p->n <= 0 || s.co <= 0 || s.tiles <= 0) return;
+    float *V = workspace, *M = V + s.nf * s.vs;
     const float *U = wpacked;
     if (!mode) { /* the weights' transform goes after V and M */
-        float *u = M + 36 * s.ms;
-        dlrt_wg_weights(s.co, s.ci, w, u, (size_t)s.us, -1);
+        float *u = M + s.nf * s.ms;
+        dlrt_wg_weights(s.m, s.co, s.ci, w, u, (size_t)s.us, -1);
         U = u;
     } else { /* the packed frequencies follow each other */
-        s.us = (int64_t)(dlrt_conv_winograd_packed_bytes(mode, s.co, s.ci) / 36 / sizeof(float));
+        s.us = (int64_t)(dlrt_conv_winograd_packed_bytes(mode, s.co, s.ci) / (size_t)s.nf /
+                         sizeof(float));
     }
     for (int64_t b0 = 0; b0 < p->n; b0 += s.nb) {
         const int64_t nbi = DLRT_MIN(s.nb, p->n - b0);
