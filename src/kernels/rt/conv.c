@@ -216,7 +216,11 @@ static void dlrt_conv_gemm(const dlrt_conv *p, const dlrt_win3 *g, int im2col, c
  *   256ch 14x14 1.33 / 1.29 / 0.82; 512ch 7x7 1.26 / 2.08 / 2.07.
  * The model picks the fastest of each row. (Alone, with its weights in cache, the 256-channel
  * layer takes 0.74 ms at F(4x4): 9.4 MB of transformed weights per call are what it loses in
- * the model.) */
+ * the model.) Without packed weights (AOT bundles, training) F(2x2) is picked in three cases of
+ * the table's grid, timed as im2col / F(4x4) / F(2x2) in ms: 256ch 7x7 batch 4 2.61 / 2.53 /
+ * 1.57 and 512ch 7x7 batch 4 10.2 / 12.4 / 8.3 (right), 512ch 14x14 batch 1 6.05 / 12.2 / 7.45
+ * (wrong: the model misses that 16.8 MB of weights transformed per call do not stay in cache;
+ * charging every unpacked case for that loses the two right picks and two of the table's). */
 enum {
     DLRT_COST_MAC = 11,
     DLRT_COST_NR = 16,
