@@ -214,9 +214,9 @@ static void conv_case(const dlrt_conv *p, unsigned kinds, const char *tag) {
                      "%s %s%s %dd n=%lld c=%lld->%lld g=%lld in=%lldx%lldx%lld k=%lldx%lldx%lld "
                      "s=%lld,%lld,%lld d=%lld,%lld,%lld pb=%lld,%lld,%lld %s act=%d",
                      tag, dlrt_conv_algo_name(algo),
-                     !wg_mode                          ? ""
-                     : wg_mode % 2 /* _PACKED: 3, 5 */ ? " packed"
-                                                       : " packed-T",
+                     !wg_mode                                                      ? ""
+                     : wg_mode == DLRT_WG_PACKED_T || wg_mode == DLRT_WG2_PACKED_T ? " packed-T"
+                                                                                   : " packed",
                      p->nsp, (long long)p->n, (long long)p->c_in, (long long)p->c_out,
                      (long long)p->group, (long long)p->in[0], (long long)p->in[1],
                      (long long)p->in[2], (long long)p->k[0], (long long)p->k[1],

@@ -107,6 +107,11 @@ void dlrt_conv_dw_plane(const dlrt_win3 *g, const dlrt_dw_plan *pl, const float 
 /* winograd.c: F(m x m, 3x3), m = 4 or 2, for 2-D 3x3 convolutions with stride 1, dilation 1
  * and one group. */
 int dlrt_conv_winograd_ok(const dlrt_conv *p);
+/* The frequencies (GEMMs per batch) of tile side m, 4 or 2 (anything else is taken as 4):
+ * (m + 2)^2. */
+static inline int dlrt_conv_winograd_freqs(int m) {
+    return m == 2 ? 16 : 36;
+}
 /* Its tiles per image and the columns of each batch of GEMMs (images are batched up to a
  * minimum width) at tile side m. */
 void dlrt_conv_winograd_cols(const dlrt_conv *p, int m, int64_t *tiles, int64_t *cols);

@@ -262,7 +262,7 @@ static int64_t dlrt_cost_gemm_either(int64_t m, int64_t n, int64_t k) {
 /* The modelled cost of Winograd F(m x m, 3x3) on p (2-D, 3x3, one group); packed: its weights
  * come transformed (dlrt_conv_forward_packed), which saves the WT term. */
 static int64_t dlrt_conv_winograd_cost(const dlrt_conv *p, int m, int packed) {
-    const int64_t ci = p->c_in, co = p->c_out, nf = (m + 2) * (m + 2);
+    const int64_t ci = p->c_in, co = p->c_out, nf = dlrt_conv_winograd_freqs(m);
     const int64_t io = m == 2 ? DLRT_COST_IO2 : DLRT_COST_IO;
     int64_t tiles, cols;
     dlrt_conv_winograd_cols(p, m, &tiles, &cols);

@@ -50,13 +50,8 @@ int dlrt_conv_winograd_ok(const dlrt_conv *p) {
            p->stride[1] == 1 && p->dil[0] == 1 && p->dil[1] == 1;
 }
 
-/* The frequencies of tile side m, 4 or 2 (anything else is taken as 4): (m + 2)^2. */
-static int dlrt_wg_freqs(int m) {
-    return m == 2 ? 16 : 36;
-}
-
 static void dlrt_wg_init(const dlrt_conv *p, int m, dlrt_wg *s) {
-    s->m = m == 2 ? 2 : 4, s->a = s->m + 2, s->nf = dlrt_wg_freqs(m);
+    s->m = m == 2 ? 2 : 4, s->a = s->m + 2, s->nf = dlrt_conv_winograd_freqs(m);
     s->ci = p->c_in, s->co = p->c_out;
     s->ih = p->in[0], s->iw = p->in[1], s->oh = p->out[0], s->ow = p->out[1];
     s->ph = p->pad_begin[0], s->pw = p->pad_begin[1];
@@ -148,7 +143,7 @@ static void dlrt_wg_weights(int m, int64_t c_out, int64_t c_in, const float *w, 
                             int operand) {
     enum { CB = DLRT_WG_TB };
     const int64_t blocks = (c_in + CB - 1) / CB;
-    const int nf = dlrt_wg_freqs(m);
+    const int nf = dlrt_conv_winograd_freqs(m);
     const int par = (double)c_out * (double)c_in * nf * 6.0 >= DLRT_PAR_MIN;
     (void)par;
     DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
@@ -197,7 +192,7 @@ size_t dlrt_conv_winograd_packed_bytes(int mode, int64_t c_out, int64_t c_in) {
     const int m = dlrt_conv_winograd_tile(mode);
     if (!m) return 0;
     const size_t one = dlrt_gemm_packed_bytes(dlrt_wg_operand(mode), c_out, c_in);
-    const size_t nf = (size_t)dlrt_wg_freqs(m);
+    const size_t nf = (size_t)dlrt_conv_winograd_freqs(m);
     return one > SIZE_MAX / nf ? 0 : nf * one;
 }
 
@@ -206,7 +201,8 @@ void dlrt_conv_winograd_pack(int mode, int64_t c_out, int64_t c_in, const float 
     if (!bytes) return;
     const int m = dlrt_conv_winograd_tile(mode);
     memset(dst, 0, bytes); /* the lines that pad the last panel */
-    dlrt_wg_weights(m, c_out, c_in, w, dst, bytes / (size_t)dlrt_wg_freqs(m) / sizeof(float),
+    dlrt_wg_weights(m, c_out, c_in, w, dst,
+                    bytes / (size_t)dlrt_conv_winograd_freqs(m) / sizeof(float),
                     dlrt_wg_operand(mode));
 }
 
