@@ -466,6 +466,111 @@ static void test_im2col_and_1x1(void) {
     }
 }
 
+/* A square 2-D convolution, batch 1, pad k / 2 both sides. */
+static dlrt_conv conv2d(int64_t c_in, int64_t c_out, int64_t group, int64_t hw, int64_t k,
+                        int64_t s) {
+    dlrt_conv p = {.nsp = 2, .n = 1, .c_in = c_in, .c_out = c_out, .group = group};
+    for (int d = 0; d < 2; d++) {
+        p.in[d] = hw, p.k[d] = k, p.stride[d] = s, p.dil[d] = 1, p.pad_begin[d] = k / 2;
+        p.out[d] = (hw + 2 * (k / 2) - k) / s + 1;
+    }
+    return p;
+}
+
+/* The im2col matrix made where the GEMM packs it (dlrt_conv_gather_cols): over random
+ * geometries (ranks 1-3, strides, dilations, pads, images smaller than the window) and random
+ * line and depth ranges, panel widths and panel strides, every written element equals the
+ * matrix dlrt_conv_im2col writes out, and nothing else is written (the gaps between panels and
+ * the last panel's lines past m keep their canary). */
+static void test_gather_cols(void) {
+    static const int64_t ks[] = {1, 2, 3, 5, 7};
+    static const int widths[] = {4, 6, 8, 16, 48, 64};
+    int bad = 0, cases = 0;
+    for (int it = 0; it < 300; it++) {
+        dlrt_conv p = {.nsp = 1 + it % 3, .n = 1, .group = 1, .c_in = irand(1, 3)};
+        for (int d = 0; d < p.nsp; d++)
+            rand_dim(&p, d, ks, 5, 3, 2, p.nsp == 3 ? 7 : p.nsp == 2 ? 20 : 90);
+        dlrt_win3 g;
+        dlrt_conv_geom(&p, &g);
+        const int64_t K = p.c_in * g.k_sp, N = g.out_sp;
+        float *x = buf_new(p.c_in * g.in_sp, 0);
+        float *col = malloc((size_t)(K * N) * sizeof(float));
+        dlrt_conv_im2col(&g, p.c_in, x, col);
+        const int w = widths[irand(0, 5)];
+        const int64_t i0 = irand(0, (int)N - 1), p0 = irand(0, (int)K - 1);
+        const int m = irand(1, (int)DLRT_MIN(N - i0, (int64_t)600));
+        const int kc = irand(1, (int)DLRT_MIN(K - p0, (int64_t)200));
+        const size_t pstride = (size_t)w * (size_t)kc + (size_t)irand(0, 3) * (size_t)w;
+        const int64_t panels = (m + w - 1) / w;
+        const size_t n = (size_t)(panels - 1) * pstride + (size_t)w * (size_t)kc;
+        float *dst = malloc(n * sizeof(float));
+        for (size_t i = 0; i < n; i++) dst[i] = CANARY;
+        const dlrt_conv_cols cc = {&g, x};
+        dlrt_conv_gather_cols(&cc, i0, m, p0, kc, w, pstride, dst);
+        for (size_t i = 0; i < n; i++) {
+            const int64_t pnl = (int64_t)(i / pstride), q = (int64_t)(i % pstride);
+            const int64_t p = q / w, line = pnl * w + q % w;
+            const int inside = p < kc && line < m;
+            const float want = inside ? col[(p0 + p) * N + i0 + line] : CANARY;
+            if (memcmp(&dst[i], &want, sizeof want)) bad++;
+        }
+        cases++;
+        free(x), free(col), free(dst);
+    }
+    CHECK("gathered im2col panels equal the written-out columns, nothing else written",
+          bad == 0 && cases == 300);
+}
+
+/* The im2col algorithm, which makes its columns while the GEMM packs them where they are the
+ * product's right operand, against the columns written out and multiplied by the same GEMM:
+ * bit-identical (the same panels), with prepacked weights or not, on narrow layers (each tile
+ * packs its own columns) and wide ones (packed once into the workspace, in parallel). */
+static void test_gather_same(void) {
+    static const int64_t rows[][5] = {/* c_in, c_out, hw, k, stride */
+                                      {3, 64, 40, 7, 2},
+                                      {16, 24, 30, 3, 2},
+                                      {16, 150, 15, 3, 2},
+                                      {3, 40, 33, 3, 1}};
+    for (int r = 0; r < 4; r++) {
+        dlrt_conv p = conv2d(rows[r][0], rows[r][1], 1, rows[r][2], rows[r][3], rows[r][4]);
+        dlrt_win3 g;
+        dlrt_conv_geom(&p, &g);
+        const int64_t K = p.c_in * g.k_sp, N = g.out_sp, yn = numel_out(&p);
+        float *x = buf_new(numel_in(&p), 0), *w = buf_new(numel_w(&p), 0);
+        float *y = malloc((size_t)yn * sizeof(float)), *want = malloc((size_t)yn * sizeof(float));
+        float *col = malloc((size_t)(K * N) * sizeof(float));
+        const size_t ws = dlrt_conv_algo_workspace(&p, DLRT_CONV_IM2COL);
+        const size_t gws = dlrt_gemm_workspace(p.c_out, N, K, 1, 0);
+        void *work = malloc(ws + 1), *gwork = malloc(gws + 1);
+        const int mode = dlrt_conv_packs_weights(&p);
+        float *wp =
+            malloc(dlrt_gemm_packed_bytes(1, p.c_out, K) + dlrt_gemm_packed_bytes(0, p.c_out, K));
+        if (mode == DLRT_A_PACKED_T)
+            dlrt_gemm_pack_operand(1, p.c_out, K, w, K, 1, wp);
+        else
+            dlrt_gemm_pack_operand(0, p.c_out, K, w, K, 0, wp);
+        const dlrt_epilogue ep = {.alpha = 1.0f, .act = DLRT_ACT_RELU};
+        dlrt_conv_im2col(&g, p.c_in, x, col);
+        for (int packed = 0; packed < 2; packed++) {
+            dlrt_sgemm_ws(p.c_out, N, K, packed ? wp : w, K, 0, packed ? mode : 0, col, N, 0, 0,
+                          want, N, &ep, gwork, gws);
+            if (packed)
+                dlrt_conv_forward_packed(&p, x, w, wp, mode, y, work, &ep);
+            else
+                dlrt_conv_forward_algo(&p, DLRT_CONV_IM2COL, x, w, y, work, &ep);
+            char what[160];
+            snprintf(what, sizeof what,
+                     "im2col %s c=%lld->%lld %lldx%lld k=%lld s=%lld: columns made while packed "
+                     "give the written-out columns' results bit for bit",
+                     packed ? "packed" : "unpacked", (long long)p.c_in, (long long)p.c_out,
+                     (long long)p.in[0], (long long)p.in[1], (long long)p.k[0],
+                     (long long)p.stride[0]);
+            CHECK(what, !memcmp(y, want, (size_t)yn * sizeof(float)));
+        }
+        free(x), free(w), free(y), free(want), free(col), free(work), free(gwork), free(wp);
+    }
+}
+
 /* Wide layers (more output channels than a GEMM row of tiles holds) pack the image side once
  * into the workspace, after the im2col columns (dlrt_conv_gemm_ws): against the reference
  * with every epilogue and canaries (conv_case), and the packing space really written. Shapes:
@@ -478,12 +583,7 @@ static void test_gemm_workspace(void) {
                                       {40, 300, 7, 1, 1},
                                       {24, 520, 7, 3, 1}};
     for (int r = 0; r < 4; r++) {
-        dlrt_conv p = {.nsp = 2, .n = 1, .c_in = rows[r][0], .c_out = rows[r][1], .group = 1};
-        for (int d = 0; d < 2; d++) {
-            p.in[d] = rows[r][2], p.k[d] = rows[r][3], p.stride[d] = rows[r][4], p.dil[d] = 1;
-            p.pad_begin[d] = p.k[d] / 2;
-            p.out[d] = (p.in[d] + 2 * p.pad_begin[d] - p.k[d]) / p.stride[d] + 1;
-        }
+        dlrt_conv p = conv2d(rows[r][0], rows[r][1], 1, rows[r][2], rows[r][3], rows[r][4]);
         conv_case(&p, (1u << EP_KINDS) - 1, "gemm workspace");
         const int algo = p.k[0] == 1 && p.stride[0] == 1 ? DLRT_CONV_GEMM_1X1 : DLRT_CONV_IM2COL;
         const size_t ws = dlrt_conv_algo_workspace(&p, algo);
@@ -571,16 +671,6 @@ static void test_batch_chunks(void) {
     dlrt_conv_geom(&big, &g2);
     CHECK("one image: one chunk", dlrt_conv_chunks_of(&one, &g1, 1).chunks == 1);
     CHECK("large images: one chunk", dlrt_conv_chunks_of(&big, &g2, 1).chunks == 1);
-}
-
-static dlrt_conv conv2d(int64_t c_in, int64_t c_out, int64_t group, int64_t hw, int64_t k,
-                        int64_t s) {
-    dlrt_conv p = {.nsp = 2, .n = 1, .c_in = c_in, .c_out = c_out, .group = group};
-    for (int d = 0; d < 2; d++) {
-        p.in[d] = hw, p.k[d] = k, p.stride[d] = s, p.dil[d] = 1, p.pad_begin[d] = k / 2;
-        p.out[d] = (hw + 2 * (k / 2) - k) / s + 1;
-    }
-    return p;
 }
 
 static void test_choose(void) {
@@ -697,6 +787,8 @@ int main(int argc, char **argv) {
     test_winograd();
     test_winograd_accuracy();
     test_im2col_and_1x1();
+    test_gather_cols();
+    test_gather_same();
     test_batch_chunks();
     test_gemm_workspace();
     test_choose();

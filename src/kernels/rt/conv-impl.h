@@ -63,6 +63,19 @@ static inline const dlrt_epilogue *dlrt_conv_ep(const dlrt_conv *p, int64_t out_
 /* conv.c: one image and group's im2col matrix [cig * k_sp, out_sp] (cig input planes at x);
  * also read by the weight gradient (conv-grad.c). */
 void dlrt_conv_im2col(const dlrt_win3 *g, int64_t cig, const float *x, float *col);
+/* The same matrix as a GEMM operand never written out (dlrt_gemm_gather's lines, ctx a
+ * dlrt_conv_cols): its lines are the columns, output positions. The im2col algorithm runs its
+ * GEMM on it when the columns are the product's right operand; building with
+ * -DDLRT_CONV_GATHER=0 writes them out always (for comparing the two). */
+typedef struct dlrt_conv_cols {
+    const dlrt_win3 *g;
+    const float *x; /* the image and group's first input plane */
+} dlrt_conv_cols;
+void dlrt_conv_gather_cols(const void *ctx, int64_t i0, int m, int64_t p0, int kc, int w,
+                           size_t pstride, float *restrict dst);
+#ifndef DLRT_CONV_GATHER
+#define DLRT_CONV_GATHER 1
+#endif
 
 /* Whether algorithm `algo` can run convolution p. */
 int dlrt_conv_algo_ok(const dlrt_conv *p, int algo);

@@ -6,10 +6,13 @@
  *   - depthwise (one input channel per group, any channel multiplier): direct, depthwise.c;
  *   - Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions where it pays, winograd.c;
  *   - 1x1, stride 1, no padding: per image and group, y = W x is one GEMM on the input itself;
- *   - otherwise im2col of one image and group into the caller's workspace, then one GEMM
- *     W_g[c_out/g, c_in/g * k] x col[c_in/g * k, out_spatial]; the workspace is reused by every
- *     image and group, parallelism comes from inside im2col and the GEMM, or, for batches of
- *     small images, from chunks of images each with its own columns (dlrt_conv_chunks_of).
+ *   - otherwise one GEMM W_g[c_out/g, c_in/g * k] x col[c_in/g * k, out_spatial] per image and
+ *     group. When col is the product's right operand it is never written out: the GEMM packs
+ *     its panels straight from the image (dlrt_conv_gather_cols), which saves writing the
+ *     columns to memory and reading them back. Else (a transposed product) im2col writes col
+ *     into the caller's workspace, reused by every image and group. Parallelism comes from
+ *     inside the GEMM (and im2col), or, for batches of small images, from chunks of images each
+ *     with its own columns (dlrt_conv_chunks_of).
  * Spatial ranks 1 and 2 are run as rank 3 with leading dims of 1. */
 #include "conv-impl.h"
 #include "gemm-micro.h" /* DLRT_GEMM_VBYTES: the tiles this build runs */
@@ -97,6 +100,96 @@ void dlrt_conv_im2col(const dlrt_win3 *g, int64_t cig, const float *x, float *co
     }
 }
 
+/* A run of one gathered panel's lines that are outputs of one row: lines [at, at + len) of the
+ * call (dst offset base at depth 0), outputs ow0.. of the row whose first tap reads input row
+ * ih0 of depth id0. */
+typedef struct dlrt_conv_seg {
+    size_t base;
+    int64_t ow0, ih0, id0;
+    int len;
+} dlrt_conv_seg;
+
+/* Outputs [a, e) of one run into d[0, e - a): input src[j * sw + woff] for j in [lo, hi), zero
+ * elsewhere. */
+static DLRT_INLINE void dlrt_conv_gather_run(float *restrict d, const float *src, int64_t a,
+                                             int64_t e, int64_t lo, int64_t hi, int64_t sw,
+                                             int64_t woff) {
+    for (int64_t j = a; j < lo; j++) d[j - a] = 0.0f;
+    if (sw == 1)
+        for (int64_t j = lo; j < hi; j++) d[j - a] = src[j + woff];
+    else if (sw == 2) /* a constant stride vectorizes */
+        for (int64_t j = lo; j < hi; j++) d[j - a] = src[j * 2 + woff];
+    else
+        for (int64_t j = lo; j < hi; j++) d[j - a] = src[j * sw + woff];
+    for (int64_t j = hi; j < e; j++) d[j - a] = 0.0f;
+}
+
+/* Lines per piece of a gather call (its runs fit a stack array); kernel widths whose valid
+ * output spans are worked out once per piece. */
+enum { DLRT_CONV_GATHER_LINES = 256, DLRT_CONV_GATHER_KW = 16 };
+
+void dlrt_conv_gather_cols(const void *ctx, int64_t i0, int m, int64_t p0, int kc, int w,
+                           size_t pstride, float *restrict dst) {
+    const dlrt_conv_cols *c = ctx;
+    const dlrt_win3 *g = c->g;
+    const int64_t ow_n = g->out[2], sw = g->stride[2];
+    /* pieces of whole panels, each cut once into runs that share a row (and a panel), so that
+     * per depth only the tap changes */
+    const int piece = DLRT_MAX(DLRT_CONV_GATHER_LINES / w, 1) * w;
+    for (int q = 0; q < m; q += piece) {
+        dlrt_conv_seg seg[DLRT_CONV_GATHER_LINES]; /* each run is a line at least */
+        int nseg = 0;
+        const int qm = DLRT_MIN(piece, m - q);
+        for (int ii = 0; ii < qm;) {
+            const int64_t o = i0 + q + ii, row = o / ow_n, ow = o % ow_n;
+            const int in_panel = w - ii % w;
+            const int len =
+                (int)DLRT_MIN(DLRT_MIN(ow_n - ow, (int64_t)in_panel), (int64_t)(qm - ii));
+            seg[nseg++] = (dlrt_conv_seg){.base = (size_t)(q + ii) / (size_t)w * pstride +
+                                                  (size_t)((q + ii) % w),
+                                          .ow0 = ow,
+                                          .ih0 = row % g->out[1] * g->stride[1],
+                                          .id0 = row / g->out[1] * g->stride[0],
+                                          .len = len};
+            ii += len;
+        }
+        /* depth p0's tap, then stepped per depth (kw fastest, as in a weight row): the divisions
+         * cost as much as a run's copy */
+        int64_t ci = p0 / g->k_sp, kw = p0 % g->k_sp % g->k[2];
+        int64_t kh = p0 % g->k_sp / g->k[2] % g->k[1], kd = p0 % g->k_sp / (g->k[2] * g->k[1]);
+        /* the valid outputs of each column of taps, for the usual narrow kernels */
+        int64_t span[DLRT_CONV_GATHER_KW][2];
+        const int64_t spans = DLRT_MIN(g->k[2], (int64_t)DLRT_CONV_GATHER_KW);
+        for (int64_t k = 0; k < spans; k++)
+            dlrt_conv_span(ow_n, sw, k * g->dil[2] - g->pad[2], g->in[2], &span[k][0], &span[k][1]);
+        for (int p = 0; p < kc; p++) {
+            const int64_t woff = kw * g->dil[2] - g->pad[2], hoff = kh * g->dil[1] - g->pad[1];
+            const int64_t doff = kd * g->dil[0] - g->pad[0];
+            int64_t w_lo, w_hi;
+            if (kw < spans)
+                w_lo = span[kw][0], w_hi = span[kw][1];
+            else
+                dlrt_conv_span(ow_n, sw, woff, g->in[2], &w_lo, &w_hi);
+            const float *xc = c->x + ci * g->in_sp;
+            if (++kw == g->k[2] && (kw = 0, ++kh == g->k[1]) && (kh = 0, ++kd == g->k[0]))
+                kd = 0, ci++;
+            for (int s = 0; s < nseg; s++) {
+                float *d = dst + seg[s].base + (size_t)p * (size_t)w;
+                const int64_t ih = seg[s].ih0 + hoff, id = seg[s].id0 + doff;
+                const int64_t a = seg[s].ow0, e = a + seg[s].len;
+                int64_t lo = e, hi = e; /* the valid outputs [lo, hi) of [a, e) */
+                const float *src = xc;  /* the input row the tap reads, where there is one */
+                if (ih >= 0 && ih < g->in[1] && id >= 0 && id < g->in[0]) {
+                    lo = DLRT_MIN(DLRT_MAX(w_lo, a), e);
+                    hi = DLRT_MIN(DLRT_MAX(w_hi, lo), e);
+                    src = xc + (id * g->in[1] + ih) * g->in[2];
+                }
+                dlrt_conv_gather_run(d, src, a, e, lo, hi, sw, woff);
+            }
+        }
+    }
+}
+
 /* How the 1x1 and im2col algorithms split a batch: chunks of images run in parallel, each with
  * cols floats of im2col columns (0 for 1x1), when one image's GEMMs are too small to be parallel
  * inside (LeNet's layers at batch 64); one chunk (the images in order, the parallelism inside
@@ -127,21 +220,36 @@ static void dlrt_conv_gemm_images(const dlrt_conv *p, const dlrt_win3 *g, int im
                                   size_t gws_bytes, const dlrt_epilogue *ep) {
     const int64_t cig = p->c_in / p->group, cog = p->c_out / p->group;
     const int64_t kdim = cig * g->k_sp; /* GEMM K: one weight row */
+    /* packed weights (one group, c0 = 0) are the whole left operand */
+    const int a_mode = wpacked ? wpack_mode : 0;
+    /* the columns are made where the GEMM packs them (no pass writing them to memory and one
+     * reading them back) when it runs them as its right operand: transposed, they are the left
+     * one, packed a few lines at a time, which the gather's work per depth does not pay for */
+    const int gather =
+        DLRT_CONV_GATHER && im2col &&
+        (a_mode ? a_mode == DLRT_A_PACKED : !dlrt_sgemm_transposes(cog, g->out_sp, kdim));
     for (int64_t b = b0; b < b1; b++)
         for (int64_t gi = 0; gi < p->group; gi++) {
             const int64_t c0 = gi * cog;
             const float *xg = x + (b * p->c_in + gi * cig) * g->in_sp;
+            const float *a = wpacked ? wpacked : w + c0 * kdim;
+            float *yg = y + (b * p->c_out + c0) * g->out_sp;
+            dlrt_epilogue e;
+            const dlrt_epilogue *eb = dlrt_conv_ep(p, g->out_sp, ep, b, c0, &e);
+            if (gather) {
+                const dlrt_conv_cols cols = {g, xg};
+                const dlrt_gemm_gather bg = {dlrt_conv_gather_cols, &cols};
+                dlrt_sgemm_gather(cog, g->out_sp, kdim, a, kdim, 0, a_mode, &bg, yg, g->out_sp, eb,
+                                  gws, gws_bytes);
+                continue;
+            }
             const float *src = xg;
             if (im2col && kdim > 0) {
                 dlrt_conv_im2col(g, cig, xg, col);
                 src = col;
             }
-            dlrt_epilogue e;
-            const dlrt_epilogue *eb = dlrt_conv_ep(p, g->out_sp, ep, b, c0, &e);
-            /* packed weights (one group, c0 = 0) are the whole left operand */
-            dlrt_sgemm_ws(cog, g->out_sp, kdim, wpacked ? wpacked : w + c0 * kdim, kdim, 0,
-                          wpacked ? wpack_mode : 0, src, g->out_sp, 0, 0,
-                          y + (b * p->c_out + c0) * g->out_sp, g->out_sp, eb, gws, gws_bytes);
+            dlrt_sgemm_ws(cog, g->out_sp, kdim, a, kdim, 0, a_mode, src, g->out_sp, 0, 0, yg,
+                          g->out_sp, eb, gws, gws_bytes);
         }
 }
 

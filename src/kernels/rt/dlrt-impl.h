@@ -79,6 +79,22 @@ static inline int dlrt_thread_num(void) {
 #define DLRT_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define DLRT_MAX(a, b) ((a) > (b) ? (a) : (b))
 
+/* A GEMM operand that is never stored (a convolution's im2col columns): dlrt_sgemm_gather makes
+ * its values where it packs them. lines(ctx, i0, m, p0, kc, w, pstride, dst) writes lines
+ * [i0, i0 + m) at depths [p0, p0 + kc) in panels of w lines (w <= 64): line i0 + ii at depth
+ * p0 + p goes to dst[ii / w * pstride + p * w + ii % w]; the GEMM zeroes the last panel's
+ * lines past m. Lines are op(B)'s columns; it may be called from several threads at once. */
+typedef struct dlrt_gemm_gather {
+    void (*lines)(const void *ctx, int64_t i0, int m, int64_t p0, int kc, int w, size_t pstride,
+                  float *restrict dst);
+    const void *ctx;
+} dlrt_gemm_gather;
+/* dlrt_sgemm_ws with op(B) (K x N) made by bg: the same panels hold the same values as when
+ * op(B) is stored and packed, so the results are the same bit for bit. */
+void dlrt_sgemm_gather(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
+                       int a_packed, const dlrt_gemm_gather *bg, float *C, int64_t ldc,
+                       const dlrt_epilogue *ep, void *ws, size_t ws_bytes);
+
 /* Activations over n values in place; the switch sits outside the loops so each loop is a plain
  * map the compiler can vectorize. */
 static inline void dlrt_act_apply(int act, float a, float b, float *v, int64_t n) {

@@ -33,14 +33,27 @@ static inline int dlrt_gemm_pad_lines(int n, int w) {
     return w;
 }
 
+/* Zeroes the lines of a panel of w holding n (kc deep) that the kernels read past n. */
+static void dlrt_gemm_pad_panel(float *restrict panel, int n, int w, int kc) {
+    const int pad = dlrt_gemm_pad_lines(n, w);
+    for (int p = 0; p < kc && n < pad; p++)
+        for (int ii = n; ii < pad; ii++) panel[p * w + ii] = 0.0f;
+}
+
 /* Packs lines [i0, i0+m) x depths [p0, p0+kc) of an operand into panels of w lines:
  * dst[panel * w * kc + p * w + ii] = line i0 + panel*w + ii at depth p0 + p, where line i at depth
- * p is X[i * ld + p] when by_rows, else X[p * ld + i]. Lines past m are zero as far as the
- * kernels read them (dlrt_gemm_pad_lines). A's lines are the
- * rows of op(A) (by_rows = !trans_a, w = MR); B's lines are the columns of op(B) (by_rows =
- * trans_b, w = NR). */
-static void dlrt_gemm_pack(const float *X, int64_t ld, int by_rows, int64_t i0, int m, int64_t p0,
-                           int kc, int w, float *restrict dst) {
+ * p is X[i * ld + p] when by_rows, else X[p * ld + i], or what gx makes when it is not NULL (an
+ * operand never stored). Lines past m are zero as far as the kernels read them
+ * (dlrt_gemm_pad_lines). A's lines are the rows of op(A) (by_rows = !trans_a, w = MR); B's lines
+ * are the columns of op(B) (by_rows = trans_b, w = NR). */
+static void dlrt_gemm_pack(const float *X, int64_t ld, int by_rows, const dlrt_gemm_gather *gx,
+                           int64_t i0, int m, int64_t p0, int kc, int w, float *restrict dst) {
+    if (gx) { /* all panels at once: the maker's work per depth is shared by all of them */
+        gx->lines(gx->ctx, i0, m, p0, kc, w, (size_t)w * (size_t)kc, dst);
+        const int last = (m - 1) / w * w;
+        dlrt_gemm_pad_panel(dst + (size_t)last * kc, m - last, w, kc);
+        return;
+    }
     for (int r = 0; r < m; r += w, dst += (size_t)w * kc) {
         int n = DLRT_MIN(w, m - r);
         if (by_rows) {
@@ -73,16 +86,14 @@ static void dlrt_gemm_pack(const float *X, int64_t ld, int by_rows, int64_t i0, 
                 for (int ii = 0; ii < n; ii++) dst[p * w + ii] = src[ii];
             }
         }
-        const int pad = dlrt_gemm_pad_lines(n, w);
-        for (int p = 0; p < kc && n < pad; p++)
-            for (int ii = n; ii < pad; ii++) dst[p * w + ii] = 0.0f;
+        dlrt_gemm_pad_panel(dst, n, w, kc);
     }
 }
 
 /* dlrt_gemm_pack_operand, in parallel when par (a parallel product packing its shared operand
  * once: the threads would otherwise wait for one). */
 static void dlrt_gemm_pack_all(int operand, int64_t lines, int64_t K, const float *X, int64_t ld,
-                               int trans, float *dst, int par);
+                               int trans, const dlrt_gemm_gather *gx, float *dst, int par);
 
 /* What one call computes: C (or C^T when c_trans: element (i, j) of the product lands at
  * C[j * ldc + i]) = epilogue(op(A) op(B)). The epilogue is in C's orientation. */
@@ -91,8 +102,9 @@ typedef struct dlrt_gemm_args {
     int64_t lda, ldb;
     int trans_a, trans_b, c_trans;
     int a_packed, b_packed; /* A / B already in panels over all of K (dlrt_gemm_pack_operand) */
-    int one_pass;           /* all of K in one block (dlrt_gemm_run) */
-    int kc;                 /* else the K block: DLRT_GEMM_KC or DLRT_GEMM_KC_STREAM */
+    const dlrt_gemm_gather *a_gather, *b_gather; /* else made while packed, when not NULL */
+    int one_pass;                                /* all of K in one block (dlrt_gemm_run) */
+    int kc; /* else the K block: DLRT_GEMM_KC or DLRT_GEMM_KC_STREAM */
     float *C;
     int64_t ldc;
     const dlrt_epilogue *ep;
@@ -155,9 +167,11 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
         int kc = (int)DLRT_MIN(kstep, K - p0);
         int first = p0 == 0, last = p0 + kc == K;
         if (!g->a_packed)
-            dlrt_gemm_pack(g->A, g->lda, !g->trans_a, i0, mc, p0, kc, DLRT_GEMM_MR, apack);
+            dlrt_gemm_pack(g->A, g->lda, !g->trans_a, g->a_gather, i0, mc, p0, kc, DLRT_GEMM_MR,
+                           apack);
         if (!g->b_packed)
-            dlrt_gemm_pack(g->B, g->ldb, g->trans_b, j0, nc, p0, kc, DLRT_GEMM_NR, bpack);
+            dlrt_gemm_pack(g->B, g->ldb, g->trans_b, g->b_gather, j0, nc, p0, kc, DLRT_GEMM_NR,
+                           bpack);
         for (int c = 0; c < nc; c += DLRT_GEMM_NR) {
             int nr = DLRT_MIN(DLRT_GEMM_NR, nc - c);
             /* a prepacked panel holds all of K: this block starts p0 lines in */
@@ -375,7 +389,7 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
         dlrt_gemm_k0(g, M, N);
         return;
     }
-    if (M == 1 && !g->a_packed && !g->b_packed) {
+    if (M == 1 && !g->a_packed && !g->b_packed && !g->a_gather && !g->b_gather) {
         dlrt_gemm_row(g, N, K);
         return;
     }
@@ -409,16 +423,18 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
     if (!run.b_packed && M > DLRT_GEMM_MC) {
         const size_t need = dlrt_gemm_packed_bytes(1, N, K) / sizeof(float);
         if (need <= ws_left) {
-            dlrt_gemm_pack_all(1, N, K, run.B, run.ldb, run.trans_b, ws, par && tiles > 1);
-            run.B = ws, run.b_packed = 1;
+            dlrt_gemm_pack_all(1, N, K, run.B, run.ldb, run.trans_b, run.b_gather, ws,
+                               par && tiles > 1);
+            run.B = ws, run.b_packed = 1, run.b_gather = NULL;
             ws += need, ws_left -= need;
         }
     }
     if (!run.a_packed && N > DLRT_GEMM_NC) {
         const size_t need = dlrt_gemm_packed_bytes(0, M, K) / sizeof(float);
         if (need <= ws_left) {
-            dlrt_gemm_pack_all(0, M, K, run.A, run.lda, run.trans_a, ws, par && tiles > 1);
-            run.A = ws, run.a_packed = 1;
+            dlrt_gemm_pack_all(0, M, K, run.A, run.lda, run.trans_a, run.a_gather, ws,
+                               par && tiles > 1);
+            run.A = ws, run.a_packed = 1, run.a_gather = NULL;
         }
     }
     DLRT_PRAGMA_OMP(parallel if (par && tiles > 1)) {
@@ -508,26 +524,37 @@ void dlrt_gemm_pack_operand(int operand, int64_t lines, int64_t K, const float *
                             int trans, float *dst) {
     /* a layer's weights, packed once: every padding line zero, read or not */
     memset(dst, 0, dlrt_gemm_packed_bytes(operand, lines, K));
-    dlrt_gemm_pack_all(operand, lines, K, X, ld, trans, dst,
+    dlrt_gemm_pack_all(operand, lines, K, X, ld, trans, NULL, dst,
                        (double)lines * (double)K >= DLRT_PAR_MIN);
 }
 
 static void dlrt_gemm_pack_all(int operand, int64_t lines, int64_t K, const float *X, int64_t ld,
-                               int trans, float *dst, int par) {
+                               int trans, const dlrt_gemm_gather *gx, float *dst, int par) {
     const int w = operand == 0 ? DLRT_GEMM_MR : DLRT_GEMM_NR;
     /* A's lines are op(A)'s rows (contiguous in X unless trans); B's are op(B)'s columns
      * (contiguous in X only when trans) */
     const int by_rows = operand == 0 ? !trans : trans;
     const int64_t panels = (lines + w - 1) / w;
+    /* a made operand goes NC lines at a time, which its maker's work per depth is shared by;
+     * the units of work are those groups of panels times the int-sized pieces of K */
+    const int64_t group = gx ? DLRT_MAX(DLRT_GEMM_NC / w, 1) : 1;
+    const int64_t groups = (panels + group - 1) / group;
+    const int64_t pieces = (K + DLRT_GEMM_KC - 1) / DLRT_GEMM_KC;
     (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par && panels > 1))
-    for (int64_t pnl = 0; pnl < panels; pnl++) {
-        const int64_t i0 = pnl * w;
-        for (int64_t p0 = 0; p0 < K; p0 += DLRT_GEMM_KC) { /* int-sized pieces of K */
-            const int kc = (int)DLRT_MIN((int64_t)DLRT_GEMM_KC, K - p0);
-            float *d = dst + (size_t)i0 * (size_t)K + (size_t)p0 * (size_t)w;
-            dlrt_gemm_pack(X, ld, by_rows, i0, (int)DLRT_MIN((int64_t)w, lines - i0), p0, kc, w, d);
+    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par && groups * pieces > 1))
+    for (int64_t u = 0; u < groups * pieces; u++) {
+        const int64_t i0 = u / pieces * group * w, m = DLRT_MIN(group * w, lines - i0);
+        const int64_t p0 = u % pieces * DLRT_GEMM_KC;
+        const int kc = (int)DLRT_MIN((int64_t)DLRT_GEMM_KC, K - p0);
+        /* panels all of K deep, each the next w * K floats on */
+        float *d = dst + (size_t)i0 * (size_t)K + (size_t)p0 * (size_t)w;
+        if (!gx) {
+            dlrt_gemm_pack(X, ld, by_rows, NULL, i0, (int)m, p0, kc, w, d);
+            continue;
         }
+        gx->lines(gx->ctx, i0, (int)m, p0, kc, w, (size_t)w * (size_t)K, d);
+        const int64_t last = (m - 1) / w * w;
+        dlrt_gemm_pad_panel(d + (size_t)last * (size_t)K, (int)(m - last), w, kc);
     }
 }
 
@@ -551,10 +578,14 @@ void dlrt_sgemm_ex(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                   0);
 }
 
-void dlrt_sgemm_ws(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
-                   int a_packed, const float *B, int64_t ldb, int trans_b, int b_packed, float *C,
-                   int64_t ldc, const dlrt_epilogue *ep, void *ws, size_t ws_bytes) {
+/* dlrt_sgemm_ws with op(B) made by bg while packed when bg is not NULL (B, ldb, trans_b and
+ * b_packed then unused). */
+static void dlrt_sgemm_any(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                           int trans_a, int a_packed, const float *B, int64_t ldb, int trans_b,
+                           int b_packed, const dlrt_gemm_gather *bg, float *C, int64_t ldc,
+                           const dlrt_epilogue *ep, void *ws, size_t ws_bytes) {
     if (M <= 0 || N <= 0) return;
+    if (bg) B = NULL, b_packed = 0, trans_b = 0;
     dlrt_gemm_args g = {.A = A,
                         .lda = lda,
                         .trans_a = trans_a,
@@ -563,6 +594,7 @@ void dlrt_sgemm_ws(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                         .ldb = ldb,
                         .trans_b = trans_b,
                         .b_packed = b_packed,
+                        .b_gather = bg,
                         .C = C,
                         .ldc = ldc,
                         .ep = ep,
@@ -579,6 +611,7 @@ void dlrt_sgemm_ws(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
     dlrt_gemm_args t = {.A = B,
                         .lda = ldb,
                         .trans_a = !trans_b,
+                        .a_gather = bg,
                         .B = A,
                         .ldb = lda,
                         .trans_b = !trans_a,
@@ -590,6 +623,19 @@ void dlrt_sgemm_ws(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                         .ws = ws,
                         .ws_floats = ws_bytes / sizeof(float)};
     dlrt_gemm_run(&t, N, M, K);
+}
+
+void dlrt_sgemm_ws(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
+                   int a_packed, const float *B, int64_t ldb, int trans_b, int b_packed, float *C,
+                   int64_t ldc, const dlrt_epilogue *ep, void *ws, size_t ws_bytes) {
+    dlrt_sgemm_any(M, N, K, A, lda, trans_a, a_packed, B, ldb, trans_b, b_packed, NULL, C, ldc, ep,
+                   ws, ws_bytes);
+}
+
+void dlrt_sgemm_gather(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
+                       int a_packed, const dlrt_gemm_gather *bg, float *C, int64_t ldc,
+                       const dlrt_epilogue *ep, void *ws, size_t ws_bytes) {
+    dlrt_sgemm_any(M, N, K, A, lda, trans_a, a_packed, NULL, 0, 0, 0, bg, C, ldc, ep, ws, ws_bytes);
 }
 
 void dlrt_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
