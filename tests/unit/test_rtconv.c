@@ -530,8 +530,10 @@ static void test_gather_same(void) {
                                       {3, 64, 40, 7, 2},
                                       {16, 24, 30, 3, 2},
                                       {16, 150, 15, 3, 2},
-                                      {3, 40, 33, 3, 1}};
-    for (int r = 0; r < 4; r++) {
+                                      {3, 40, 33, 3, 1},
+                                      {64, 256, 13, 3, 2}};
+    int transposed = 0;
+    for (int r = 0; r < 5; r++) {
         dlrt_conv p = conv2d(rows[r][0], rows[r][1], 1, rows[r][2], rows[r][3], rows[r][4]);
         dlrt_win3 g;
         dlrt_conv_geom(&p, &g);
@@ -567,8 +569,18 @@ static void test_gather_same(void) {
                      (long long)p.stride[0]);
             CHECK(what, !memcmp(y, want, (size_t)yn * sizeof(float)));
         }
+        /* dlrt_sgemm_gather itself in the orientation the GEMM picks, transposed on the narrow
+         * plane (the made operand then the left one, in panels of MR) */
+        const dlrt_conv_cols cc = {&g, x};
+        const dlrt_gemm_gather bg = {dlrt_conv_gather_cols, &cc};
+        dlrt_sgemm_ws(p.c_out, N, K, w, K, 0, 0, col, N, 0, 0, want, N, &ep, gwork, gws);
+        dlrt_sgemm_gather(p.c_out, N, K, w, K, 0, 0, &bg, y, N, &ep, gwork, gws);
+        transposed |= dlrt_sgemm_transposes(p.c_out, N, K);
+        CHECK("dlrt_sgemm_gather gives the stored operand's results bit for bit",
+              !memcmp(y, want, (size_t)yn * sizeof(float)));
         free(x), free(w), free(y), free(want), free(col), free(work), free(gwork), free(wp);
     }
+    CHECK("dlrt_sgemm_gather also ran transposed", transposed);
 }
 
 /* Wide layers (more output channels than a GEMM row of tiles holds) pack the image side once

@@ -100,9 +100,9 @@ void dlrt_conv_im2col(const dlrt_win3 *g, int64_t cig, const float *x, float *co
     }
 }
 
-/* A run of one gathered panel's lines that are outputs of one row: lines [at, at + len) of the
- * call (dst offset base at depth 0), outputs ow0.. of the row whose first tap reads input row
- * ih0 of depth id0. */
+/* A run of len lines of one gathered panel that are outputs of one row: at depth 0 they go to
+ * dst + base on; they are outputs ow0.. of the row whose tap (0, 0, 0) would read input row ih0
+ * at depth id0 with no padding. */
 typedef struct dlrt_conv_seg {
     size_t base;
     int64_t ow0, ih0, id0;
