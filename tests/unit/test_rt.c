@@ -587,6 +587,29 @@ static void conv_run(const conv_case *cc, int epi) {
  * operand of the transposed product for narrow output planes) against dlrt_conv_forward, with a
  * bias + in-place residual + relu epilogue, for layers that run as GEMMs and for ones that ignore
  * the packed copy (depthwise, grouped). */
+
+/* The other orientation of a packing mode's tile size (the GEMM's A_PACKED / A_PACKED_T, or
+ * Winograd's plain / transposed packings of the same tile size), named rather than derived from
+ * the enum values. */
+static int other_packing(int mode) {
+    switch (mode) {
+    case DLRT_A_PACKED:
+        return DLRT_A_PACKED_T;
+    case DLRT_A_PACKED_T:
+        return DLRT_A_PACKED;
+    case DLRT_WG_PACKED:
+        return DLRT_WG_PACKED_T;
+    case DLRT_WG_PACKED_T:
+        return DLRT_WG_PACKED;
+    case DLRT_WG2_PACKED:
+        return DLRT_WG2_PACKED_T;
+    case DLRT_WG2_PACKED_T:
+        return DLRT_WG2_PACKED;
+    default:
+        return 0;
+    }
+}
+
 static void test_conv_packed(void) {
     /* n, c_in, c_out, group, in (square), out, kernel, stride, pad */
     static const int64_t rows[][9] = {
@@ -657,7 +680,7 @@ static void test_conv_packed(void) {
             dlrt_conv_forward(p, x, w, y3, ws, &ep);
             float *y4 = malloc((size_t)yn * 4);
             /* (Winograd's two packings of a tile size are each other's other mode too) */
-            const int other = !wg ? 3 - mode : mode % 2 ? mode + 1 : mode - 1;
+            const int other = other_packing(mode);
             dlrt_conv_forward_packed(p, x, w, wp, other, y4, ws, &ep);
             char w2[96];
             snprintf(w2, sizeof w2, "conv packed: case %zu, a copy of the other mode ignored", ci);

@@ -84,6 +84,62 @@ int dlrt_conv_winograd_tile(int mode) {
                                                                   : 0;
 }
 
+/* The 1-D transforms, each applied twice per tile (down the columns, then across the rows):
+ * out[r * os] = (T in)[r] for the in[j * is]. Written once per matrix so that both passes run the
+ * same expressions; inlined with constant strides, each pass still vectorizes across the tiles
+ * (or filters) its caller loops over. */
+static DLRT_INLINE void dlrt_wg_g4(const float *in, int64_t is, float *out, int64_t os) {
+    const float g0 = in[0], g1 = in[is], g2 = in[2 * is]; /* G, F(4x4): 3 -> 6 */
+    out[0] = g0 * (1.0f / 4.0f);
+    out[os] = (g0 + g1 + g2) * (-1.0f / 6.0f);
+    out[2 * os] = (g0 - g1 + g2) * (-1.0f / 6.0f);
+    out[3 * os] = g0 * (1.0f / 24.0f) + g1 * (1.0f / 12.0f) + g2 * (1.0f / 6.0f);
+    out[4 * os] = g0 * (1.0f / 24.0f) - g1 * (1.0f / 12.0f) + g2 * (1.0f / 6.0f);
+    out[5 * os] = g2;
+}
+
+static DLRT_INLINE void dlrt_wg_g2(const float *in, int64_t is, float *out, int64_t os) {
+    const float g0 = in[0], g1 = in[is], g2 = in[2 * is]; /* G, F(2x2): 3 -> 4 */
+    out[0] = g0;
+    out[os] = (g0 + g1 + g2) * 0.5f;
+    out[2 * os] = (g0 - g1 + g2) * 0.5f;
+    out[3 * os] = g2;
+}
+
+static DLRT_INLINE void dlrt_wg_bt4(const float *in, int64_t is, float *out, int64_t os) {
+    const float d0 = in[0], d1 = in[is], d2 = in[2 * is], d3 = in[3 * is], d4 = in[4 * is],
+                d5 = in[5 * is]; /* B^T, F(4x4): 6 -> 6 */
+    out[0] = 4.0f * d0 - 5.0f * d2 + d4;
+    out[os] = -4.0f * (d1 + d2) + d3 + d4;
+    out[2 * os] = 4.0f * (d1 - d2) - d3 + d4;
+    out[3 * os] = 2.0f * (d3 - d1) - d2 + d4;
+    out[4 * os] = 2.0f * (d1 - d3) - d2 + d4;
+    out[5 * os] = 4.0f * d1 - 5.0f * d3 + d5;
+}
+
+static DLRT_INLINE void dlrt_wg_bt2(const float *in, int64_t is, float *out, int64_t os) {
+    const float d0 = in[0], d1 = in[is], d2 = in[2 * is], d3 = in[3 * is]; /* B^T, F(2x2) */
+    out[0] = d0 - d2;
+    out[os] = d1 + d2;
+    out[2 * os] = d2 - d1;
+    out[3 * os] = d1 - d3;
+}
+
+static DLRT_INLINE void dlrt_wg_at4(const float *in, int64_t is, float *out, int64_t os) {
+    const float a0 = in[0], a1 = in[is], a2 = in[2 * is], a3 = in[3 * is], a4 = in[4 * is],
+                a5 = in[5 * is]; /* A^T, F(4x4): 6 -> 4 */
+    out[0] = a0 + a1 + a2 + a3 + a4;
+    out[os] = a1 - a2 + 2.0f * (a3 - a4);
+    out[2 * os] = a1 + a2 + 4.0f * (a3 + a4);
+    out[3 * os] = a1 - a2 + 8.0f * (a3 - a4) + a5;
+}
+
+static DLRT_INLINE void dlrt_wg_at2(const float *in, int64_t is, float *out, int64_t os) {
+    const float a0 = in[0], a1 = in[is], a2 = in[2 * is], a3 = in[3 * is]; /* A^T, F(2x2) */
+    out[0] = a0 + a1 + a2;
+    out[os] = a1 - a2 - a3;
+}
+
 /* o[xi][k] = (G g G^T)[xi] for the nc <= DLRT_WG_TB filters g = src[k * 9 .. k * 9 + 9). */
 static void dlrt_wg_filters(const float *src, int nc, float o[36][DLRT_WG_TB]) {
     enum { CB = DLRT_WG_TB };
@@ -91,25 +147,9 @@ static void dlrt_wg_filters(const float *src, int nc, float o[36][DLRT_WG_TB]) {
     for (int k = 0; k < nc; k++) /* the filters' taps, channel innermost */
         for (int e = 0; e < 9; e++) g[e][k] = src[k * 9 + e];
     for (int c = 0; c < 3; c++) /* G g, column c */
-        for (int k = 0; k < nc; k++) {
-            const float g0 = g[c][k], g1 = g[3 + c][k], g2 = g[6 + c][k];
-            t[0][c][k] = g0 * (1.0f / 4.0f);
-            t[1][c][k] = (g0 + g1 + g2) * (-1.0f / 6.0f);
-            t[2][c][k] = (g0 - g1 + g2) * (-1.0f / 6.0f);
-            t[3][c][k] = g0 * (1.0f / 24.0f) + g1 * (1.0f / 12.0f) + g2 * (1.0f / 6.0f);
-            t[4][c][k] = g0 * (1.0f / 24.0f) - g1 * (1.0f / 12.0f) + g2 * (1.0f / 6.0f);
-            t[5][c][k] = g2;
-        }
+        for (int k = 0; k < nc; k++) dlrt_wg_g4(&g[c][k], 3 * CB, &t[0][c][k], 3 * CB);
     for (int i = 0; i < 6; i++) /* then (G g) G^T, row i */
-        for (int k = 0; k < nc; k++) {
-            const float g0 = t[i][0][k], g1 = t[i][1][k], g2 = t[i][2][k];
-            o[i * 6 + 0][k] = g0 * (1.0f / 4.0f);
-            o[i * 6 + 1][k] = (g0 + g1 + g2) * (-1.0f / 6.0f);
-            o[i * 6 + 2][k] = (g0 - g1 + g2) * (-1.0f / 6.0f);
-            o[i * 6 + 3][k] = g0 * (1.0f / 24.0f) + g1 * (1.0f / 12.0f) + g2 * (1.0f / 6.0f);
-            o[i * 6 + 4][k] = g0 * (1.0f / 24.0f) - g1 * (1.0f / 12.0f) + g2 * (1.0f / 6.0f);
-            o[i * 6 + 5][k] = g2;
-        }
+        for (int k = 0; k < nc; k++) dlrt_wg_g4(&t[i][0][k], CB, &o[i * 6][k], CB);
 }
 
 /* The same for F(2x2, 3x3): o[xi][k], 16 frequencies. */
@@ -117,21 +157,9 @@ static void dlrt_wg_filters2(const float *src, int nc, float o[16][DLRT_WG_TB]) 
     enum { CB = DLRT_WG_TB };
     float t[4][3][CB];
     for (int c = 0; c < 3; c++) /* G g, column c */
-        for (int k = 0; k < nc; k++) {
-            const float g0 = src[k * 9 + c], g1 = src[k * 9 + 3 + c], g2 = src[k * 9 + 6 + c];
-            t[0][c][k] = g0;
-            t[1][c][k] = (g0 + g1 + g2) * 0.5f;
-            t[2][c][k] = (g0 - g1 + g2) * 0.5f;
-            t[3][c][k] = g2;
-        }
+        for (int k = 0; k < nc; k++) dlrt_wg_g2(&src[k * 9 + c], 3, &t[0][c][k], 3 * CB);
     for (int i = 0; i < 4; i++) /* then (G g) G^T, row i */
-        for (int k = 0; k < nc; k++) {
-            const float g0 = t[i][0][k], g1 = t[i][1][k], g2 = t[i][2][k];
-            o[i * 4 + 0][k] = g0;
-            o[i * 4 + 1][k] = (g0 + g1 + g2) * 0.5f;
-            o[i * 4 + 2][k] = (g0 - g1 + g2) * 0.5f;
-            o[i * 4 + 3][k] = g2;
-        }
+        for (int k = 0; k < nc; k++) dlrt_wg_g2(&t[i][0][k], CB, &o[i * 4][k], CB);
 }
 
 /* U[xi] = (G g G^T)[xi] for each 3x3 filter g = w[co][ci] (c_out x c_in of them), DLRT_WG_TB
@@ -236,31 +264,12 @@ static void dlrt_wg_in_chunk(const dlrt_wg *s, const float *xc, int64_t r0, int6
     float d[6][W], v[6][W];
     const int64_t width = 4 * (int64_t)nt + 2;
     dlrt_wg_in_rows(s, xc, r0, c0, width, d);
-    for (int64_t u = 0; u < width; u++) { /* B^T down each column */
-        const float d0 = d[0][u], d1 = d[1][u], d2 = d[2][u], d3 = d[3][u], d4 = d[4][u],
-                    d5 = d[5][u];
-        v[0][u] = 4.0f * d0 - 5.0f * d2 + d4;
-        v[1][u] = -4.0f * (d1 + d2) + d3 + d4;
-        v[2][u] = 4.0f * (d1 - d2) - d3 + d4;
-        v[3][u] = 2.0f * (d3 - d1) - d2 + d4;
-        v[4][u] = 2.0f * (d1 - d3) - d2 + d4;
-        v[5][u] = 4.0f * d1 - 5.0f * d3 + d5;
-    }
+    for (int64_t u = 0; u < width; u++) /* B^T down each column */
+        dlrt_wg_bt4(&d[0][u], W, &v[0][u], W);
     const int64_t xs = s->vs;
-    for (int i = 0; i < 6; i++) { /* then B across each tile */
-        float *o = V + (int64_t)(i * 6) * xs;
-        const float *vi = v[i];
-        for (int t = 0; t < nt; t++) {
-            const float e0 = vi[4 * t], e1 = vi[4 * t + 1], e2 = vi[4 * t + 2], e3 = vi[4 * t + 3],
-                        e4 = vi[4 * t + 4], e5 = vi[4 * t + 5];
-            o[0 * xs + t] = 4.0f * e0 - 5.0f * e2 + e4;
-            o[1 * xs + t] = -4.0f * (e1 + e2) + e3 + e4;
-            o[2 * xs + t] = 4.0f * (e1 - e2) - e3 + e4;
-            o[3 * xs + t] = 2.0f * (e3 - e1) - e2 + e4;
-            o[4 * xs + t] = 2.0f * (e1 - e3) - e2 + e4;
-            o[5 * xs + t] = 4.0f * e1 - 5.0f * e3 + e5;
-        }
-    }
+    for (int i = 0; i < 6; i++) /* then B across each tile */
+        for (int t = 0; t < nt; t++)
+            dlrt_wg_bt4(&v[i][4 * t], 1, V + (int64_t)(i * 6) * xs + t, xs);
 }
 
 /* The same for m = 2: 4 input rows, 2 * nt + 2 columns, 16 frequencies. */
@@ -270,25 +279,12 @@ static void dlrt_wg_in_chunk2(const dlrt_wg *s, const float *xc, int64_t r0, int
     float d[6][W], v[4][W];
     const int64_t width = 2 * (int64_t)nt + 2;
     dlrt_wg_in_rows(s, xc, r0, c0, width, d);
-    for (int64_t u = 0; u < width; u++) { /* B^T down each column */
-        const float d0 = d[0][u], d1 = d[1][u], d2 = d[2][u], d3 = d[3][u];
-        v[0][u] = d0 - d2;
-        v[1][u] = d1 + d2;
-        v[2][u] = d2 - d1;
-        v[3][u] = d1 - d3;
-    }
+    for (int64_t u = 0; u < width; u++) /* B^T down each column */
+        dlrt_wg_bt2(&d[0][u], W, &v[0][u], W);
     const int64_t xs = s->vs;
-    for (int i = 0; i < 4; i++) { /* then B across each tile */
-        float *o = V + (int64_t)(i * 4) * xs;
-        const float *vi = v[i];
-        for (int t = 0; t < nt; t++) {
-            const float e0 = vi[2 * t], e1 = vi[2 * t + 1], e2 = vi[2 * t + 2], e3 = vi[2 * t + 3];
-            o[0 * xs + t] = e0 - e2;
-            o[1 * xs + t] = e1 + e2;
-            o[2 * xs + t] = e2 - e1;
-            o[3 * xs + t] = e1 - e3;
-        }
-    }
+    for (int i = 0; i < 4; i++) /* then B across each tile */
+        for (int t = 0; t < nt; t++)
+            dlrt_wg_bt2(&v[i][2 * t], 1, V + (int64_t)(i * 4) * xs + t, xs);
 }
 
 /* The input transform of images [b0, b0 + nbi) into V. */
@@ -330,50 +326,28 @@ static void dlrt_wg_store(const dlrt_wg *s, float rows[4][4 * DLRT_WG_TB], int64
  * 4*ty.. and columns c0.. the chunk covers. ep is the image's epilogue. m = 4. */
 static void dlrt_wg_out_chunk(const dlrt_wg *s, const float *M, int64_t co, int64_t ty, int64_t c0,
                               int nt, float *yc, const dlrt_epilogue *ep) {
-    float q[6][4][DLRT_WG_TB], rows[4][4 * DLRT_WG_TB];
+    enum { TB = DLRT_WG_TB };
+    float q[6][4][TB], rows[4][4 * TB];
     const int64_t xs = s->ms;
-    for (int i = 0; i < 6; i++) { /* A^T across each tile's frequency row i */
-        const float *m = M + (int64_t)(i * 6) * xs;
-        for (int t = 0; t < nt; t++) {
-            const float a0 = m[t], a1 = m[xs + t], a2 = m[2 * xs + t], a3 = m[3 * xs + t],
-                        a4 = m[4 * xs + t], a5 = m[5 * xs + t];
-            q[i][0][t] = a0 + a1 + a2 + a3 + a4;
-            q[i][1][t] = a1 - a2 + 2.0f * (a3 - a4);
-            q[i][2][t] = a1 + a2 + 4.0f * (a3 + a4);
-            q[i][3][t] = a1 - a2 + 8.0f * (a3 - a4) + a5;
-        }
-    }
+    for (int i = 0; i < 6; i++) /* A^T across each tile's frequency row i */
+        for (int t = 0; t < nt; t++)
+            dlrt_wg_at4(M + (int64_t)(i * 6) * xs + t, xs, &q[i][0][t], TB);
     for (int c = 0; c < 4; c++) /* then down each column */
-        for (int t = 0; t < nt; t++) {
-            const float a0 = q[0][c][t], a1 = q[1][c][t], a2 = q[2][c][t], a3 = q[3][c][t],
-                        a4 = q[4][c][t], a5 = q[5][c][t];
-            rows[0][4 * t + c] = a0 + a1 + a2 + a3 + a4;
-            rows[1][4 * t + c] = a1 - a2 + 2.0f * (a3 - a4);
-            rows[2][4 * t + c] = a1 + a2 + 4.0f * (a3 + a4);
-            rows[3][4 * t + c] = a1 - a2 + 8.0f * (a3 - a4) + a5;
-        }
+        for (int t = 0; t < nt; t++) dlrt_wg_at4(&q[0][c][t], 4 * TB, &rows[0][4 * t + c], 4 * TB);
     dlrt_wg_store(s, rows, co, ty, c0, nt, yc, ep);
 }
 
 /* The same for m = 2: 16 frequencies, 2x2 output tiles. */
 static void dlrt_wg_out_chunk2(const dlrt_wg *s, const float *M, int64_t co, int64_t ty, int64_t c0,
                                int nt, float *yc, const dlrt_epilogue *ep) {
-    float q[4][2][DLRT_WG_TB], rows[4][4 * DLRT_WG_TB];
+    enum { TB = DLRT_WG_TB };
+    float q[4][2][TB], rows[4][4 * TB];
     const int64_t xs = s->ms;
-    for (int i = 0; i < 4; i++) { /* A^T across each tile's frequency row i */
-        const float *m = M + (int64_t)(i * 4) * xs;
-        for (int t = 0; t < nt; t++) {
-            const float a0 = m[t], a1 = m[xs + t], a2 = m[2 * xs + t], a3 = m[3 * xs + t];
-            q[i][0][t] = a0 + a1 + a2;
-            q[i][1][t] = a1 - a2 - a3;
-        }
-    }
+    for (int i = 0; i < 4; i++) /* A^T across each tile's frequency row i */
+        for (int t = 0; t < nt; t++)
+            dlrt_wg_at2(M + (int64_t)(i * 4) * xs + t, xs, &q[i][0][t], TB);
     for (int c = 0; c < 2; c++) /* then down each column */
-        for (int t = 0; t < nt; t++) {
-            const float a0 = q[0][c][t], a1 = q[1][c][t], a2 = q[2][c][t], a3 = q[3][c][t];
-            rows[0][2 * t + c] = a0 + a1 + a2;
-            rows[1][2 * t + c] = a1 - a2 - a3;
-        }
+        for (int t = 0; t < nt; t++) dlrt_wg_at2(&q[0][c][t], 2 * TB, &rows[0][2 * t + c], 4 * TB);
     dlrt_wg_store(s, rows, co, ty, c0, nt, yc, ep);
 }
 
