@@ -7,8 +7,8 @@
  *     with and without the direct GEMM, kernels reaching past the input; canaries after the
  *     result and the workspace (sized by dlrt_conv_grad_workspace, NULL when 0); an empty batch;
  *   - dlrt_maxpool_grad / dlrt_avgpool_grad against MaxPoolGrad / AveragePoolGrad, bit for bit:
- *     ties (constant input, quantized input), NaNs, ceil_mode, count_include_pad both ways with
- *     windows reaching past the end padding, dilations, global max pooling, ranks 1-3;
+ *     ties (constant input, quantized input), NaNs, -0 in dY, ceil_mode, count_include_pad both
+ * ways with windows reaching past the end padding, dilations, global max pooling, ranks 1-3;
  *   - batches split over the images in chunks (LeNet's convolutions at batch 64, batch 7 with a
  *     chunk per image and in uneven chunks, 1x1, groups, 1-D, 3-D) and batches that are not (one
  *     image, little work, large images, the workspace cap): the chunk count and the workspace
@@ -458,6 +458,9 @@ static void pool_check(const char *name, const pool_geo *g) {
     float *x = buf_new(nx), *dy = buf_new(ny);
     for (int64_t i = 0; i < nx && g->values; i++)
         x[i] = g->values == 1 ? 0.5f : i % 7 == 3 ? NAN : roundf(x[i] * 2) / 2;
+    /* negative zeros in dY: a maximum's dX is 0 + dY, +0 */
+    for (int64_t i = 0; i < ny && g->values == 2; i++)
+        if (i % 5 == 1) dy[i] = -0.0f;
     dl_tensor *tx = f32_tensor(r, xd, x), *tdy = f32_tensor(r, yd, dy);
     char at[400];
     pool_attrs(g, at, sizeof at);
@@ -497,6 +500,16 @@ static const struct {
 } pool_cases[] = {
     {"max 2x2 stride 2", {2, 2, 3, {8, 6}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, 1}},
     {"max 3x3 stride 2 pad 1", {2, 2, 2, {7, 8}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1}},
+    /* 2x2 stride 2 (the vectorized rows of windows inside the input): ties, NaNs, odd sizes,
+     * pads and a partial last window around them, rows long enough for whole vectors */
+    {"max 2x2 stride 2, ties",
+     {2, 2, 3, {24, 24}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, 1, 0, 0, 0, 1}},
+    {"max 2x2 stride 2, quantized ties and NaNs, odd sizes",
+     {2, 2, 3, {13, 37}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, 1, 0, 0, 0, 2}},
+    {"max 2x2 stride 2 pad 1, ceil_mode",
+     {2, 2, 2, {9, 35}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, {1, 0}, 1, 1, 0, 0, 2}},
+    {"max 3-D 1x2x2 stride 1x2x2",
+     {3, 1, 2, {3, 6, 20}, {1, 2, 2}, {1, 2, 2}, {1, 1, 1}, {0, 1, 0}, {0, 0, 1}, 1, 0, 0, 0, 2}},
     {"max overlapping windows, ties",
      {2, 1, 2, {6, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 0, 0, 0, 1}},
     {"max quantized ties and NaNs",

@@ -106,6 +106,7 @@ void dlrt_conv_im2col(const dlrt_win3 *g, int64_t cig, const float *x, float *co
 typedef struct dlrt_conv_seg {
     size_t base;
     int64_t ow0, ih0, id0;
+    int64_t src; /* input offset of tap (0, 0, 0) of output ow0, for windows inside the input */
     int len;
 } dlrt_conv_seg;
 
@@ -124,6 +125,67 @@ static DLRT_INLINE void dlrt_conv_gather_run(float *restrict d, const float *src
     for (int64_t j = hi; j < e; j++) d[j - a] = 0.0f;
 }
 
+/* d[0, len) = src[j * sw]: the copy of a run when every tap is inside the input. Runs are short
+ * (an output row, 8 lines on a LeNet's 8x8 planes), so a copy is whole blocks of 8 (one or two
+ * vector moves) and a remainder, rather than a library call that costs more than the copy. */
+static DLRT_INLINE void dlrt_conv_copy_run(float *restrict d, const float *restrict src, int len,
+                                           int64_t sw) {
+    int j = 0;
+    if (sw == 1) {
+        for (; j + 8 <= len; j += 8)
+            for (int t = 0; t < 8; t++) d[j + t] = src[j + t];
+        for (; j < len; j++) d[j] = src[j];
+    } else if (sw == 2) {
+        for (; j < len; j++) d[j] = src[j * 2];
+    } else {
+        for (; j < len; j++) d[j] = src[j * sw];
+    }
+}
+
+/* Whether every tap of every output reads inside the input (no padding reached): the copies then
+ * need no bounds. */
+static int dlrt_conv_inside(const dlrt_win3 *g) {
+    for (int d = 0; d < 3; d++)
+        if (g->pad[d] != 0 ||
+            (g->out[d] - 1) * g->stride[d] + (g->k[d] - 1) * g->dil[d] >= g->in[d])
+            return 0;
+    return 1;
+}
+
+/* Depths per block of tap offsets in dlrt_conv_gather_inside. */
+enum { DLRT_CONV_GATHER_DEPTHS = 128 };
+
+/* dlrt_conv_gather_cols's runs seg[0, nseg) at depths [p0, p0 + kc) when every tap is inside the
+ * input: the depths' input offsets are worked out once per block, then each run is copied at
+ * every depth of the block, so that the inner loop is a copy of a run and a step. */
+static void dlrt_conv_gather_inside(const dlrt_conv_cols *c, const dlrt_conv_seg *seg, int nseg,
+                                    int64_t p0, int kc, int w, float *restrict dst) {
+    const dlrt_win3 *g = c->g;
+    const int64_t sw = g->stride[2];
+    int64_t ci = p0 / g->k_sp, kw = p0 % g->k_sp % g->k[2];
+    int64_t kh = p0 % g->k_sp / g->k[2] % g->k[1], kd = p0 % g->k_sp / (g->k[2] * g->k[1]);
+    int64_t off[DLRT_CONV_GATHER_DEPTHS];
+    for (int pb = 0; pb < kc; pb += DLRT_CONV_GATHER_DEPTHS) {
+        const int nb = DLRT_MIN(DLRT_CONV_GATHER_DEPTHS, kc - pb);
+        for (int p = 0; p < nb; p++) {
+            off[p] = ci * g->in_sp + (kd * g->dil[0] * g->in[1] + kh * g->dil[1]) * g->in[2] +
+                     kw * g->dil[2];
+            if (++kw == g->k[2] && (kw = 0, ++kh == g->k[1]) && (kh = 0, ++kd == g->k[0]))
+                kd = 0, ci++;
+        }
+        for (int s = 0; s < nseg; s++) {
+            float *d = dst + seg[s].base + (size_t)pb * (size_t)w;
+            const float *x = c->x + seg[s].src;
+            const int len = seg[s].len;
+            if (sw == 1 && len == 8) /* an 8-wide output row (LeNet's second layer) */
+                for (int p = 0; p < nb; p++, d += w)
+                    for (int t = 0; t < 8; t++) d[t] = x[off[p] + t];
+            else
+                for (int p = 0; p < nb; p++, d += w) dlrt_conv_copy_run(d, x + off[p], len, sw);
+        }
+    }
+}
+
 /* Lines per piece of a gather call (its runs fit a stack array); kernel widths whose valid
  * output spans are worked out once per piece. */
 enum { DLRT_CONV_GATHER_LINES = 256, DLRT_CONV_GATHER_KW = 16 };
@@ -133,6 +195,7 @@ void dlrt_conv_gather_cols(const void *ctx, int64_t i0, int m, int64_t p0, int k
     const dlrt_conv_cols *c = ctx;
     const dlrt_win3 *g = c->g;
     const int64_t ow_n = g->out[2], sw = g->stride[2];
+    const int inside = dlrt_conv_inside(g);
     /* pieces of whole panels, each cut once into runs that share a row (and a panel), so that
      * per depth only the tap changes */
     const int piece = DLRT_MAX(DLRT_CONV_GATHER_LINES / w, 1) * w;
@@ -145,13 +208,20 @@ void dlrt_conv_gather_cols(const void *ctx, int64_t i0, int m, int64_t p0, int k
             const int in_panel = w - ii % w;
             const int len =
                 (int)DLRT_MIN(DLRT_MIN(ow_n - ow, (int64_t)in_panel), (int64_t)(qm - ii));
+            const int64_t ih0 = row % g->out[1] * g->stride[1],
+                          id0 = row / g->out[1] * g->stride[0];
             seg[nseg++] = (dlrt_conv_seg){.base = (size_t)(q + ii) / (size_t)w * pstride +
                                                   (size_t)((q + ii) % w),
                                           .ow0 = ow,
-                                          .ih0 = row % g->out[1] * g->stride[1],
-                                          .id0 = row / g->out[1] * g->stride[0],
+                                          .ih0 = ih0,
+                                          .id0 = id0,
+                                          .src = (id0 * g->in[1] + ih0) * g->in[2] + ow * sw,
                                           .len = len};
             ii += len;
+        }
+        if (inside) {
+            dlrt_conv_gather_inside(c, seg, nseg, p0, kc, w, dst);
+            continue;
         }
         /* depth p0's tap, then stepped per depth (kw fastest, as in a weight row): the divisions
          * cost as much as a run's copy */
@@ -165,14 +235,15 @@ void dlrt_conv_gather_cols(const void *ctx, int64_t i0, int m, int64_t p0, int k
         for (int p = 0; p < kc; p++) {
             const int64_t woff = kw * g->dil[2] - g->pad[2], hoff = kh * g->dil[1] - g->pad[1];
             const int64_t doff = kd * g->dil[0] - g->pad[0];
-            int64_t w_lo, w_hi;
-            if (kw < spans)
-                w_lo = span[kw][0], w_hi = span[kw][1];
-            else
-                dlrt_conv_span(ow_n, sw, woff, g->in[2], &w_lo, &w_hi);
             const float *xc = c->x + ci * g->in_sp;
+            const int64_t k_w = kw;
             if (++kw == g->k[2] && (kw = 0, ++kh == g->k[1]) && (kh = 0, ++kd == g->k[0]))
                 kd = 0, ci++;
+            int64_t w_lo, w_hi;
+            if (k_w < spans)
+                w_lo = span[k_w][0], w_hi = span[k_w][1];
+            else
+                dlrt_conv_span(ow_n, sw, woff, g->in[2], &w_lo, &w_hi);
             for (int s = 0; s < nseg; s++) {
                 float *d = dst + seg[s].base + (size_t)p * (size_t)w;
                 const int64_t ih = seg[s].ih0 + hoff, id = seg[s].id0 + doff;
