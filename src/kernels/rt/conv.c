@@ -45,6 +45,37 @@ static void dlrt_conv_im2col_plane(const float *src, int64_t shift, int64_t h_lo
     memset(dst + h_hi * w, 0, (size_t)((rows - h_hi) * w) * sizeof(float));
 }
 
+/* d[0, len) = src[j * sw]: a run of outputs whose taps are inside the input. Runs are often
+ * short (an output row, 8 lines on a LeNet's 8x8 planes), so a copy is whole blocks of 8 (one or
+ * two vector moves) and a remainder, rather than a library call that costs more than the copy. */
+static DLRT_INLINE void dlrt_conv_copy_run(float *restrict d, const float *restrict src, int len,
+                                           int64_t sw) {
+    int j = 0;
+    if (sw == 1) {
+        for (; j + 8 <= len; j += 8)
+            for (int t = 0; t < 8; t++) d[j + t] = src[j + t];
+        for (; j < len; j++) d[j] = src[j];
+    } else if (sw == 2) {
+        for (; j < len; j++) d[j] = src[j * 2];
+    } else {
+        for (; j < len; j++) d[j] = src[j * sw];
+    }
+}
+
+/* Whether every tap of every output reads inside the input (no padding reached): the copies then
+ * need no bounds. */
+static int dlrt_conv_inside(const dlrt_win3 *g) {
+    for (int d = 0; d < 3; d++)
+        if (g->pad[d] != 0 ||
+            (g->out[d] - 1) * g->stride[d] + (g->k[d] - 1) * g->dil[d] >= g->in[d])
+            return 0;
+    return 1;
+}
+
+/* Lines per piece of a gather call (its runs fit a stack array); kernel widths whose valid
+ * output spans are worked out once per piece. */
+enum { DLRT_CONV_GATHER_LINES = 256, DLRT_CONV_GATHER_KW = 16 };
+
 /* col[(ci * k_sp + tap) * out_sp + o] = x[ci] at the tap's input position for output o, or 0 in
  * the padding. */
 void dlrt_conv_im2col(const dlrt_win3 *g, int64_t cig, const float *x, float *col) {
@@ -57,7 +88,16 @@ void dlrt_conv_im2col(const dlrt_win3 *g, int64_t cig, const float *x, float *co
     const double per_row = (double)g->out_sp * (sw == 1 ? 1.0 : 4.0) +
                            (whole ? 64.0 : 32.0 * (double)(g->out_sp / ow_n));
     const int par = (double)rows * per_row >= DLRT_PAR_MIN;
-    (void)par;
+    if (!par && dlrt_conv_inside(g) && rows <= INT32_MAX && g->out_sp <= INT32_MAX) {
+        /* no padding to test for: the gather's copies, into one panel as wide as a row, so
+         * that its lines (outputs) are the matrix's columns; 20 cycles a row went to the
+         * bounds below on a LeNet's 8-wide rows (the weight gradient's columns) */
+        const dlrt_conv_cols cc = {g, x};
+        for (int64_t i0 = 0; i0 < g->out_sp; i0 += DLRT_CONV_GATHER_LINES)
+            dlrt_conv_gather_cols(&cc, i0, (int)DLRT_MIN(DLRT_CONV_GATHER_LINES, g->out_sp - i0), 0,
+                                  (int)rows, (int)g->out_sp, 0, col + i0);
+        return;
+    }
     DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
     for (int64_t r = 0; r < rows; r++) {
         int64_t ci = r / g->k_sp, t = r % g->k_sp;
@@ -88,8 +128,8 @@ void dlrt_conv_im2col(const dlrt_win3 *g, int64_t cig, const float *x, float *co
                 }
                 const float *src = xc + (id * g->in[1] + ih) * g->in[2];
                 for (int64_t ow = 0; ow < w_lo; ow++) dst[ow] = 0.0f;
-                if (sw == 1)
-                    memcpy(dst + w_lo, src + w_lo + woff, (size_t)(w_hi - w_lo) * sizeof(float));
+                if (sw == 1) /* rows are short (8 floats on a LeNet's 8x8 planes): no call */
+                    dlrt_conv_copy_run(dst + w_lo, src + w_lo + woff, (int)(w_hi - w_lo), 1);
                 else if (sw == 2) /* a constant stride vectorizes (even/odd permutes) */
                     for (int64_t ow = w_lo; ow < w_hi; ow++) dst[ow] = src[ow * 2 + woff];
                 else
@@ -125,33 +165,6 @@ static DLRT_INLINE void dlrt_conv_gather_run(float *restrict d, const float *src
     for (int64_t j = hi; j < e; j++) d[j - a] = 0.0f;
 }
 
-/* d[0, len) = src[j * sw]: the copy of a run when every tap is inside the input. Runs are short
- * (an output row, 8 lines on a LeNet's 8x8 planes), so a copy is whole blocks of 8 (one or two
- * vector moves) and a remainder, rather than a library call that costs more than the copy. */
-static DLRT_INLINE void dlrt_conv_copy_run(float *restrict d, const float *restrict src, int len,
-                                           int64_t sw) {
-    int j = 0;
-    if (sw == 1) {
-        for (; j + 8 <= len; j += 8)
-            for (int t = 0; t < 8; t++) d[j + t] = src[j + t];
-        for (; j < len; j++) d[j] = src[j];
-    } else if (sw == 2) {
-        for (; j < len; j++) d[j] = src[j * 2];
-    } else {
-        for (; j < len; j++) d[j] = src[j * sw];
-    }
-}
-
-/* Whether every tap of every output reads inside the input (no padding reached): the copies then
- * need no bounds. */
-static int dlrt_conv_inside(const dlrt_win3 *g) {
-    for (int d = 0; d < 3; d++)
-        if (g->pad[d] != 0 ||
-            (g->out[d] - 1) * g->stride[d] + (g->k[d] - 1) * g->dil[d] >= g->in[d])
-            return 0;
-    return 1;
-}
-
 /* Depths per block of tap offsets in dlrt_conv_gather_inside. */
 enum { DLRT_CONV_GATHER_DEPTHS = 128 };
 
@@ -185,10 +198,6 @@ static void dlrt_conv_gather_inside(const dlrt_conv_cols *c, const dlrt_conv_seg
         }
     }
 }
-
-/* Lines per piece of a gather call (its runs fit a stack array); kernel widths whose valid
- * output spans are worked out once per piece. */
-enum { DLRT_CONV_GATHER_LINES = 256, DLRT_CONV_GATHER_KW = 16 };
 
 void dlrt_conv_gather_cols(const void *ctx, int64_t i0, int m, int64_t p0, int kc, int w,
                            size_t pstride, float *restrict dst) {

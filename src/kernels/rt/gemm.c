@@ -22,6 +22,43 @@ static DLRT_INLINE void dlrt_gemm_pack_full(const float *src, int64_t ld, int kc
         for (int ii = 0; ii < w; ii++) dst[ii] = src[ii];
 }
 
+#if defined(__AVX__) && defined(DLRT_GEMM_VW)
+#define DLRT_GEMM_TR8
+/* Lines [0, nl) (nl 6 or 8) of an 8x8 block of lines stored by rows (line l at src + l * ld, 8
+ * depths each) transposed in registers: dst[p * w + l] for depths p < 8. Packing an operand whose
+ * lines are rows (A as usual, B transposed: a convolution's weight gradient, a dense layer's)
+ * went element by element otherwise. Six lines are the A panels: lines 6 and 7 repeat line 5,
+ * and each depth's six stores as 4 + 2. */
+static DLRT_INLINE void dlrt_gemm_tr8(const float *src, int64_t ld, int nl, float *dst, int w) {
+    __m256 r[8];
+    for (int l = 0; l < 8; l++) r[l] = _mm256_loadu_ps(src + (l < nl ? l : nl - 1) * ld);
+    __m256 t[8], s[8];
+    for (int l = 0; l < 8; l += 2) {
+        t[l] = _mm256_unpacklo_ps(r[l], r[l + 1]);     /* depths 0 1 4 5 of lines l, l+1 */
+        t[l + 1] = _mm256_unpackhi_ps(r[l], r[l + 1]); /* depths 2 3 6 7 */
+    }
+    for (int h = 0; h < 8; h += 4) { /* lines h..h+3 at depths (0 4), (1 5), (2 6), (3 7) */
+        s[h] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        s[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        s[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        s[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int p = 0; p < 4; p++) {
+        const __m256 lo = _mm256_permute2f128_ps(s[p], s[p + 4], 0x20); /* depth p */
+        const __m256 hi = _mm256_permute2f128_ps(s[p], s[p + 4], 0x31); /* depth p + 4 */
+        if (nl == 8) {
+            _mm256_storeu_ps(dst + p * w, lo);
+            _mm256_storeu_ps(dst + (p + 4) * w, hi);
+        } else {
+            _mm_storeu_ps(dst + p * w, _mm256_castps256_ps128(lo));
+            _mm_storel_pi((__m64 *)(dst + p * w + 4), _mm256_extractf128_ps(lo, 1));
+            _mm_storeu_ps(dst + (p + 4) * w, _mm256_castps256_ps128(hi));
+            _mm_storel_pi((__m64 *)(dst + (p + 4) * w + 4), _mm256_extractf128_ps(hi, 1));
+        }
+    }
+}
+#endif
+
 /* The lines of a panel of w holding n that the microkernels read: all w, except that the narrow
  * kernels read only the vectors of a partial B panel that hold lines (gemm-micro.h), so the
  * zeros end with the last of those vectors. */
@@ -57,7 +94,19 @@ static void dlrt_gemm_pack(const float *X, int64_t ld, int by_rows, const dlrt_g
     for (int r = 0; r < m; r += w, dst += (size_t)w * kc) {
         int n = DLRT_MIN(w, m - r);
         if (by_rows) {
-            for (int ii = 0; ii < n; ii++) {
+            int ii = 0;
+#ifdef DLRT_GEMM_TR8
+            /* blocks of 8 lines (B panels) or a whole A panel of 6, 8 depths at a time */
+            const int nl = w % 8 == 0 ? 8 : w == 6 ? 6 : 0;
+            for (; nl && ii + nl <= n; ii += nl) {
+                const float *src = X + (i0 + r + ii) * ld + p0;
+                int p = 0;
+                for (; p + 8 <= kc; p += 8) dlrt_gemm_tr8(src + p, ld, nl, dst + p * w + ii, w);
+                for (; p < kc; p++)
+                    for (int l = 0; l < nl; l++) dst[p * w + ii + l] = src[l * ld + p];
+            }
+#endif
+            for (; ii < n; ii++) {
                 const float *src = X + (i0 + r + ii) * ld + p0;
                 for (int p = 0; p < kc; p++) dst[p * w + ii] = src[p];
             }
