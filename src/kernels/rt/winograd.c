@@ -140,26 +140,40 @@ static DLRT_INLINE void dlrt_wg_at2(const float *in, int64_t is, float *out, int
     out[os] = a1 - a2 - a3;
 }
 
-/* o[xi][k] = (G g G^T)[xi] for the nc <= DLRT_WG_TB filters g = src[k * 9 .. k * 9 + 9). */
-static void dlrt_wg_filters(const float *src, int nc, float o[36][DLRT_WG_TB]) {
+/* The 1-D transforms of tile size m, 4 or 2: a constant at every call (the 2-D transforms below
+ * are inlined with it), so each picks one matrix and its callers' loops keep constant bounds. */
+static DLRT_INLINE void dlrt_wg_g(int m, const float *in, int64_t is, float *out, int64_t os) {
+    if (m == 4)
+        dlrt_wg_g4(in, is, out, os);
+    else
+        dlrt_wg_g2(in, is, out, os);
+}
+static DLRT_INLINE void dlrt_wg_bt(int m, const float *in, int64_t is, float *out, int64_t os) {
+    if (m == 4)
+        dlrt_wg_bt4(in, is, out, os);
+    else
+        dlrt_wg_bt2(in, is, out, os);
+}
+static DLRT_INLINE void dlrt_wg_at(int m, const float *in, int64_t is, float *out, int64_t os) {
+    if (m == 4)
+        dlrt_wg_at4(in, is, out, os);
+    else
+        dlrt_wg_at2(in, is, out, os);
+}
+
+/* o[xi][k] = (G g G^T)[xi] for the nc <= DLRT_WG_TB filters g = src[k * 9 .. k * 9 + 9):
+ * (m + 2)^2 frequencies. */
+static DLRT_INLINE void dlrt_wg_filters(const int m, const float *src, int nc,
+                                        float o[36][DLRT_WG_TB]) {
     enum { CB = DLRT_WG_TB };
+    const int a = m + 2;
     float g[9][CB], t[6][3][CB];
     for (int k = 0; k < nc; k++) /* the filters' taps, channel innermost */
         for (int e = 0; e < 9; e++) g[e][k] = src[k * 9 + e];
     for (int c = 0; c < 3; c++) /* G g, column c */
-        for (int k = 0; k < nc; k++) dlrt_wg_g4(&g[c][k], 3 * CB, &t[0][c][k], 3 * CB);
-    for (int i = 0; i < 6; i++) /* then (G g) G^T, row i */
-        for (int k = 0; k < nc; k++) dlrt_wg_g4(&t[i][0][k], CB, &o[i * 6][k], CB);
-}
-
-/* The same for F(2x2, 3x3): o[xi][k], 16 frequencies. */
-static void dlrt_wg_filters2(const float *src, int nc, float o[16][DLRT_WG_TB]) {
-    enum { CB = DLRT_WG_TB };
-    float t[4][3][CB];
-    for (int c = 0; c < 3; c++) /* G g, column c */
-        for (int k = 0; k < nc; k++) dlrt_wg_g2(&src[k * 9 + c], 3, &t[0][c][k], 3 * CB);
-    for (int i = 0; i < 4; i++) /* then (G g) G^T, row i */
-        for (int k = 0; k < nc; k++) dlrt_wg_g2(&t[i][0][k], CB, &o[i * 4][k], CB);
+        for (int k = 0; k < nc; k++) dlrt_wg_g(m, &g[c][k], 3 * CB, &t[0][c][k], 3 * CB);
+    for (int i = 0; i < a; i++) /* then (G g) G^T, row i */
+        for (int k = 0; k < nc; k++) dlrt_wg_g(m, &t[i][0][k], CB, &o[i * a][k], CB);
 }
 
 /* U[xi] = (G g G^T)[xi] for each 3x3 filter g = w[co][ci] (c_out x c_in of them), DLRT_WG_TB
@@ -180,9 +194,9 @@ static void dlrt_wg_weights(int m, int64_t c_out, int64_t c_in, const float *w, 
         const int nc = (int)DLRT_MIN((int64_t)CB, c_in - c0);
         float o[36][CB];
         if (m == 2)
-            dlrt_wg_filters2(w + (co * c_in + c0) * 9, nc, o);
+            dlrt_wg_filters(2, w + (co * c_in + c0) * 9, nc, o);
         else
-            dlrt_wg_filters(w + (co * c_in + c0) * 9, nc, o);
+            dlrt_wg_filters(4, w + (co * c_in + c0) * 9, nc, o);
         if (operand >= 0) {
             for (int k = 0; k < nc; k++) {
                 const size_t at = dlrt_gemm_packed_index(operand, co, c0 + k, c_in);
@@ -256,35 +270,21 @@ static void dlrt_wg_in_rows(const dlrt_wg *s, const float *xc, int64_t r0, int64
     }
 }
 
-/* V[xi][ci][col0 + t] = (B^T d B)[xi] for the tiles t < nt of one chunk of a tile row, whose 6
- * input rows start at input row r0 and column c0 (either may lie in the padding); m = 4. */
-static void dlrt_wg_in_chunk(const dlrt_wg *s, const float *xc, int64_t r0, int64_t c0, int nt,
-                             float *V) {
+/* V[xi][ci][col0 + t] = (B^T d B)[xi] for the tiles t < nt of one chunk of a tile row, whose
+ * m + 2 input rows start at input row r0 and column c0 (either may lie in the padding). */
+static DLRT_INLINE void dlrt_wg_in_chunk(const int m, const dlrt_wg *s, const float *xc, int64_t r0,
+                                         int64_t c0, int nt, float *V) {
     enum { W = DLRT_WG_W };
+    const int a = m + 2;
     float d[6][W], v[6][W];
-    const int64_t width = 4 * (int64_t)nt + 2;
+    const int64_t width = m * (int64_t)nt + 2;
     dlrt_wg_in_rows(s, xc, r0, c0, width, d);
     for (int64_t u = 0; u < width; u++) /* B^T down each column */
-        dlrt_wg_bt4(&d[0][u], W, &v[0][u], W);
+        dlrt_wg_bt(m, &d[0][u], W, &v[0][u], W);
     const int64_t xs = s->vs;
-    for (int i = 0; i < 6; i++) /* then B across each tile */
+    for (int i = 0; i < a; i++) /* then B across each tile */
         for (int t = 0; t < nt; t++)
-            dlrt_wg_bt4(&v[i][4 * t], 1, V + (int64_t)(i * 6) * xs + t, xs);
-}
-
-/* The same for m = 2: 4 input rows, 2 * nt + 2 columns, 16 frequencies. */
-static void dlrt_wg_in_chunk2(const dlrt_wg *s, const float *xc, int64_t r0, int64_t c0, int nt,
-                              float *V) {
-    enum { W = DLRT_WG_W };
-    float d[6][W], v[4][W];
-    const int64_t width = 2 * (int64_t)nt + 2;
-    dlrt_wg_in_rows(s, xc, r0, c0, width, d);
-    for (int64_t u = 0; u < width; u++) /* B^T down each column */
-        dlrt_wg_bt2(&d[0][u], W, &v[0][u], W);
-    const int64_t xs = s->vs;
-    for (int i = 0; i < 4; i++) /* then B across each tile */
-        for (int t = 0; t < nt; t++)
-            dlrt_wg_bt2(&v[i][2 * t], 1, V + (int64_t)(i * 4) * xs + t, xs);
+            dlrt_wg_bt(m, &v[i][m * t], 1, V + (int64_t)(i * a) * xs + t, xs);
 }
 
 /* The input transform of images [b0, b0 + nbi) into V. */
@@ -302,9 +302,9 @@ static void dlrt_wg_input(const dlrt_wg *s, const float *x, int64_t b0, int64_t 
             const int64_t r0 = s->m * ty - s->ph, c0 = s->m * tx0 - s->pw;
             float *v = V + ci * s->cols + col0;
             if (s->m == 2)
-                dlrt_wg_in_chunk2(s, xc, r0, c0, nt, v);
+                dlrt_wg_in_chunk(2, s, xc, r0, c0, nt, v);
             else
-                dlrt_wg_in_chunk(s, xc, r0, c0, nt, v);
+                dlrt_wg_in_chunk(4, s, xc, r0, c0, nt, v);
         }
     }
 }
@@ -323,31 +323,20 @@ static void dlrt_wg_store(const dlrt_wg *s, float rows[4][4 * DLRT_WG_TB], int64
 
 /* y = epilogue(A^T M A) for the tiles t < nt of one chunk of a tile row of channel co; M points
  * at the chunk's first tile in frequency 0 and yc at the channel's output plane, whose rows
- * 4*ty.. and columns c0.. the chunk covers. ep is the image's epilogue. m = 4. */
-static void dlrt_wg_out_chunk(const dlrt_wg *s, const float *M, int64_t co, int64_t ty, int64_t c0,
-                              int nt, float *yc, const dlrt_epilogue *ep) {
+ * m*ty.. and columns c0.. the chunk covers. ep is the image's epilogue. */
+static DLRT_INLINE void dlrt_wg_out_chunk(const int m, const dlrt_wg *s, const float *M, int64_t co,
+                                          int64_t ty, int64_t c0, int nt, float *yc,
+                                          const dlrt_epilogue *ep) {
     enum { TB = DLRT_WG_TB };
-    float q[6][4][TB], rows[4][4 * TB];
+    const int a = m + 2;
+    float q[6 * 4 * TB], rows[4][4 * TB]; /* q[(i * m + c) * TB + t]: tile t's row i, column c */
     const int64_t xs = s->ms;
-    for (int i = 0; i < 6; i++) /* A^T across each tile's frequency row i */
+    for (int i = 0; i < a; i++) /* A^T across each tile's frequency row i */
         for (int t = 0; t < nt; t++)
-            dlrt_wg_at4(M + (int64_t)(i * 6) * xs + t, xs, &q[i][0][t], TB);
-    for (int c = 0; c < 4; c++) /* then down each column */
-        for (int t = 0; t < nt; t++) dlrt_wg_at4(&q[0][c][t], 4 * TB, &rows[0][4 * t + c], 4 * TB);
-    dlrt_wg_store(s, rows, co, ty, c0, nt, yc, ep);
-}
-
-/* The same for m = 2: 16 frequencies, 2x2 output tiles. */
-static void dlrt_wg_out_chunk2(const dlrt_wg *s, const float *M, int64_t co, int64_t ty, int64_t c0,
-                               int nt, float *yc, const dlrt_epilogue *ep) {
-    enum { TB = DLRT_WG_TB };
-    float q[4][2][TB], rows[4][4 * TB];
-    const int64_t xs = s->ms;
-    for (int i = 0; i < 4; i++) /* A^T across each tile's frequency row i */
+            dlrt_wg_at(m, M + (int64_t)(i * a) * xs + t, xs, &q[i * m * TB + t], TB);
+    for (int c = 0; c < m; c++) /* then down each column */
         for (int t = 0; t < nt; t++)
-            dlrt_wg_at2(M + (int64_t)(i * 4) * xs + t, xs, &q[i][0][t], TB);
-    for (int c = 0; c < 2; c++) /* then down each column */
-        for (int t = 0; t < nt; t++) dlrt_wg_at2(&q[0][c][t], 2 * TB, &rows[0][2 * t + c], 4 * TB);
+            dlrt_wg_at(m, &q[c * TB + t], m * TB, &rows[0][m * t + c], 4 * TB);
     dlrt_wg_store(s, rows, co, ty, c0, nt, yc, ep);
 }
 
@@ -368,9 +357,9 @@ static void dlrt_wg_output(const dlrt_conv *p, const dlrt_wg *s, const float *M,
             const int64_t col0 = bi * s->tiles + ty * s->tw + tx0;
             const float *mc = M + co * s->cols + col0;
             if (s->m == 2)
-                dlrt_wg_out_chunk2(s, mc, co, ty, 2 * tx0, nt, yc, eb);
+                dlrt_wg_out_chunk(2, s, mc, co, ty, 2 * tx0, nt, yc, eb);
             else
-                dlrt_wg_out_chunk(s, mc, co, ty, 4 * tx0, nt, yc, eb);
+                dlrt_wg_out_chunk(4, s, mc, co, ty, 4 * tx0, nt, yc, eb);
         }
     }
 }
