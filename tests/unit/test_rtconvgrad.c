@@ -334,6 +334,61 @@ static int64_t round16(int64_t n) {
     return (n + 15) / 16 * 16;
 }
 
+/* Stride-1 convolutions whose input gradient runs as a forward convolution of dY with the
+ * flipped filters (conv-grad.c's dlrt_grad_input_as_conv), and some just outside where it is
+ * taken: each checked like the cases above, and whether it takes that path. */
+static const struct {
+    const char *name;
+    conv_geo g;
+    bool as_conv;
+} as_conv_cases[] = {
+    {"32 channels 3x3 pad 1", {2, 2, 32, 5, 1, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1},
+    {"64 channels 3x3 pad 1 batch 3 (Winograd for the forward)",
+     {2, 3, 64, 64, 1, {14, 14}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+     1},
+    {"asymmetric pads, dilation 2",
+     {2, 2, 33, 4, 1, {9, 8}, {3, 2}, {1, 1}, {2, 3}, {0, 3}, {4, 0}},
+     1},
+    {"unpadded 3x3 on 20x20 (in / out = 1.23)",
+     {2, 1, 32, 3, 1, {20, 20}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}},
+     1},
+    {"1-D k 4", {1, 2, 40, 6, 1, {17}, {4}, {1}, {1}, {1}, {2}}, 1},
+    {"3-D", {3, 2, 32, 3, 1, {5, 4, 6}, {3, 2, 3}, {1, 1, 1}, {1, 1, 1}, {1, 0, 2}, {1, 1, 0}}, 1},
+    {"depthwise 5x5 pad 2", {2, 3, 6, 6, 6, {9, 10}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}}, 1},
+    {"depthwise 3x3 pad 1 batch 4",
+     {2, 4, 16, 16, 16, {12, 12}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+     1},
+    {"unpadded 3x3 on 10x10 (in / out = 1.56)",
+     {2, 2, 32, 4, 1, {10, 10}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}},
+     0},
+    {"pad past the kernel's span",
+     {2, 2, 32, 4, 1, {6, 6}, {2, 2}, {1, 1}, {1, 1}, {2, 1}, {1, 2}},
+     0},
+    {"stride 2", {2, 2, 32, 4, 1, {9, 9}, {3, 3}, {2, 1}, {1, 1}, {1, 1}, {1, 1}}, 0},
+    {"31 input channels", {2, 2, 31, 8, 1, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 0},
+    {"groups 2", {2, 2, 64, 64, 2, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 0},
+    {"depthwise x2 multiplier",
+     {2, 2, 8, 16, 8, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+     0},
+    /* col2im by input row sums up to 32 column rows at a time: 36 taps cover some rows */
+    {"36 x 2 kernel, 3 channels",
+     {2, 2, 3, 4, 1, {80, 5}, {36, 2}, {1, 1}, {1, 1}, {2, 0}, {1, 1}},
+     0},
+    {"3-D 4x3x3 kernel, dilated",
+     {3, 1, 2, 3, 1, {7, 6, 9}, {4, 3, 3}, {1, 1, 1}, {1, 2, 1}, {2, 1, 0}, {1, 2, 0}},
+     0},
+};
+
+static void as_conv_check(const char *name, const conv_geo *c, bool want) {
+    dlrt_conv p, t;
+    conv_rt(c, &p);
+    char nm[200];
+    snprintf(nm, sizeof nm, "%s: input gradient %s a forward convolution", name,
+             want ? "runs as" : "does not run as");
+    CHECK(nm, (dlrt_grad_input_as_conv(&p, &t) != 0) == want);
+    conv_check(name, c);
+}
+
 static void batch_check(const char *name, const conv_geo *c, int64_t chunks) {
     dlrt_conv p;
     conv_rt(c, &p);
@@ -341,7 +396,13 @@ static void batch_check(const char *name, const conv_geo *c, int64_t chunks) {
     const bool direct = prod(c->ns, c->k) == 1 && prod(c->ns, c->s) == 1 &&
                         c->pb[0] + c->pb[1] + c->pb[2] + c->pe[0] + c->pe[1] + c->pe[2] == 0;
     const int64_t cols = direct ? 0 : chunks > 1 ? round16(kdim * out_sp) : kdim * out_sp;
-    const size_t ws = (size_t)(chunks * cols + (chunks - 1) * round16(c->m * kdim)) * sizeof(float);
+    size_t ws = (size_t)(chunks * cols + (chunks - 1) * round16(c->m * kdim)) * sizeof(float);
+    dlrt_conv t; /* the input gradient as a forward convolution: its flipped weights, its scratch */
+    if (dlrt_grad_input_as_conv(&p, &t)) {
+        const size_t as_conv =
+            (size_t)round16(c->m * kdim) * sizeof(float) + dlrt_conv_workspace(&t);
+        ws = ws > as_conv ? ws : as_conv;
+    }
     char nm[200];
     snprintf(nm, sizeof nm, "%s: %lld chunk%s, %zu workspace bytes", name, (long long)chunks,
              chunks > 1 ? "s" : "", ws);
@@ -664,6 +725,11 @@ static void native_cases(void) {
     native_conv("native conv 1-D SAME_UPPER", &c3, "SAME_UPPER", c3_out);
     conv_geo c4 = {3, 0, 2, 2, 1, {4, 5, 3}, {2, 3, 2}, {1, 2, 1}, {1, 1, 1}, {1, 0, 0}, {0, 1, 1}};
     native_conv("native conv 3-D", &c4, NULL, NULL);
+    /* input gradients run as forward convolutions (their workspace sized by the host) */
+    conv_geo c5 = {2, 0, 32, 8, 1, {7, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}};
+    native_conv("native conv 32 channels 3x3 pad 1", &c5, NULL, NULL);
+    conv_geo c6 = {2, 0, 8, 8, 8, {9, 7}, {5, 3}, {1, 1}, {1, 2}, {2, 2}, {2, 2}};
+    native_conv("native conv depthwise, dilated", &c6, NULL, NULL);
     pool_geo m1 = {2, 0, 3, {7, 8}, {3, 3}, {2, 2}, {1, 1}, {1, 0}, {1, 1}, 1, 1};
     pool_geo a1 = {2, 0, 3, {7, 8}, {3, 2}, {2, 2}, {1, 2}, {1, 1}, {0, 1}, 0, 1, 1};
     native_pool("native pools, ceil_mode, count_include_pad", &m1, &a1);
@@ -783,6 +849,8 @@ int main(void) {
         conv_check(conv_cases[i].name, &conv_cases[i].g);
     for (size_t i = 0; i < sizeof batch_cases / sizeof *batch_cases; i++)
         batch_check(batch_cases[i].name, &batch_cases[i].g, batch_cases[i].chunks);
+    for (size_t i = 0; i < sizeof as_conv_cases / sizeof *as_conv_cases; i++)
+        as_conv_check(as_conv_cases[i].name, &as_conv_cases[i].g, as_conv_cases[i].as_conv);
     random_conv_cases(40, false);
     random_conv_cases(12, true);
     conv_empty_batch();

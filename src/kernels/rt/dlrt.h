@@ -147,11 +147,13 @@ void dlrt_pool_forward(const dlrt_pool *p, const float *x, float *y);
  * [n, c_out, out...] with w; weight gradient: dw [c_out, c_in/group, k...] = the sum over images
  * and output positions of dy times x's window. Both overwrite their result (positions no window
  * covers get 0). Per image and group one GEMM through dlrt_sgemm, with col2im / im2col in the
- * workspace; batches of small images are split over threads in a number of chunks fixed by the
- * geometry and the batch (never the thread count, so neither are the results), each chunk with
- * its own columns and partial weight gradient. dlrt_conv_grad_workspace(p) bytes serve either
- * kernel (0, and workspace may be NULL, for a 1x1 stride-1 unpadded convolution that is not
- * split, e.g. a single image). dx and dw must not overlap the operands. */
+ * workspace (the input gradient of stride-1 layers with many input channels, and of depthwise
+ * ones, is instead dlrt_conv_forward of dy with the filters flipped); batches of small images are
+ * split over threads in a number of chunks fixed by the geometry and the batch (never the thread
+ * count, so neither are the results), each chunk with its own columns and partial weight gradient.
+ * dlrt_conv_grad_workspace(p) bytes serve either kernel (0, and workspace may be NULL, for a 1x1
+ * stride-1 unpadded convolution that is not split, e.g. a single image). dx and dw must not overlap
+ * the operands. */
 size_t dlrt_conv_grad_workspace(const dlrt_conv *p);
 void dlrt_conv_grad_input(const dlrt_conv *p, const float *dy, const float *w, float *dx,
                           void *workspace);
