@@ -352,7 +352,7 @@ static const struct {
     {"unpadded 3x3 on 20x20 (in / out = 1.23)",
      {2, 1, 32, 3, 1, {20, 20}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}},
      1},
-    {"1-D k 4", {1, 2, 40, 6, 1, {17}, {4}, {1}, {1}, {1}, {2}}, 1},
+    {"1-D k 4", {1, 3, 40, 6, 1, {17}, {4}, {1}, {1}, {1}, {2}}, 1},
     {"3-D", {3, 2, 32, 3, 1, {5, 4, 6}, {3, 2, 3}, {1, 1, 1}, {1, 1, 1}, {1, 0, 2}, {1, 1, 0}}, 1},
     {"depthwise 5x5 pad 2", {2, 3, 6, 6, 6, {9, 10}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}}, 1},
     {"depthwise 3x3 pad 1 batch 4",
@@ -363,6 +363,12 @@ static const struct {
      0},
     {"pad past the kernel's span",
      {2, 2, 32, 4, 1, {6, 6}, {2, 2}, {1, 1}, {1, 1}, {2, 1}, {1, 2}},
+     0},
+    {"128 channels on 4x4 at batch 8 (as many positions as channels)",
+     {2, 8, 128, 16, 1, {4, 4}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+     1},
+    {"128 channels on 4x4 at batch 7 (fewer positions than channels)",
+     {2, 7, 128, 16, 1, {4, 4}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
      0},
     {"stride 2", {2, 2, 32, 4, 1, {9, 9}, {3, 3}, {2, 1}, {1, 1}, {1, 1}, {1, 1}}, 0},
     {"31 input channels", {2, 2, 31, 8, 1, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 0},
@@ -461,6 +467,9 @@ static void conv_empty_batch(void) {
     for (int i = 0; i < 54; i++) zero = zero && dw[i] == 0.0f;
     CHECK("empty batch: weight gradient 0, input gradient untouched", zero && dx[0] == 1.0f);
     free(ws);
+    /* no channels and no groups (not a valid layer): sized as nothing, no division by 0 */
+    p.c_in = p.c_out = p.group = 0;
+    CHECK("no channels, no groups: no workspace", dlrt_conv_grad_workspace(&p) == 0);
 }
 
 /* ---- pooling ---- */

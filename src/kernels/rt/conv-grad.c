@@ -5,12 +5,12 @@
  *
  * Convolution, per image and group, W_g being the forward's [cog, cig * k_sp] weights:
  *   - input gradient: where it pays (dlrt_grad_input_as_conv: stride 1, group 1 with 32 input
- *     channels or more, or depthwise), a forward convolution (conv.c, every image at once) of
- *     dY with the filters flipped. Otherwise col = W_gᵀ · dY_g (dlrt_sgemm reading W
- *     transposed), then col2im into dX_g: it adds the column rows into each input plane in a
- *     fixed order (by input row at stride 1, by tap otherwise), the planes in parallel (so the
- *     sums do not depend on the thread count). For a 1x1 stride-1 unpadded convolution col is
- *     dX_g itself: the GEMM writes it directly;
+ *     channels or more and no fewer input positions in the batch, or depthwise), a forward
+ *     convolution (conv.c, every image at once) of dY with the filters flipped. Otherwise
+ *     col = W_gᵀ · dY_g (dlrt_sgemm reading W transposed), then col2im into dX_g: it adds
+ *     the column rows into each input plane in a fixed order (by input row at stride 1, by
+ *     tap otherwise), the planes in parallel (so the sums do not depend on the thread count).
+ *     For a 1x1 stride-1 unpadded convolution col is dX_g itself: the GEMM writes it directly;
  *   - weight gradient: dW_g = Σ_n dY_ng · im2col(X_ng)ᵀ (conv.c's im2col, dlrt_sgemm reading
  *     the columns transposed), one GEMM per image that accumulates through the epilogue's
  *     in-place residual from the second image (of a chunk, below) on.
@@ -85,6 +85,7 @@ static dlrt_grad_plan dlrt_grad_plan_of(const dlrt_conv *p) {
  * 0 then, and also for a stride above 1 or a pad past the kernel's span (t's pad would be
  * negative), and for the 1x1 convolution whose input gradient is one GEMM on dY. */
 static int dlrt_grad_input_as_conv(const dlrt_conv *p, dlrt_conv *t) {
+    if (p->group <= 0) return 0;
     const int depthwise = p->group == p->c_in && p->c_out == p->c_in;
     if (!depthwise && (p->group != 1 || p->c_in < 32)) return 0;
     if (dlrt_conv_algo_ok(p, DLRT_CONV_GEMM_1X1)) return 0;
@@ -105,6 +106,12 @@ static int dlrt_grad_input_as_conv(const dlrt_conv *p, dlrt_conv *t) {
         t->out[d] = p->in[d];
         t->pad_begin[d] = (p->k[d] - 1) * p->dil[d] - p->pad_begin[d];
     }
+    /* Few positions per filter: with fewer input positions in the batch than input channels,
+     * t's filters (flipped, and transformed by Winograd, on every call) and its narrow
+     * products cost more than the GEMM and col2im (3x3 pad 1 on 7x7, 1 thread: 512 channels
+     * at batch 1, 4, 8 1.65, 1.48, 1.2x slower, at batch 16 1.35x faster; 256 at batch 2 even,
+     * at batch 8 1.85x faster). Not for depthwise filters, which are few. */
+    if (!depthwise && (double)p->n * (double)g.in_sp < (double)p->c_in) return 0;
     return 1;
 }
 
@@ -130,13 +137,18 @@ size_t dlrt_conv_grad_workspace(const dlrt_conv *p) {
  * reverses every spatial axis). */
 static void dlrt_grad_flip_weights(const dlrt_conv *p, int64_t k_sp, const float *w, float *wt) {
     const int64_t cig = p->c_in / p->group, cog = p->c_out / p->group;
-    for (int64_t gi = 0; gi < p->group; gi++)
-        for (int64_t co = 0; co < cog; co++)
-            for (int64_t ci = 0; ci < cig; ci++) {
-                const float *s = w + ((gi * cog + co) * cig + ci) * k_sp;
-                float *d = wt + ((gi * cig + ci) * cog + co) * k_sp + k_sp - 1;
-                for (int64_t i = 0; i < k_sp; i++) d[-i] = s[i];
-            }
+    /* 512 x 512 3x3 filters are 2.4M floats: a share of the convolution worth splitting */
+    const int par = (double)p->c_out * (double)cig * (double)k_sp >= DLRT_PAR_MIN;
+    (void)par; /* read by the pragma alone: unused without OpenMP */
+    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
+    for (int64_t f = 0; f < p->c_out; f++) {
+        const int64_t gi = f / cog, co = f % cog;
+        for (int64_t ci = 0; ci < cig; ci++) {
+            const float *s = w + (f * cig + ci) * k_sp;
+            float *d = wt + ((gi * cig + ci) * cog + co) * k_sp + k_sp - 1;
+            for (int64_t i = 0; i < k_sp; i++) d[-i] = s[i];
+        }
+    }
 }
 
 /* Threads for the chunked loops: the workspace has columns for one per chunk. */
@@ -265,24 +277,25 @@ static DLRT_INLINE void dlrt_conv_col2im_plane1(const dlrt_win3 *g, int64_t ci, 
     }
 }
 
+/* Plane ci of dx by whichever of the two above fits the strides. */
+static inline void dlrt_conv_col2im_any(const dlrt_win3 *g, int stride1, int64_t ci,
+                                        const float *col, float *dx) {
+    if (stride1)
+        dlrt_conv_col2im_plane1(g, ci, col, dx + ci * g->in_sp);
+    else
+        dlrt_conv_col2im_plane(g, ci, col, dx + ci * g->in_sp);
+}
+
 /* The cig planes of dx, in parallel when the work pays; otherwise no parallel construct at all
  * (inside the images' region it would be a nested one, see above). */
 static void dlrt_conv_col2im(const dlrt_win3 *g, int64_t cig, const float *col, float *dx) {
     const int stride1 = g->stride[0] == 1 && g->stride[1] == 1 && g->stride[2] == 1;
     if ((double)cig * (double)g->k_sp * (double)g->out_sp < DLRT_PAR_MIN) {
-        for (int64_t ci = 0; ci < cig; ci++)
-            if (stride1)
-                dlrt_conv_col2im_plane1(g, ci, col, dx + ci * g->in_sp);
-            else
-                dlrt_conv_col2im_plane(g, ci, col, dx + ci * g->in_sp);
+        for (int64_t ci = 0; ci < cig; ci++) dlrt_conv_col2im_any(g, stride1, ci, col, dx);
         return;
     }
     DLRT_PRAGMA_OMP(parallel for schedule(static))
-    for (int64_t ci = 0; ci < cig; ci++)
-        if (stride1)
-            dlrt_conv_col2im_plane1(g, ci, col, dx + ci * g->in_sp);
-        else
-            dlrt_conv_col2im_plane(g, ci, col, dx + ci * g->in_sp);
+    for (int64_t ci = 0; ci < cig; ci++) dlrt_conv_col2im_any(g, stride1, ci, col, dx);
 }
 
 /* The input gradient of image b (every group), columns in col. */
