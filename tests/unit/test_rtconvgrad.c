@@ -385,13 +385,20 @@ static const struct {
      0},
 };
 
-static void as_conv_check(const char *name, const conv_geo *c, bool want) {
+/* Whether geometry c at batch n has its input gradient run as a forward convolution. */
+static bool runs_as_conv(const conv_geo *c, int64_t n) {
+    conv_geo b = *c;
+    b.n = n;
     dlrt_conv p, t;
-    conv_rt(c, &p);
+    conv_rt(&b, &p);
+    return dlrt_grad_input_as_conv(&p, &t) != 0;
+}
+
+static void as_conv_check(const char *name, const conv_geo *c, bool want) {
     char nm[200];
     snprintf(nm, sizeof nm, "%s: input gradient %s a forward convolution", name,
              want ? "runs as" : "does not run as");
-    CHECK(nm, (dlrt_grad_input_as_conv(&p, &t) != 0) == want);
+    CHECK(nm, runs_as_conv(c, c->n) == want);
     conv_check(name, c);
 }
 
@@ -734,10 +741,14 @@ static void native_cases(void) {
     native_conv("native conv 1-D SAME_UPPER", &c3, "SAME_UPPER", c3_out);
     conv_geo c4 = {3, 0, 2, 2, 1, {4, 5, 3}, {2, 3, 2}, {1, 2, 1}, {1, 1, 1}, {1, 0, 0}, {0, 1, 1}};
     native_conv("native conv 3-D", &c4, NULL, NULL);
-    /* input gradients run as forward convolutions (their workspace sized by the host) */
+    /* input gradients run as forward convolutions (their workspace sized by the host) at the
+     * batches check_compiled runs, 1 and 3 */
     conv_geo c5 = {2, 0, 32, 8, 1, {7, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}};
-    native_conv("native conv 32 channels 3x3 pad 1", &c5, NULL, NULL);
     conv_geo c6 = {2, 0, 8, 8, 8, {9, 7}, {5, 3}, {1, 1}, {1, 2}, {2, 2}, {2, 2}};
+    CHECK("native conv 32 channels and depthwise: input gradients as forward convolutions",
+          runs_as_conv(&c5, 1) && runs_as_conv(&c5, 3) && runs_as_conv(&c6, 1) &&
+              runs_as_conv(&c6, 3));
+    native_conv("native conv 32 channels 3x3 pad 1", &c5, NULL, NULL);
     native_conv("native conv depthwise, dilated", &c6, NULL, NULL);
     pool_geo m1 = {2, 0, 3, {7, 8}, {3, 3}, {2, 2}, {1, 1}, {1, 0}, {1, 1}, 1, 1};
     pool_geo a1 = {2, 0, 3, {7, 8}, {3, 2}, {2, 2}, {1, 2}, {1, 1}, {0, 1}, 0, 1, 1};

@@ -233,13 +233,13 @@ static inline void dlrt_add_rows(float *restrict d, const float *const *rows, in
     }
 }
 
-/* dlrt_conv_col2im_plane for stride 1 in every dimension (the small unpadded layers whose input
- * gradient is not run as a forward convolution, LeNet's 5x5 on 12x12 at most): by input row
- * rather than by tap. For each tap column kw and input row, the column rows of every (kd, kh)
- * whose window covers it are summed in registers and added to the row once; per tap and output
- * row, as above, each 8-wide update read back a row partly overwritten by the previous tap's
- * update a few rows before (LeNet's 6 -> 16 input gradient at batch 64: 0.44 -> 0.33 ms, col2im
- * 0.27 -> 0.17). */
+/* dlrt_conv_col2im_plane for stride 1 in every dimension (the stride-1 layers whose input
+ * gradient dlrt_grad_input_as_conv leaves here: few input channels as in LeNet's 5x5 on 12x12,
+ * groups, batches with few positions): by input row rather than by tap. For each tap column kw and
+ * input row, the column rows of every (kd, kh) whose window covers it are summed in registers and
+ * added to the row once; per tap and output row, as above, each 8-wide update read back a row
+ * partly overwritten by the previous tap's update a few rows before (LeNet's 6 -> 16 input gradient
+ * at batch 64: 0.44 -> 0.33 ms, col2im 0.27 -> 0.17). */
 static DLRT_INLINE void dlrt_conv_col2im_plane1(const dlrt_win3 *g, int64_t ci, const float *col,
                                                 float *plane) {
     /* the geometry in locals: the stores to the plane may alias *g as far as gcc knows */
