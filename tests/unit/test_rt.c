@@ -314,6 +314,37 @@ static void workspace_case(int64_t M, int64_t N, int64_t K, int ta, int tb, int 
     free(ws);
 }
 
+/* B read in place (rows N + 3 apart; packed all the same on the generic build) against B
+ * packed (rows 64 KiB apart, which dlrt_gemm_b_in_place turns down): the same products to the bit,
+ * both close to the double reference, with a bias-row + residual + ReLU epilogue. */
+static void in_place_case(int64_t M, int64_t N, int64_t K) {
+    enum { FAR = 16384 }; /* floats: 64 KiB */
+    const int64_t near = N + 3;
+    float *a = rand_buf(M * K), *b = rand_buf(K * N), *bias = rand_buf(N), *res = rand_buf(M * N);
+    float *bn = malloc((size_t)(K * near) * sizeof(float));
+    float *bf = malloc((size_t)(K * FAR) * sizeof(float));
+    for (int64_t i = 0; i < K * near; i++) bn[i] = i % near < N ? b[i / near * N + i % near] : NAN;
+    for (int64_t p = 0; p < K; p++) memcpy(bf + p * FAR, b + p * N, (size_t)N * sizeof(float));
+    float *cn = malloc((size_t)(M * N) * sizeof(float)), *cf = malloc((size_t)(M * N) * 4);
+    const dlrt_epilogue ep = col_bias_res_relu(1.0f, 1.0f, bias, res, N);
+    dlrt_sgemm(M, N, K, a, K, 0, bn, near, 0, cn, N, &ep);
+    dlrt_sgemm(M, N, K, a, K, 0, bf, FAR, 0, cf, N, &ep);
+    const int in_place = strcmp(dlrt_gemm_isa(), "generic") != 0; /* else always packed */
+    int ok = dlrt_gemm_b_in_place(near, K) == in_place && !dlrt_gemm_b_in_place(FAR, 9) &&
+             !memcmp(cn, cf, (size_t)(M * N) * sizeof(float));
+    for (int64_t i = 0; i < M && ok; i++)
+        for (int64_t j = 0; j < N && ok; j++) {
+            double acc = bias[j] + res[i * N + j];
+            for (int64_t p = 0; p < K; p++) acc += (double)a[i * K + p] * (double)b[p * N + j];
+            ok = close_to(cn[i * N + j], (float)(acc > 0 ? acc : 0), 1e-5 * (1.0 + K / 100.0));
+        }
+    char what[128];
+    snprintf(what, sizeof what, "sgemm B in place M=%lld N=%lld K=%lld", (long long)M, (long long)N,
+             (long long)K);
+    check(ok, what);
+    free(a), free(b), free(bias), free(res), free(bn), free(bf), free(cn), free(cf);
+}
+
 /* Products whose tiles do not share out evenly are cut finer for the thread count
  * (dlrt_gemm_run): the results must not change with it. BERT's 128 x 768 shape and a narrow
  * prepacked one, with a column bias scaled by beta (fused in full tiles), residual and ReLU. */
@@ -487,6 +518,12 @@ static void test_gemm(void) {
     for (int s = 0; s < 6; s++)
         for (int t = 0; t < 4; t++)
             workspace_case(wsp[s][0], wsp[s][1], wsp[s][2], t >> 1, t & 1, (int)wsp[s][3]);
+    /* B's full panels read in place: short row tiles (16 = 6 + 6 + 4, 13, 1), a partial last
+     * panel (200 = 3 x 64 + 8; packed: its kernels read whole vectors), several K blocks and
+     * column tiles, the transposed orientation (N = 3) */
+    static const int64_t inp[][3] = {{16, 200, 40},  {13, 128, 300}, {1, 64, 5},
+                                     {64, 3136, 40}, {130, 70, 250}, {97, 3, 67}};
+    for (int s = 0; s < 6; s++) in_place_case(inp[s][0], inp[s][1], inp[s][2]);
     for (int t = 0; t < 4; t++) { /* K == 0: C = epilogue(0) */
         gemm_cfg c = {.alpha = 2,
                       .beta = 0.5f,

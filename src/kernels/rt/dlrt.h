@@ -56,6 +56,11 @@ void dlrt_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, in
 size_t dlrt_gemm_packed_bytes(int operand, int64_t lines, int64_t K);
 void dlrt_gemm_pack_operand(int operand, int64_t lines, int64_t K, const float *X, int64_t ld,
                             int trans, float *dst);
+/* Whether a product reads the full panels of a B that is not prepacked (rows ldb floats apart,
+ * not transposed) where they are, rather than packing them, for K blocks of kc rows: unless
+ * the rows' stride would crowd them into few cache sets, and never on the generic C build. The
+ * results are the same either way. */
+int dlrt_gemm_b_in_place(int64_t ldb, int64_t kc);
 /* Where dlrt_gemm_pack_operand puts line `line` at depth p (in floats from dst), for packers that
  * make an operand's values themselves (lines past the last are zeros the caller writes). */
 size_t dlrt_gemm_packed_index(int operand, int64_t line, int64_t p, int64_t K);

@@ -153,7 +153,8 @@ typedef struct dlrt_gemm_args {
     int a_packed, b_packed; /* A / B already in panels over all of K (dlrt_gemm_pack_operand) */
     const dlrt_gemm_gather *a_gather, *b_gather; /* else made while packed, when not NULL */
     int one_pass;                                /* all of K in one block (dlrt_gemm_run) */
-    int kc; /* else the K block: DLRT_GEMM_KC or DLRT_GEMM_KC_STREAM */
+    int b_direct; /* B's full panels read in place, rows ldb apart (dlrt_gemm_b_in_place) */
+    int kc;       /* else the K block: DLRT_GEMM_KC or DLRT_GEMM_KC_STREAM */
     float *C;
     int64_t ldc;
     const dlrt_epilogue *ep;
@@ -218,15 +219,20 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
         if (!g->a_packed)
             dlrt_gemm_pack(g->A, g->lda, !g->trans_a, g->a_gather, i0, mc, p0, kc, DLRT_GEMM_MR,
                            apack);
-        if (!g->b_packed)
-            dlrt_gemm_pack(g->B, g->ldb, g->trans_b, g->b_gather, j0, nc, p0, kc, DLRT_GEMM_NR,
-                           bpack);
+        /* read in place, only a last partial panel is packed (its kernels read whole vectors,
+         * past the matrix on its last row) */
+        const int in_place = g->b_direct ? nc / DLRT_GEMM_NR * DLRT_GEMM_NR : 0;
+        if (!g->b_packed && in_place < nc)
+            dlrt_gemm_pack(g->B, g->ldb, g->trans_b, g->b_gather, j0 + in_place, nc - in_place, p0,
+                           kc, DLRT_GEMM_NR, bpack);
         for (int c = 0; c < nc; c += DLRT_GEMM_NR) {
             int nr = DLRT_MIN(DLRT_GEMM_NR, nc - c);
             /* a prepacked panel holds all of K: this block starts p0 lines in */
             const float *bp = g->b_packed
                                   ? g->B + (size_t)(j0 + c) * (size_t)K + (size_t)p0 * DLRT_GEMM_NR
-                                  : bpack + (size_t)c * kc;
+                              : c < in_place ? g->B + p0 * g->ldb + j0 + c
+                                             : bpack + (size_t)(c - in_place) * kc;
+            const int64_t bstep = c < in_place ? g->ldb : DLRT_GEMM_NR;
             /* the prepacked B block used next (the next panel, else the next K block's first),
              * fetched a share (whole cache lines) per row tile */
             const float *bnext = NULL;
@@ -259,7 +265,7 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
                 }
 #ifdef DLRT_GEMM_DIRECT_STORE
                 if (last && direct && mr == DLRT_GEMM_MR && nr == DLRT_GEMM_NR) {
-                    dlrt_gemm_micro_store(kc, ap, bp, first ? NULL : pt, g->C, g->ldc, g->ep,
+                    dlrt_gemm_micro_store(kc, ap, bp, bstep, first ? NULL : pt, g->C, g->ldc, g->ep,
                                           i0 + r, j0 + c);
                     continue;
                 }
@@ -278,16 +284,16 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
                 else if (tall)
                     dlrt_gemm_micro_tall_n2(kc, ap, ap1, bp, pt, !first);
                 else if (nv == 1)
-                    dlrt_gemm_micro_n1(kc, ap, bp, pt, !first);
+                    dlrt_gemm_micro_n1(kc, ap, bp, bstep, pt, !first);
                 else if (nv == 2 && DLRT_GEMM_NV > 2)
-                    dlrt_gemm_micro_n2(kc, ap, bp, pt, !first);
+                    dlrt_gemm_micro_n2(kc, ap, bp, bstep, pt, !first);
                 else if (nv == 3 && DLRT_GEMM_NV > 3)
-                    dlrt_gemm_micro_n3(kc, ap, bp, pt, !first);
+                    dlrt_gemm_micro_n3(kc, ap, bp, bstep, pt, !first);
                 else if (mr < DLRT_GEMM_MR)
-                    dlrt_gemm_micro_short(mr, kc, ap, bp, pt, !first);
+                    dlrt_gemm_micro_short(mr, kc, ap, bp, bstep, pt, !first);
                 else
 #endif
-                    dlrt_gemm_micro(kc, ap, bp, pt, !first);
+                    dlrt_gemm_micro(kc, ap, bp, bstep, pt, !first);
 #ifdef DLRT_GEMM_NARROW
                 if (tall) mr = 2 * DLRT_GEMM_MR; /* the next panel is done: store both */
 #endif
@@ -433,6 +439,31 @@ static void dlrt_gemm_split(int64_t M, int64_t N, int64_t threads, int64_t *tm, 
     }
 }
 
+/* Whether B's full panels (NR columns of rows ldb floats apart) are read in place rather than
+ * packed, for a K block of kc rows. Packing copies what the kernels then read, which is the
+ * cost that matters when few row tiles read each panel: 1x1 convolutions with few output
+ * channels (MobileNetV2's 144 -> 24 on 56x56 0.140 -> 0.116 ms, 32 -> 16 on 112x112 0.121 ->
+ * 0.109; ResNet-50's 256 -> 64 on 56x56 0.520 -> 0.485, one thread, best of 4 rounds). What
+ * packing also buys is rows that cannot evict each other: kc rows at a stride sharing a large
+ * power of two with the L2's way size (1 MiB, 16 ways: 64 KiB) fall into few of its sets. Rows
+ * ldb floats apart start at addresses 64 KiB / g apart mod the way (g = gcd(4 ldb, 64 KiB)), so
+ * about kc * g / 64 KiB of them share a set (more when g is under their 320 bytes of lines);
+ * in place only while that is at most half the ways. */
+int dlrt_gemm_b_in_place(int64_t ldb, int64_t kc) {
+#ifndef DLRT_GEMM_VW /* the portable kernel reads packed panels only (gemm-micro.h) */
+    (void)ldb, (void)kc;
+    return 0;
+#else
+    enum { L2_WAY = 65536, ROW_BYTES = 5 * 64, MAX_ROWS_PER_SET = 8 };
+    int64_t g = L2_WAY, stride = (ldb * (int64_t)sizeof(float)) % L2_WAY;
+    while (stride) { /* gcd(stride, L2_WAY) */
+        const int64_t t = g % stride;
+        g = stride, stride = t;
+    }
+    return kc * DLRT_MAX(g, (int64_t)ROW_BYTES) <= (int64_t)MAX_ROWS_PER_SET * L2_WAY;
+#endif
+}
+
 static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t K) {
     if (K <= 0) {
         dlrt_gemm_k0(g, M, N);
@@ -478,6 +509,8 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
             ws += need, ws_left -= need;
         }
     }
+    run.b_direct = !run.b_packed && !run.b_gather && !run.trans_b &&
+                   dlrt_gemm_b_in_place(run.ldb, run.one_pass ? K : DLRT_MIN(K, run.kc));
     if (!run.a_packed && N > DLRT_GEMM_NC) {
         const size_t need = dlrt_gemm_packed_bytes(0, M, K) / sizeof(float);
         if (need <= ws_left) {
