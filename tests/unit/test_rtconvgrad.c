@@ -425,6 +425,47 @@ static void batch_check(const char *name, const conv_geo *c, int64_t chunks) {
     conv_check(name, c);
 }
 
+/* Weight gradients computed directly (conv-grad.c's dlrt_grad_weight_direct: one group, stride
+ * and dilation 1, 3 or 5 tap columns, at most 32 GEMM columns, rows at least a vector wide on
+ * every build) and some that stay GEMMs, each checked like the cases above. */
+static const struct {
+    const char *name;
+    conv_geo g;
+    bool direct;
+} dw_direct_cases[] = {
+    {"LeNet conv1 unpadded, batch 5 (24-wide rows: a masked overlapping tail on 16 lanes)",
+     {2, 5, 1, 6, 1, {28, 28}, {5, 5}, {1, 1}, {1, 1}, {0, 0}, {0, 0}},
+     true},
+    {"3x3 pad 1, 2 -> 7 channels (uneven blocks, zero-padded rows, skipped rows)",
+     {2, 3, 2, 7, 1, {20, 18}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+     true},
+    {"5x5 padded in H only, 16-wide rows",
+     {2, 2, 1, 5, 1, {17, 20}, {5, 5}, {1, 1}, {1, 1}, {2, 0}, {1, 0}},
+     true},
+    {"1-D, 3 taps, 3 -> 9 channels", {1, 4, 3, 9, 1, {40}, {3}, {1}, {1}, {1}, {2}}, true},
+    {"4 input channels 3x3: 36 columns, GEMM",
+     {2, 2, 4, 4, 1, {20, 20}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+     false},
+    {"stride 2: GEMM", {2, 2, 1, 4, 1, {40, 40}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, false},
+    {"4 tap columns: GEMM",
+     {2, 2, 1, 4, 1, {30, 30}, {4, 4}, {1, 1}, {1, 1}, {0, 0}, {0, 0}},
+     false},
+    {"3-wide output rows: GEMM",
+     {2, 2, 1, 4, 1, {6, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 0}, {1, 0}},
+     false},
+};
+
+static void dw_direct_check(const char *name, const conv_geo *c, bool want) {
+    dlrt_conv p;
+    dlrt_win3 g;
+    conv_rt(c, &p);
+    dlrt_conv_geom(&p, &g);
+    char nm[200];
+    snprintf(nm, sizeof nm, "%s: weight gradient %s", name, want ? "direct" : "as GEMMs");
+    CHECK(nm, dlrt_grad_weight_direct(&p, &g) == want);
+    conv_check(name, c);
+}
+
 /* Random geometries: any rank, strides, dilations, pads, groups. `batched`: batches of 2-40
  * larger images, drawn again until the backward splits them in chunks. */
 static void random_conv_cases(int count, bool batched) {
@@ -871,6 +912,8 @@ int main(void) {
         batch_check(batch_cases[i].name, &batch_cases[i].g, batch_cases[i].chunks);
     for (size_t i = 0; i < sizeof as_conv_cases / sizeof *as_conv_cases; i++)
         as_conv_check(as_conv_cases[i].name, &as_conv_cases[i].g, as_conv_cases[i].as_conv);
+    for (size_t i = 0; i < sizeof dw_direct_cases / sizeof *dw_direct_cases; i++)
+        dw_direct_check(dw_direct_cases[i].name, &dw_direct_cases[i].g, dw_direct_cases[i].direct);
     random_conv_cases(40, false);
     random_conv_cases(12, true);
     conv_empty_batch();
