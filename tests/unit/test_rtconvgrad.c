@@ -450,6 +450,9 @@ static const struct {
     {"4 tap columns: GEMM",
      {2, 2, 1, 4, 1, {30, 30}, {4, 4}, {1, 1}, {1, 1}, {0, 0}, {0, 0}},
      false},
+    {"3-D with one tap in depth: GEMM",
+     {3, 2, 1, 3, 1, {3, 6, 20}, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},
+     false},
     {"3-wide output rows: GEMM",
      {2, 2, 1, 4, 1, {6, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 0}, {1, 0}},
      false},
@@ -464,6 +467,41 @@ static void dw_direct_check(const char *name, const conv_geo *c, bool want) {
     snprintf(nm, sizeof nm, "%s: weight gradient %s", name, want ? "direct" : "as GEMMs");
     CHECK(nm, dlrt_grad_weight_direct(&p, &g) == want);
     conv_check(name, c);
+}
+
+/* An infinite input read by the lanes that the last vector of a direct weight gradient's row
+ * repeats (18 outputs: lanes 2-15 of the second of two 16-lane vectors, 10-15 of the third
+ * 8-lane one): dW is +inf where the reference has it, not a NaN from those lanes' 0 * inf. */
+static void dw_direct_inf(void) {
+    const conv_geo c = {1, 1, 1, 2, 1, {22}, {5}, {1}, {1}, {0}, {0}};
+    dlrt_conv p;
+    dlrt_win3 g;
+    conv_rt(&c, &p);
+    dlrt_conv_geom(&p, &g);
+    int64_t xd[3], wd[3], yd[3];
+    conv_dims(&c, xd, wd, yd);
+    float *x = buf_new(22), *dy = buf_new(36);
+    for (int i = 0; i < 22; i++) x[i] = fabsf(x[i]) + 0.5f;
+    for (int i = 0; i < 36; i++) dy[i] = fabsf(dy[i]) + 0.5f;
+    x[12] = INFINITY;
+    dl_tensor *tx = f32_tensor(3, xd, x), *tdy = f32_tensor(3, yd, dy);
+    dl_tensor *in[2] = {tx, tdy};
+    char at[400];
+    conv_attrs(&c, true, at, sizeof at);
+    dl_tensor *want = ref_run("ConvGradWeight", at, 2, in, -1, 0, NULL);
+    bool ok;
+    float *dw = conv_rt_run(&p, RUN_WEIGHT, x, dy, 10, &ok);
+    int infs = 0;
+    for (int i = 0; ok && want && i < 10; i++) {
+        const float w = ((const float *)want->data)[i];
+        infs += isinf(w);
+        ok = isinf(w) ? dw[i] == w : fabsf(dw[i] - w) <= 1e-4f * (1 + fabsf(w));
+        if (!ok) printf("  [%d] got %.9g want %.9g\n", i, dw[i], w);
+    }
+    CHECK("direct weight gradient: an infinite input in the repeated lanes stays infinite",
+          dlrt_grad_weight_direct(&p, &g) && want && ok && infs == 10);
+    free(x), free(dy), free(dw);
+    dl_tensor_free(tx), dl_tensor_free(tdy), dl_tensor_free(want);
 }
 
 /* Random geometries: any rank, strides, dilations, pads, groups. `batched`: batches of 2-40
@@ -914,6 +952,7 @@ int main(void) {
         as_conv_check(as_conv_cases[i].name, &as_conv_cases[i].g, as_conv_cases[i].as_conv);
     for (size_t i = 0; i < sizeof dw_direct_cases / sizeof *dw_direct_cases; i++)
         dw_direct_check(dw_direct_cases[i].name, &dw_direct_cases[i].g, dw_direct_cases[i].direct);
+    dw_direct_inf();
     random_conv_cases(40, false);
     random_conv_cases(12, true);
     conv_empty_batch();

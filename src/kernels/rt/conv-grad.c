@@ -366,9 +366,9 @@ void dlrt_conv_grad_input(const dlrt_conv *p, const float *dy, const float *w, f
  * (unaligned) load of X per tap column, so nothing is written but dW. Stride 1, dilation 1,
  * one group, tap columns 3 or 5 (a kernel per width keeps the accumulators in registers). A row
  * whose length is not a multiple of the vector ends with a vector overlapping the one before,
- * its repeated lanes masked off; a row reaching the padding in W is copied, zero-padded, first.
- * Each accumulator sums the images of the chunk in order, then its lanes in order: the sums
- * depend on the geometry and the chunks only. */
+ * its repeated lanes masked off in both factors; a row reaching the padding in W is copied,
+ * zero-padded, first. Each accumulator sums the images of the chunk in order, then its lanes in
+ * order: the sums depend on the geometry and the chunks only. */
 #define DLRT_DW_DIRECT 1
 enum { DLRT_DW_VW = DLRT_GEMM_VBYTES / (int)sizeof(float), DLRT_DW_ROW = 512 };
 #ifdef __AVX512F__
@@ -409,7 +409,9 @@ static const float dlrt_dw_zeros[DLRT_DW_ROW];
             if (masked) d_[c_] = (dlrt_dwv)((dlrt_dwi)d_[c_] & keep);                              \
         }                                                                                          \
         for (int k_ = 0; k_ < (KW); k_++) {                                                        \
-            const dlrt_dwv xv_ = dlrt_dw_load(xr + (o) + k_);                                      \
+            dlrt_dwv xv_ = dlrt_dw_load(xr + (o) + k_);                                            \
+            /* both factors: 0 * inf would be a NaN that the sum never had */                      \
+            if (masked) xv_ = (dlrt_dwv)((dlrt_dwi)xv_ & keep);                                    \
             for (int c_ = 0; c_ < (CB); c_++) acc[c_][k_] += d_[c_] * xv_;                         \
         }                                                                                          \
     } while (0)
@@ -481,7 +483,9 @@ static int dlrt_dw_block(int64_t kw, int64_t c_out) {
  * measured faster, with few input channels (GEMM columns c_in * taps <= 32). */
 static int dlrt_grad_weight_direct(const dlrt_conv *p, const dlrt_win3 *g) {
 #ifdef DLRT_DW_DIRECT
-    if (p->group != 1 || p->c_in * g->k_sp > 32 || g->k[0] != 1 || (g->k[2] != 3 && g->k[2] != 5))
+    /* 1-D or 2-D: a 3-D layer with one tap in depth still has planes in depth */
+    if (p->group != 1 || p->c_in * g->k_sp > 32 || g->in[0] != 1 || g->out[0] != 1 ||
+        (g->k[2] != 3 && g->k[2] != 5))
         return 0;
     for (int d = 0; d < 3; d++)
         if (g->stride[d] != 1 || g->dil[d] != 1) return 0;
