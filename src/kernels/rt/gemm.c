@@ -272,7 +272,8 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
 #endif
 #ifdef DLRT_GEMM_NARROW
                 const int nv = dlrt_gemm_vectors(nr);
-                /* two full row panels of a one- or two-vector panel at once (their partial
+                /* (a panel of fewer vectors than NV is a partial one: packed, never in place)
+                 * two full row panels of a one- or two-vector panel at once (their partial
                  * sums are adjacent in part, and the A panels follow each other), where the
                  * accumulators fit the registers: two vectors only with 32 of them */
                 const int tall =
@@ -442,13 +443,14 @@ static void dlrt_gemm_split(int64_t M, int64_t N, int64_t threads, int64_t *tm, 
 /* Whether B's full panels (NR columns of rows ldb floats apart) are read in place rather than
  * packed, for a K block of kc rows. Packing copies what the kernels then read, which is the
  * cost that matters when few row tiles read each panel: 1x1 convolutions with few output
- * channels (MobileNetV2's 144 -> 24 on 56x56 0.140 -> 0.116 ms, 32 -> 16 on 112x112 0.121 ->
- * 0.109; ResNet-50's 256 -> 64 on 56x56 0.520 -> 0.485, one thread, best of 4 rounds). What
- * packing also buys is rows that cannot evict each other: kc rows at a stride sharing a large
- * power of two with the L2's way size (1 MiB, 16 ways: 64 KiB) fall into few of its sets. Rows
- * ldb floats apart start at addresses 64 KiB / g apart mod the way (g = gcd(4 ldb, 64 KiB)), so
- * about kc * g / 64 KiB of them share a set (more when g is under their 320 bytes of lines);
- * in place only while that is at most half the ways. */
+ * channels (MobileNetV2's 144 -> 24 on 56x56 0.138 -> 0.114 ms, 32 -> 16 on 112x112 0.123 ->
+ * 0.110; ResNet-50's 256 -> 64 on 56x56 0.532 -> 0.506, one thread, best of 4 alternating
+ * rounds; Winograd's products and wide layers within 1%). What packing also buys is rows that
+ * cannot evict each other: kc rows at a stride sharing a large power of two with the L2's way
+ * size (1 MiB, 16 ways: 64 KiB) fall into few of its sets. Rows ldb floats apart start at
+ * addresses 64 KiB / g apart mod the way (g = gcd(4 ldb, 64 KiB)), so about kc * g / 64 KiB of
+ * them share a set (more when g is under their 320 bytes of lines); in place only while that is
+ * at most half the ways. */
 int dlrt_gemm_b_in_place(int64_t ldb, int64_t kc) {
 #ifndef DLRT_GEMM_VW /* the portable kernel reads packed panels only (gemm-micro.h) */
     (void)ldb, (void)kc;
