@@ -503,7 +503,9 @@ static void dlrt_grad_weight_direct_images(const dlrt_conv *p, const dlrt_win3 *
                                            int64_t b1, const float *x, const float *dy, float *dw) {
 #ifdef DLRT_DW_DIRECT
     const int cbw = dlrt_dw_block(g->k[2], p->c_out);
-    const dlrt_dw_kernel run = (g->k[2] == 3 ? dlrt_dw_kernels3 : dlrt_dw_kernels5)[cbw - 1];
+    /* each table subscripted on its own: a subscript of the conditional between them tripped
+     * UBSan's object-size check (gcc -O3), the index inside the table all the same */
+    const dlrt_dw_kernel run = g->k[2] == 3 ? dlrt_dw_kernels3[cbw - 1] : dlrt_dw_kernels5[cbw - 1];
     const int64_t blocks = (p->c_out + cbw - 1) / cbw, units = blocks * p->c_in * g->k[1];
     const int par = (double)(b1 - b0) * (double)p->c_out * (double)p->c_in * (double)g->k_sp *
                         (double)g->out_sp >=
