@@ -470,10 +470,20 @@ static const dlrt_dw_kernel dlrt_dw_kernels3[] = {
 static const dlrt_dw_kernel dlrt_dw_kernels5[] = {dlrt_dw_block_5_1, dlrt_dw_block_5_2,
                                                   dlrt_dw_block_5_3, dlrt_dw_block_5_4};
 
+/* The kernels for kw tap columns (3 or 5), by block size from 1, and how many there are. */
+static const dlrt_dw_kernel *dlrt_dw_kernels(int64_t kw, int64_t *count) {
+    *count = kw == 3 ? (int64_t)(sizeof dlrt_dw_kernels3 / sizeof *dlrt_dw_kernels3)
+                     : (int64_t)(sizeof dlrt_dw_kernels5 / sizeof *dlrt_dw_kernels5);
+    return kw == 3 ? dlrt_dw_kernels3 : dlrt_dw_kernels5;
+}
+
 /* Output channels per block for kw tap columns and c_out channels: as many as the registers
- * hold (CB x kw accumulators, CB rows of dY, one of X), evened out over the blocks. */
+ * hold (CB x kw accumulators, CB rows of dY, one of X) and a kernel exists for, evened out over
+ * the blocks. */
 static int dlrt_dw_block(int64_t kw, int64_t c_out) {
-    const int64_t most = DLRT_MIN((DLRT_DW_REGS - 4) / (kw + 1), kw == 3 ? 7 : 4);
+    int64_t kernels;
+    dlrt_dw_kernels(kw, &kernels);
+    const int64_t most = DLRT_MIN((DLRT_DW_REGS - 4) / (kw + 1), kernels);
     const int64_t blocks = (c_out + most - 1) / most;
     return (int)((c_out + blocks - 1) / blocks);
 }
@@ -503,9 +513,8 @@ static void dlrt_grad_weight_direct_images(const dlrt_conv *p, const dlrt_win3 *
                                            int64_t b1, const float *x, const float *dy, float *dw) {
 #ifdef DLRT_DW_DIRECT
     const int cbw = dlrt_dw_block(g->k[2], p->c_out);
-    /* each table subscripted on its own: a subscript of the conditional between them tripped
-     * UBSan's object-size check (gcc -O3), the index inside the table all the same */
-    const dlrt_dw_kernel run = g->k[2] == 3 ? dlrt_dw_kernels3[cbw - 1] : dlrt_dw_kernels5[cbw - 1];
+    int64_t kernels;
+    const dlrt_dw_kernel run = dlrt_dw_kernels(g->k[2], &kernels)[cbw - 1];
     const int64_t blocks = (p->c_out + cbw - 1) / cbw, units = blocks * p->c_in * g->k[1];
     const int par = (double)(b1 - b0) * (double)p->c_out * (double)p->c_in * (double)g->k_sp *
                         (double)g->out_sp >=
