@@ -984,6 +984,20 @@ static void test_pool_exact(void) {
         }
 }
 
+/* Unpadded 2x2 stride-2 max pooling (dlrt_pool_forward's own path): rows of windows by 8, by 4
+ * (4 to 7 windows, LeNet's 8x8 to 4x4) and one at a time (1 to 3), each with and without a last
+ * step overlapping the one before; leftover rows and columns; a 3-D pool with one depth tap. */
+static void test_pool_pair(void) {
+    static const int64_t one[3] = {1, 1, 1}, zero[3] = {0, 0, 0}, k2[3] = {1, 2, 2};
+    static const int64_t s2[3] = {1, 2, 2};
+    static const int64_t sizes[][2] = {{24, 32}, {5, 34}, {8, 8}, {11, 13}, {40, 6}, {30, 3}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        for (int ceil_mode = 0; ceil_mode < 2; ceil_mode++)
+            pool_exact(0, 2, sizes[i], k2 + 1, s2 + 1, one, zero, zero, ceil_mode, 0);
+    static const int64_t in3[3] = {3, 8, 18};
+    pool_exact(0, 3, in3, k2, s2, one, zero, zero, 0, 0);
+}
+
 static void test_pool(void) {
     static const int64_t one[3] = {1, 1, 1}, zero[3] = {0, 0, 0};
     for (int kind = 0; kind < 3; kind++)
@@ -1008,6 +1022,7 @@ static void test_pool(void) {
     pool_run(2, 2, in2, k2, s2, one, pb2, pb2, 0, 0, 3); /* Lp p = 3 */
     test_pool_wide();
     test_pool_exact();
+    test_pool_pair();
 }
 
 /* ---- softmax and layer normalization ---- */

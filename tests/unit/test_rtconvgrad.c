@@ -662,6 +662,16 @@ static const struct {
      {2, 2, 3, {24, 24}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, 1, 0, 0, 0, 1}},
     {"max 2x2 stride 2, quantized ties and NaNs, odd sizes",
      {2, 2, 3, {13, 37}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, 1, 0, 0, 0, 2}},
+    /* unpadded (their own path): rows of 4 windows (LeNet's 8x8), 5 (a step of 4 overlapping
+     * the one before), 1 to 3 (one at a time); a 3-D pool with one depth tap */
+    {"max 2x2 stride 2 on 8x8, NaNs",
+     {2, 2, 3, {8, 8}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, 1, 0, 0, 0, 2}},
+    {"max 2x2 stride 2 on 11x10, NaNs",
+     {2, 2, 3, {11, 10}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, 1, 0, 0, 0, 2}},
+    {"max 2x2 stride 2 on 6x5, ties",
+     {2, 1, 2, {6, 5}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, 1, 0, 0, 0, 1}},
+    {"max 3-D 1x2x2 stride 1x2x2 unpadded",
+     {3, 1, 2, {3, 6, 20}, {1, 2, 2}, {1, 2, 2}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 1, 0, 0, 0, 2}},
     {"max 2x2 stride 2 pad 1, ceil_mode",
      {2, 2, 2, {9, 35}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, {1, 0}, 1, 1, 0, 0, 2}},
     {"max 3-D 1x2x2 stride 1x2x2",

@@ -37,6 +37,7 @@
  * dY is added to dX in the reference kernels' order, so the results are theirs bit for bit. */
 #include "conv-impl.h"
 #include "gemm-micro.h" /* DLRT_GEMM_VBYTES: the vectors of this build */
+#include "pool-pair.h"
 
 /* How the backward of p lays out its work and workspace: per chunk cols floats of columns (0 for
  * the direct 1x1 GEMM) and part floats of partial dW, both rounded to 64 bytes when there are
@@ -661,40 +662,6 @@ static inline void dlrt_pool_spread(float *dx, int64_t base, const int64_t *st, 
         }
 }
 
-/* v where keep is 1, +0 where it is 0, without a branch. */
-static inline float dlrt_keep(float v, int keep) {
-    uint32_t bits;
-    memcpy(&bits, &v, sizeof bits);
-    bits &= 0u - (uint32_t)keep;
-    memcpy(&v, &bits, sizeof v);
-    return v;
-}
-
-/* Max pooling's backward on n outputs of a row of 2x2 stride-2 windows inside the input (a
- * LeNet's pools), the windows' two input rows at r0 and r1 and their dx rows at d0 and d1: as
- * the windows do not overlap, each of their inputs gets 0 + dy (what adding to the zeroed dx
- * gives) if it is the window's first maximum (the forward's order and strict >), else stays 0,
- * and all four are written at once. No branches, so that the loop vectorizes and its scalar
- * remainder (all of a row of 4 outputs) does not mispredict on activations; the per-output
- * loop below took 0.3 ms on a LeNet's first pool at batch 64. The rows are distinct, so
- * restrict holds; without it the compiler's run-time overlap check failed on short rows. */
-static void dlrt_maxpool2_grad_row(const float *restrict r0, const float *restrict r1,
-                                   const float *restrict dy, float *restrict d0, float *restrict d1,
-                                   int64_t n) {
-    for (int64_t o = 0; o < n; o++) {
-        const float a = r0[2 * o], c = r0[2 * o + 1], e = r1[2 * o], f = r1[2 * o + 1];
-        const float v = 0.0f + dy[o];
-        const int g1 = c > a;
-        const float m1 = g1 ? c : a;
-        const int g2 = e > m1;
-        const int g3 = f > (g2 ? e : m1);
-        d0[2 * o] = dlrt_keep(v, (g1 | g2 | g3) ^ 1);
-        d0[2 * o + 1] = dlrt_keep(v, g1 & ((g2 | g3) ^ 1));
-        d1[2 * o] = dlrt_keep(v, g2 & (g3 ^ 1));
-        d1[2 * o + 1] = dlrt_keep(v, g3);
-    }
-}
-
 /* One plane: each dy[o] goes to the first maximum of output o's window (max), or divided by the
  * count the forward divided by (taps inside the input, or with count_include_pad inside the
  * padded input) to each tap of the window inside the input. */
@@ -718,14 +685,15 @@ static void dlrt_pool_grad_plane(const dlrt_win3 *g, const int64_t *pe, int max,
                 ((od * g->stride[0] - g->pad[0]) * g->in[1] + oh * g->stride[1] - g->pad[1]) *
                 g->in[2];
             const float *dyr = dy + (od * g->out[1] + oh) * g->out[2];
-            /* [f_lo, f_hi): 2x2 windows inside the input, done at once */
+            /* [f_lo, f_hi): 2x2 windows inside the input, done at once (padded pools: unpadded
+             * ones never come here, they take dlrt_pool_pair_grad) */
             int64_t f_lo = 0, f_hi = 0;
             if (pair && lo[0] < hi[0] && lo[1] == 0 && hi[1] == 2) {
                 dlrt_conv_span(g->out[2], 2, -g->pad[2], g->in[2] - 1, &f_lo, &f_hi);
                 const int64_t at = row0 + 2 * f_lo - g->pad[2];
                 if (f_lo < f_hi)
-                    dlrt_maxpool2_grad_row(x + at, x + at + g->in[2], dyr + f_lo, dx + at,
-                                           dx + at + g->in[2], f_hi - f_lo);
+                    dlrt_pair_grad_row(x + at, x + at + g->in[2], dyr + f_lo, dx + at,
+                                       dx + at + g->in[2], f_hi - f_lo);
             }
             for (int64_t ow = 0; ow < g->out[2]; ow++) {
                 if (ow == f_lo && f_lo < f_hi) {
@@ -759,6 +727,10 @@ static void dlrt_pool_grad(const dlrt_pool *p, int max, const float *x, const fl
     dlrt_pool_geom(p, &g, pe);
     const int64_t planes = p->n * p->c;
     if (planes <= 0 || g.in_sp <= 0) return;
+    if (max && dlrt_pool_pair(p, &g)) {
+        dlrt_pool_pair_grad(&g, planes * g.out[0], x, dy, dx);
+        return;
+    }
     const int par =
         (double)planes * ((double)g.out_sp * (double)g.k_sp + (double)g.in_sp) >= DLRT_PAR_MIN;
     (void)par;

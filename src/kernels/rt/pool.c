@@ -12,12 +12,15 @@
  * time: for the rows [ha, hb) a column at a time, with the tap range worked out once. Lp takes
  * every output one at a time.
  *
+ * Unpadded 2x2 stride-2 max pooling takes its own path (pool-pair.h).
+ *
  * Every path visits an output's taps in the reference's order (depth, height, width), so the
  * results are bit-identical to it: max starts from the first tap inside the input and replaces
  * it only by a strictly greater one (the first of equal values, e.g. of -0 and +0, stays, and so
  * does a leading NaN; a later NaN is ignored); sums start from 0 in double and add the same
  * values in the same order, and the average divides by the same count. */
 #include "dlrt-impl.h"
+#include "pool-pair.h"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define DLRT_POOL_INLINE inline __attribute__((always_inline))
@@ -466,6 +469,10 @@ void dlrt_pool_forward(const dlrt_pool *p, const float *x, float *y) {
     dlrt_pool_geom(p, &g, pe);
     const int64_t planes = p->n * p->c;
     if (planes <= 0 || g.out_sp <= 0) return;
+    if (dlrt_pool_pair(p, &g)) {
+        dlrt_pool_pair_forward(&g, planes * g.out[0], x, y);
+        return;
+    }
     int64_t span[4];
     dlrt_pool_full_range(&g, 2, &span[0], &span[1]);
     dlrt_pool_full_range(&g, 1, &span[2], &span[3]);
