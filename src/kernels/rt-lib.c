@@ -2,6 +2,7 @@
  * size their scratch memory (dlrt_conv_workspace) and call them directly. Generated code gets
  * its own copy, built with the model's flags. */
 #include "rt/attention.c"
+#include "rt/conv-direct.c"
 #include "rt/conv-grad.c"
 #include "rt/conv.c"
 #include "rt/depthwise-cv.c"

@@ -466,6 +466,30 @@ static void test_im2col_and_1x1(void) {
     }
 }
 
+/* The direct algorithm (conv-direct.c) against the reference, with every epilogue (an in-place
+ * residual included: the last vector of a row overlaps the one before): channel blocks of 1 to 8
+ * (6: one block; 17: 6 + 6 + 5), rows of 16 (one vector on AVX-512), 24 (LeNet's: one vector
+ * overlapping the first) and 512 (the limit), padding in height and width (rows copied
+ * zero-padded), 32 taps, non-square kernels, a batch. */
+static void test_direct(void) {
+    static const int64_t cases[][9] = {/* n, c_in, c_out, h, w, kh, kw, pad h, pad w */
+                                       {3, 1, 6, 28, 28, 5, 5, 0, 0}, {1, 1, 1, 5, 20, 5, 5, 0, 0},
+                                       {2, 3, 10, 9, 22, 3, 3, 1, 1}, {1, 2, 17, 7, 33, 3, 5, 2, 1},
+                                       {1, 8, 9, 4, 17, 1, 4, 0, 2},  {1, 1, 3, 3, 514, 3, 3, 0, 0},
+                                       {2, 2, 8, 6, 19, 4, 4, 3, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int64_t *c = cases[i];
+        dlrt_conv p = {.nsp = 2, .n = c[0], .c_in = c[1], .c_out = c[2], .group = 1};
+        for (int d = 0; d < 2; d++) {
+            p.in[d] = c[3 + d], p.k[d] = c[5 + d], p.stride[d] = p.dil[d] = 1;
+            p.pad_begin[d] = c[7 + d];
+            p.out[d] = p.in[d] + 2 * p.pad_begin[d] - p.k[d] + 1;
+        }
+        CHECK("direct applies", dlrt_conv_algo_ok(&p, DLRT_CONV_DIRECT));
+        conv_case(&p, (1u << EP_KINDS) - 1, "direct");
+    }
+}
+
 /* A square 2-D convolution, batch 1, pad k / 2 both sides. */
 static dlrt_conv conv2d(int64_t c_in, int64_t c_out, int64_t group, int64_t hw, int64_t k,
                         int64_t s) {
@@ -565,7 +589,7 @@ static void test_gather_same(void) {
                                       {3, 64, 40, 7, 2},
                                       {16, 24, 30, 3, 2},
                                       {16, 150, 15, 3, 2},
-                                      {3, 40, 33, 3, 1},
+                                      {4, 40, 33, 3, 1}, /* 36 taps: not direct */
                                       {64, 256, 13, 3, 2}};
     int transposed = 0;
     for (int r = 0; r < 5; r++) {
@@ -727,11 +751,21 @@ static void test_choose(void) {
     CHECK("depthwise chosen", dlrt_conv_choose(&dw) == DLRT_CONV_DEPTHWISE);
     CHECK("1x1 chosen", dlrt_conv_choose(&one) == DLRT_CONV_GEMM_1X1);
     CHECK("winograd for ResNet 64ch 56x56", dlrt_conv_choose(&r64) == DLRT_CONV_WINOGRAD);
-    CHECK("no winograd with 3 channels", dlrt_conv_choose(&tiny) == DLRT_CONV_IM2COL);
+    CHECK("no winograd with 3 channels", dlrt_conv_choose(&tiny) < DLRT_CONV_WINOGRAD);
     CHECK("no winograd at stride 2", dlrt_conv_choose(&s2) == DLRT_CONV_IM2COL);
     dlrt_conv grey = conv2d(1, 6, 1, 28, 5, 1);
-    CHECK("one channel, one group: im2col, not depthwise",
-          dlrt_conv_choose(&grey) == DLRT_CONV_IM2COL);
+    CHECK("one channel, one group: direct, not depthwise",
+          dlrt_conv_choose(&grey) == DLRT_CONV_DIRECT);
+    /* the direct rule's limits, each on both sides */
+    dlrt_conv t32 = conv2d(2, 8, 1, 40, 4, 1), t36 = conv2d(4, 8, 1, 40, 3, 1);
+    dlrt_conv w16 = conv2d(1, 6, 1, 16, 5, 1), w15 = conv2d(1, 6, 1, 15, 5, 1);
+    dlrt_conv k1 = conv2d(16, 8, 1, 40, 1, 1), g2 = conv2d(2, 8, 2, 40, 3, 1);
+    CHECK("direct at 32 taps", dlrt_conv_choose(&t32) == DLRT_CONV_DIRECT);
+    CHECK("not direct at 36 taps", dlrt_conv_choose(&t36) == DLRT_CONV_IM2COL);
+    CHECK("direct on rows of 16", dlrt_conv_choose(&w16) == DLRT_CONV_DIRECT);
+    CHECK("not direct on rows of 15", dlrt_conv_choose(&w15) == DLRT_CONV_IM2COL);
+    CHECK("1x1 with few channels stays a GEMM", dlrt_conv_choose(&k1) == DLRT_CONV_GEMM_1X1);
+    CHECK("not direct with groups", !dlrt_conv_algo_ok(&g2, DLRT_CONV_DIRECT));
     dlrt_conv r128 = conv2d(128, 128, 1, 28, 3, 1), r512 = conv2d(512, 512, 1, 7, 3, 1);
     CHECK("winograd for ResNet 128ch 28x28", dlrt_conv_choose(&r128) == DLRT_CONV_WINOGRAD);
     CHECK("no winograd for ResNet 512ch 7x7 (filter transform)",
@@ -834,6 +868,7 @@ int main(int argc, char **argv) {
     test_winograd();
     test_winograd_accuracy();
     test_im2col_and_1x1();
+    test_direct();
     test_gather_cols();
     test_gather_same();
     test_batch_chunks();

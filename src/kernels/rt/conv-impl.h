@@ -117,6 +117,12 @@ void dlrt_conv_dw_plane(const dlrt_win3 *g, const dlrt_dw_plan *pl, const float 
                         float *y, int64_t oc, const dlrt_epilogue *ep, int64_t r0, int64_t r1,
                         float *buf);
 
+/* conv-direct.c: 2-D convolutions with stride 1 and at most 32 taps per output (c_in x k_h x
+ * k_w, k_w >= 2), one group, output rows of a vector to 512 wide, computed directly. */
+int dlrt_conv_direct_ok(const dlrt_conv *p);
+void dlrt_conv_direct(const dlrt_conv *p, const float *x, const float *w, float *y,
+                      const dlrt_epilogue *ep);
+
 /* winograd.c: F(m x m, 3x3), m = 4 or 2, for 2-D 3x3 convolutions with stride 1, dilation 1
  * and one group. */
 int dlrt_conv_winograd_ok(const dlrt_conv *p);

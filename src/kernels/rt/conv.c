@@ -1,10 +1,12 @@
 /* conv.c — dlrt_conv_forward / dlrt_conv_workspace: ONNX Conv (1-3 spatial dims, groups,
  * strides, dilations, pads) over float32 NCHW, with the GEMM epilogue per output channel.
  *
- * Four algorithms; dlrt_conv_choose picks one from the geometry alone (so the host, which sizes
+ * Five algorithms; dlrt_conv_choose picks one from the geometry alone (so the host, which sizes
  * the workspace, and the generated code, which runs it, always agree):
  *   - depthwise (one input channel per group, any channel multiplier): direct, depthwise.c;
  *   - Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions where it pays, winograd.c;
+ *   - else 2-D stride-1 layers with at most 32 taps per output (c_in x k_h x k_w, as a first layer
+ *     on grey images has): direct, conv-direct.c;
  *   - 1x1, stride 1, no padding: per image and group, y = W x is one GEMM on the input itself;
  *   - otherwise one GEMM W_g[c_out/g, c_in/g * k] x col[c_in/g * k, out_spatial] per image and
  *     group. When col is the product's right operand it is never written out: the GEMM packs
@@ -496,6 +498,7 @@ static int dlrt_conv_choose_for(const dlrt_conv *p, int packed) {
         const int wino = dlrt_conv_winograd_pick(p, packed);
         if (wino >= 0) return wino;
     }
+    if (dlrt_conv_direct_ok(p)) return DLRT_CONV_DIRECT;
     if (dlrt_conv_is_1x1(&g)) return DLRT_CONV_GEMM_1X1;
     return DLRT_CONV_IM2COL;
 }
@@ -516,6 +519,8 @@ const char *dlrt_conv_algo_name(int algo) {
         return "winograd";
     case DLRT_CONV_WINOGRAD_F2:
         return "winograd2x2";
+    case DLRT_CONV_DIRECT:
+        return "direct";
     default:
         return "?";
     }
@@ -535,6 +540,8 @@ int dlrt_conv_algo_ok(const dlrt_conv *p, int algo) {
     case DLRT_CONV_WINOGRAD:
     case DLRT_CONV_WINOGRAD_F2:
         return dlrt_conv_winograd_ok(p);
+    case DLRT_CONV_DIRECT:
+        return dlrt_conv_direct_ok(p);
     default:
         return 0;
     }
@@ -571,6 +578,9 @@ void dlrt_conv_forward_algo(const dlrt_conv *p, int algo, const float *x, const 
     switch (algo) {
     case DLRT_CONV_DEPTHWISE:
         dlrt_conv_depthwise(p, x, w, y, ep);
+        break;
+    case DLRT_CONV_DIRECT:
+        dlrt_conv_direct(p, x, w, y, ep);
         break;
     case DLRT_CONV_WINOGRAD:
     case DLRT_CONV_WINOGRAD_F2:

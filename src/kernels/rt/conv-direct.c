@@ -1,0 +1,240 @@
+/* conv-direct.c — dlrt_conv_direct: 2-D convolutions with few taps per output (c_in x k_h x k_w
+ * <= DLRT_DIRECT_TAPS: a first layer on grey or colour images, LeNet's 1->6 5x5), computed
+ * directly. As one GEMM per image they have K = c_in * k (25 for LeNet) and few rows, so the
+ * GEMM spends its time packing and on partial tiles (LeNet's 1->6 on 28x28 at batch 64: 0.23 ms,
+ * 50 GFLOP/s).
+ *
+ * A unit is one output row of one image. For each block of up to DLRT_DIRECT_CB output channels
+ * and each vector of the row, every channel of the block has an accumulator; each tap (input
+ * channel, tap row, tap column) loads the input vector once and multiplies it into all of them
+ * by the tap's weight. A row whose length is not a multiple of the vector ends with a vector
+ * overlapping the one before; it computes its outputs again, into the row buffer, so that the
+ * epilogue (which may add a residual in place) runs once per output. Input rows outside the
+ * image in height are skipped; rows reaching the padding in width are copied, zero-padded, first.
+ * Sums run over the taps in (channel, row, column) order, so the results depend on the
+ * geometry only, not on the thread count. */
+#include "conv-impl.h"
+#include "gemm-micro.h" /* DLRT_GEMM_VBYTES: the vectors of this build */
+
+enum {
+    DLRT_DIRECT_VW = DLRT_GEMM_VBYTES / (int)sizeof(float),
+    DLRT_DIRECT_TAPS = 32, /* the most taps per output (c_in x k_h x k_w) */
+    DLRT_DIRECT_JV = 2,    /* vectors of a row computed together, DLRT_DIRECT_CB each */
+    DLRT_DIRECT_ROW = 512, /* the longest output row */
+    /* the shortest: the widest vector of any build, so that every build (the host sizing the
+     * workspace, generated code built for another target) makes the same choice */
+    DLRT_DIRECT_MIN_ROW = 16,
+    DLRT_DIRECT_PADDED = 8192 /* floats of zero-padded input rows a unit may need */
+};
+
+/* Output channels per block: their accumulators (DLRT_DIRECT_JV each), the inputs' vectors and
+ * a weight fit in 32 registers (AVX-512) or 16. */
+#ifdef __AVX512F__
+#define DLRT_DIRECT_CB 8
+#else
+#define DLRT_DIRECT_CB 6
+#endif
+
+/* The vectors: the GEMM's intrinsics where the build has them (ISO C does not contract a * b + c
+ * into a fused multiply-add), else GNU vectors of 4 floats. */
+#ifdef DLRT_GEMM_VW
+typedef dlrt_vf dlrt_cdv;
+#define DLRT_CD_ZERO()         DLRT_VZERO()
+#define DLRT_CD_LOAD(p)        DLRT_VLOAD(p)
+#define DLRT_CD_STORE(p, v)    DLRT_VSTORE(p, v)
+#define DLRT_CD_BCAST(s)       DLRT_VBCAST(s)
+#define DLRT_CD_FMA(a, b, acc) DLRT_VFMA(a, b, acc)
+#else
+typedef float dlrt_cdv __attribute__((vector_size(DLRT_GEMM_VBYTES)));
+static inline dlrt_cdv dlrt_cd_load(const float *p) {
+    dlrt_cdv v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+#define DLRT_CD_ZERO()         ((dlrt_cdv){0})
+#define DLRT_CD_LOAD(p)        dlrt_cd_load(p)
+#define DLRT_CD_STORE(p, v)    memcpy(p, &(v), sizeof(v))
+#define DLRT_CD_BCAST(s)       ((dlrt_cdv){0} + (s))
+#define DLRT_CD_FMA(a, b, acc) ((acc) + (a) * (b))
+#endif
+
+int dlrt_conv_direct_ok(const dlrt_conv *p) {
+    dlrt_win3 g;
+    dlrt_conv_geom(p, &g);
+    const int64_t taps = p->c_in * g.k[1] * g.k[2];
+    const int64_t row = g.out[2] + g.k[2] - 1; /* a padded input row's length (stride 1) */
+    /* k_w >= 2: 1x1 convolutions are one GEMM on the input, without packing (dlrt_conv_gemm) */
+    return p->group == 1 && g.k[2] >= 2 && g.k[0] == 1 && g.in[0] == 1 && g.stride[1] == 1 &&
+           g.stride[2] == 1 && g.dil[1] == 1 && g.dil[2] == 1 && taps >= 1 &&
+           taps <= DLRT_DIRECT_TAPS && g.out[2] >= DLRT_DIRECT_MIN_ROW &&
+           g.out[2] <= DLRT_DIRECT_ROW &&
+           (g.pad[2] == 0 || p->c_in * g.k[1] * row <= DLRT_DIRECT_PADDED);
+}
+
+/* Where a channel block's row goes: channel c's to out + c * out_s. With ep (vector builds), the
+ * results are finished in registers by dlrt_direct_finish, the block's channels being c0.. and
+ * the row's first output at column col0 of the plane. */
+typedef struct dlrt_direct_out {
+    float *out;
+    int64_t out_s;
+    const dlrt_epilogue *ep;
+    int64_t c0, col0;
+} dlrt_direct_out;
+
+#ifdef DLRT_GEMM_VW
+/* dlrt_epi_apply on a vector of channel ch from column col, for an image's epilogue from
+ * dlrt_conv_ep (a bias per channel, a residual by columns): the same operations in the same
+ * order, ReLU and Clip included (VMAX and VMIN compare as dlrt_act_apply does, NaNs and signed
+ * zeros included); other activations run after, on the stored row. Finishing in registers
+ * matters: reading back vectors the overlapping last one had partly rewritten stalled on store
+ * forwarding (10% of LeNet's first layer). */
+static inline dlrt_vf dlrt_direct_finish(const dlrt_epilogue *ep, int64_t ch, int64_t col,
+                                         dlrt_vf v) {
+    if (ep->alpha != 1.0f) v = DLRT_VMUL(v, DLRT_VBCAST(ep->alpha));
+    if (ep->bias) v = DLRT_VADD(v, DLRT_VBCAST(ep->beta * ep->bias[ch * ep->bias_rs]));
+    if (ep->residual) v = DLRT_VADD(v, DLRT_VLOAD(ep->residual + ch * ep->res_rs + col));
+    if (ep->act == DLRT_ACT_RELU) v = DLRT_VMAX(v, DLRT_VZERO());
+    if (ep->act == DLRT_ACT_CLIP)
+        v = DLRT_VMIN(DLRT_VBCAST(ep->act_b), DLRT_VMAX(DLRT_VBCAST(ep->act_a), v));
+    return v;
+}
+#endif
+
+/* Channels [0, cb) of the row at the output columns j[0..jv) (one vector each): rows[r] is the
+ * input row of channel r / k_h and tap row r % k_h (NULL: outside the image), read from column
+ * kw on by tap column kw; wb the block's weights, taps floats per channel. cb and jv are
+ * constants after inlining, so the cb x jv accumulators stay in registers; each tap's weight is
+ * broadcast once for the jv vectors. */
+static inline __attribute__((always_inline)) void
+dlrt_direct_vecs(int cb, int jv, const int64_t *j, const float *const *rows, int64_t nrows,
+                 int64_t k_w, int64_t taps, const float *wb, const dlrt_direct_out *o) {
+    dlrt_cdv acc[DLRT_DIRECT_CB][DLRT_DIRECT_JV];
+    for (int c = 0; c < cb; c++)
+        for (int v = 0; v < jv; v++) acc[c][v] = DLRT_CD_ZERO();
+    for (int64_t r = 0; r < nrows; r++) {
+        if (!rows[r]) continue;
+        const float *wr = wb + r * k_w;
+        for (int64_t kw = 0; kw < k_w; kw++) {
+            dlrt_cdv x[DLRT_DIRECT_JV];
+            for (int v = 0; v < jv; v++) x[v] = DLRT_CD_LOAD(rows[r] + j[v] + kw);
+            for (int c = 0; c < cb; c++) {
+                const dlrt_cdv wv = DLRT_CD_BCAST(wr[c * taps + kw]);
+                for (int v = 0; v < jv; v++) acc[c][v] = DLRT_CD_FMA(x[v], wv, acc[c][v]);
+            }
+        }
+    }
+    for (int c = 0; c < cb; c++)
+        for (int v = 0; v < jv; v++) {
+#ifdef DLRT_GEMM_VW
+            if (o->ep) acc[c][v] = dlrt_direct_finish(o->ep, o->c0 + c, o->col0 + j[v], acc[c][v]);
+#endif
+            DLRT_CD_STORE(o->out + c * o->out_s + j[v], acc[c][v]);
+        }
+}
+
+/* The cb channels of a row of ow_n outputs: its vectors DLRT_DIRECT_JV at a time, the last one
+ * at ow_n - VW (overlapping the one before when VW does not divide ow_n). */
+static inline __attribute__((always_inline)) void
+dlrt_direct_row(int cb, const float *const *rows, int64_t nrows, int64_t k_w, int64_t taps,
+                const float *wb, int64_t ow_n, const dlrt_direct_out *o) {
+    const int64_t nv = (ow_n + DLRT_DIRECT_VW - 1) / DLRT_DIRECT_VW;
+    int64_t v0 = 0;
+    for (; v0 + DLRT_DIRECT_JV <= nv; v0 += DLRT_DIRECT_JV) {
+        int64_t j[DLRT_DIRECT_JV];
+        for (int v = 0; v < DLRT_DIRECT_JV; v++)
+            j[v] = DLRT_MIN((v0 + v) * DLRT_DIRECT_VW, ow_n - DLRT_DIRECT_VW);
+        dlrt_direct_vecs(cb, DLRT_DIRECT_JV, j, rows, nrows, k_w, taps, wb, o);
+    }
+    for (; v0 < nv; v0++) {
+        const int64_t j = DLRT_MIN(v0 * DLRT_DIRECT_VW, ow_n - DLRT_DIRECT_VW);
+        dlrt_direct_vecs(cb, 1, &j, rows, nrows, k_w, taps, wb, o);
+    }
+}
+
+/* Output row oh of image b: every channel block, through the epilogue into y. */
+static void dlrt_direct_unit(const dlrt_conv *p, const dlrt_win3 *g, const float *x, const float *w,
+                             float *y, const dlrt_epilogue *ep, int64_t b, int64_t oh) {
+    const int64_t k_h = g->k[1], k_w = g->k[2], ow_n = g->out[2], in_w = g->in[2];
+    const int64_t pw = g->pad[2], len = ow_n + k_w - 1, taps = p->c_in * k_h * k_w;
+    const float *rows[DLRT_DIRECT_TAPS];
+    float padded[DLRT_DIRECT_PADDED];
+    const int pad_w = pw > 0 || len > in_w;
+    for (int64_t ci = 0; ci < p->c_in; ci++)
+        for (int64_t kh = 0; kh < k_h; kh++) {
+            const int64_t ih = oh - g->pad[1] + kh, at = ci * k_h + kh;
+            if (ih < 0 || ih >= g->in[1]) {
+                rows[at] = NULL;
+                continue;
+            }
+            const float *src = x + ((b * p->c_in + ci) * g->in[1] + ih) * in_w;
+            if (!pad_w) {
+                rows[at] = src;
+                continue;
+            }
+            float *d = padded + at * len;
+            for (int64_t j = 0; j < len; j++) d[j] = j >= pw && j - pw < in_w ? src[j - pw] : 0.0f;
+            rows[at] = d;
+        }
+    dlrt_epilogue e;
+    const dlrt_epilogue *eb = dlrt_conv_ep(p, g->out_sp, ep, b, 0, &e);
+    /* the results go to y, finished in registers (vector builds) or in place after, unless the
+     * epilogue adds a residual that is y itself: then they go to res first, and the residual is
+     * read before y is written */
+    const int in_place = eb && eb->residual == y + b * p->c_out * g->out_sp;
+#ifdef DLRT_GEMM_VW
+    const int in_regs = eb && !in_place;
+#else
+    const int in_regs = 0;
+#endif
+    float res[DLRT_DIRECT_CB * DLRT_DIRECT_ROW];
+    /* blocks of sizes differing by at most 1 (6 channels: one block; 10: 5 + 5) */
+    const int64_t nb = (p->c_out + DLRT_DIRECT_CB - 1) / DLRT_DIRECT_CB;
+    for (int64_t blk = 0, c0 = 0; blk < nb; blk++) {
+        const int cb = (int)(p->c_out / nb + (blk < p->c_out % nb));
+        const float *wb = w + c0 * taps;
+        float *yb = y + (b * p->c_out + c0) * g->out_sp + oh * ow_n;
+        const dlrt_direct_out o = {in_place ? res : yb, in_place ? DLRT_DIRECT_ROW : g->out_sp,
+                                   in_regs ? eb : NULL, c0, oh * ow_n};
+        switch (cb) {
+#define DLRT_DIRECT_CASE(CB)                                                                       \
+    case CB:                                                                                       \
+        dlrt_direct_row(CB, rows, p->c_in *k_h, k_w, taps, wb, ow_n, &o);                          \
+        break;
+            DLRT_DIRECT_CASE(1)
+            DLRT_DIRECT_CASE(2)
+            DLRT_DIRECT_CASE(3)
+            DLRT_DIRECT_CASE(4)
+            DLRT_DIRECT_CASE(5)
+            DLRT_DIRECT_CASE(6)
+#if DLRT_DIRECT_CB == 8
+            DLRT_DIRECT_CASE(7)
+            DLRT_DIRECT_CASE(8)
+#endif
+#undef DLRT_DIRECT_CASE
+        }
+        for (int c = 0; c < cb && eb; c++) {
+            float *r = o.out + c * o.out_s;
+            if (!in_regs)
+                dlrt_epi_apply(eb, c0 + c, oh * ow_n, r, ow_n);
+            else if (eb->act != DLRT_ACT_NONE && eb->act != DLRT_ACT_RELU &&
+                     eb->act != DLRT_ACT_CLIP)
+                dlrt_act_apply(eb->act, eb->act_a, eb->act_b, r, ow_n);
+            if (in_place) memcpy(yb + c * g->out_sp, r, (size_t)ow_n * sizeof(float));
+        }
+        c0 += cb;
+    }
+}
+
+void dlrt_conv_direct(const dlrt_conv *p, const float *x, const float *w, float *y,
+                      const dlrt_epilogue *ep) {
+    dlrt_win3 g;
+    dlrt_conv_geom(p, &g);
+    const int64_t units = p->n * g.out[1];
+    const int par =
+        (double)units * (double)g.out[2] * (double)p->c_out * (double)(p->c_in * g.k_sp) >=
+        DLRT_PAR_MIN;
+    (void)par;
+    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
+    for (int64_t u = 0; u < units; u++)
+        dlrt_direct_unit(p, &g, x, w, y, ep, u / g.out[1], u % g.out[1]);
+}
