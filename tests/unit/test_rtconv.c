@@ -1,11 +1,12 @@
 /* test_rtconv.c — the convolution algorithms of the runtime kernels (src/kernels/rt/conv.c,
- * depthwise.c, winograd.c): each one, forced through dlrt_conv_forward_algo wherever it applies,
- * against a plain loop over outputs and taps written here (sums in double, then the epilogue in
- * double), over random geometries: depthwise with strides, dilations, asymmetric pads, channel
- * multipliers, kernels 1-7, images smaller than the kernel, ranks 1-3 and batch 2; Winograd with
- * odd sizes (partial tiles), small and large channel counts. Every epilogue kind is covered
- * (alpha, bias, residual separate and in place, each activation). A canary after y and after
- * the workspace catches writes past them. Also the depthwise column chunking (small row
+ * depthwise.c, winograd.c, conv-direct.c): each one, forced through dlrt_conv_forward_algo wherever
+ * it applies, against a plain loop over outputs and taps written here (sums in double, then the
+ * epilogue in double), over random geometries: depthwise with strides, dilations, asymmetric pads,
+ * channel multipliers, kernels 1-7, images smaller than the kernel, ranks 1-3 and batch 2; Winograd
+ * with odd sizes (partial tiles), small and large channel counts; direct with channel blocks of
+ * 1-8, overlapping last vectors, padding in height and at either end of the rows. Every epilogue
+ * kind is covered (alpha, bias, residual separate and in place, each activation). A canary after y
+ * and after the workspace catches writes past them. Also the depthwise column chunking (small row
  * buffers), Winograd's accuracy at c_in = 512 on N(0, 1) data, and dlrt_conv_choose.
  *
  * The kernel sources are included (all of them, through rt-lib.c) and built with this binary's
@@ -488,6 +489,24 @@ static void test_direct(void) {
         CHECK("direct applies", dlrt_conv_algo_ok(&p, DLRT_CONV_DIRECT));
         conv_case(&p, (1u << EP_KINDS) - 1, "direct");
     }
+    /* padding at the end of the rows only: they are copied, zero-padded, too */
+    dlrt_conv e = {.nsp = 2,
+                   .n = 1,
+                   .c_in = 2,
+                   .c_out = 3,
+                   .group = 1,
+                   .in = {5, 20},
+                   .k = {3, 5},
+                   .stride = {1, 1},
+                   .dil = {1, 1},
+                   .pad_begin = {1, 0},
+                   .out = {5, 20}};
+    CHECK("direct with end padding only", dlrt_conv_algo_ok(&e, DLRT_CONV_DIRECT));
+    conv_case(&e, (1u << EP_KINDS) - 1, "direct, end padding");
+    /* 16 input rows of 513 floats to copy: more than a unit's room for padded rows */
+    dlrt_conv big = e;
+    big.c_in = 8, big.k[0] = big.k[1] = 2, big.in[1] = 512, big.out[1] = 512, big.out[0] = 4;
+    CHECK("not direct past the padded rows' room", !dlrt_conv_algo_ok(&big, DLRT_CONV_DIRECT));
 }
 
 /* A square 2-D convolution, batch 1, pad k / 2 both sides. */

@@ -58,17 +58,23 @@ static inline dlrt_cdv dlrt_cd_load(const float *p) {
 #define DLRT_CD_FMA(a, b, acc) ((acc) + (a) * (b))
 #endif
 
+/* Whether output rows read past the input in width (padding at either end), so that their input
+ * rows are copied, zero-padded, to out[2] + k[2] - 1 floats (stride 1). */
+static int dlrt_direct_pads_w(const dlrt_win3 *g) {
+    return g->pad[2] > 0 || g->out[2] + g->k[2] - 1 > g->in[2];
+}
+
 int dlrt_conv_direct_ok(const dlrt_conv *p) {
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
     const int64_t taps = p->c_in * g.k[1] * g.k[2];
-    const int64_t row = g.out[2] + g.k[2] - 1; /* a padded input row's length (stride 1) */
+    const int64_t row = g.out[2] + g.k[2] - 1;
     /* k_w >= 2: 1x1 convolutions are one GEMM on the input, without packing (dlrt_conv_gemm) */
     return p->group == 1 && g.k[2] >= 2 && g.k[0] == 1 && g.in[0] == 1 && g.stride[1] == 1 &&
            g.stride[2] == 1 && g.dil[1] == 1 && g.dil[2] == 1 && taps >= 1 &&
            taps <= DLRT_DIRECT_TAPS && g.out[2] >= DLRT_DIRECT_MIN_ROW &&
            g.out[2] <= DLRT_DIRECT_ROW &&
-           (g.pad[2] == 0 || p->c_in * g.k[1] * row <= DLRT_DIRECT_PADDED);
+           (!dlrt_direct_pads_w(&g) || p->c_in * g.k[1] * row <= DLRT_DIRECT_PADDED);
 }
 
 /* Where a channel block's row goes: channel c's to out + c * out_s. With ep (vector builds), the
@@ -105,9 +111,9 @@ static inline dlrt_vf dlrt_direct_finish(const dlrt_epilogue *ep, int64_t ch, in
  * kw on by tap column kw; wb the block's weights, taps floats per channel. cb and jv are
  * constants after inlining, so the cb x jv accumulators stay in registers; each tap's weight is
  * broadcast once for the jv vectors. */
-static inline __attribute__((always_inline)) void
-dlrt_direct_vecs(int cb, int jv, const int64_t *j, const float *const *rows, int64_t nrows,
-                 int64_t k_w, int64_t taps, const float *wb, const dlrt_direct_out *o) {
+static DLRT_INLINE void dlrt_direct_vecs(int cb, int jv, const int64_t *j, const float *const *rows,
+                                         int64_t nrows, int64_t k_w, int64_t taps, const float *wb,
+                                         const dlrt_direct_out *o) {
     dlrt_cdv acc[DLRT_DIRECT_CB][DLRT_DIRECT_JV];
     for (int c = 0; c < cb; c++)
         for (int v = 0; v < jv; v++) acc[c][v] = DLRT_CD_ZERO();
@@ -134,9 +140,9 @@ dlrt_direct_vecs(int cb, int jv, const int64_t *j, const float *const *rows, int
 
 /* The cb channels of a row of ow_n outputs: its vectors DLRT_DIRECT_JV at a time, the last one
  * at ow_n - VW (overlapping the one before when VW does not divide ow_n). */
-static inline __attribute__((always_inline)) void
-dlrt_direct_row(int cb, const float *const *rows, int64_t nrows, int64_t k_w, int64_t taps,
-                const float *wb, int64_t ow_n, const dlrt_direct_out *o) {
+static DLRT_INLINE void dlrt_direct_row(int cb, const float *const *rows, int64_t nrows,
+                                        int64_t k_w, int64_t taps, const float *wb, int64_t ow_n,
+                                        const dlrt_direct_out *o) {
     const int64_t nv = (ow_n + DLRT_DIRECT_VW - 1) / DLRT_DIRECT_VW;
     int64_t v0 = 0;
     for (; v0 + DLRT_DIRECT_JV <= nv; v0 += DLRT_DIRECT_JV) {
@@ -158,7 +164,7 @@ static void dlrt_direct_unit(const dlrt_conv *p, const dlrt_win3 *g, const float
     const int64_t pw = g->pad[2], len = ow_n + k_w - 1, taps = p->c_in * k_h * k_w;
     const float *rows[DLRT_DIRECT_TAPS];
     float padded[DLRT_DIRECT_PADDED];
-    const int pad_w = pw > 0 || len > in_w;
+    const int pad_w = dlrt_direct_pads_w(g);
     for (int64_t ci = 0; ci < p->c_in; ci++)
         for (int64_t kh = 0; kh < k_h; kh++) {
             const int64_t ih = oh - g->pad[1] + kh, at = ci * k_h + kh;
