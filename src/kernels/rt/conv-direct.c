@@ -45,14 +45,9 @@ typedef dlrt_vf dlrt_cdv;
 #define DLRT_CD_BCAST(s)       DLRT_VBCAST(s)
 #define DLRT_CD_FMA(a, b, acc) DLRT_VFMA(a, b, acc)
 #else
-typedef float dlrt_cdv __attribute__((vector_size(DLRT_GEMM_VBYTES)));
-static inline dlrt_cdv dlrt_cd_load(const float *p) {
-    dlrt_cdv v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
+typedef dlrt_gv dlrt_cdv;
 #define DLRT_CD_ZERO()         ((dlrt_cdv){0})
-#define DLRT_CD_LOAD(p)        dlrt_cd_load(p)
+#define DLRT_CD_LOAD(p)        dlrt_gv_load(p)
 #define DLRT_CD_STORE(p, v)    memcpy(p, &(v), sizeof(v))
 #define DLRT_CD_BCAST(s)       ((dlrt_cdv){0} + (s))
 #define DLRT_CD_FMA(a, b, acc) ((acc) + (a) * (b))
@@ -177,9 +172,8 @@ static void dlrt_direct_unit(const dlrt_conv *p, const dlrt_win3 *g, const float
                 rows[at] = src;
                 continue;
             }
-            float *d = padded + at * len;
-            for (int64_t j = 0; j < len; j++) d[j] = j >= pw && j - pw < in_w ? src[j - pw] : 0.0f;
-            rows[at] = d;
+            dlrt_pad_row(src, in_w, pw, len, padded + at * len);
+            rows[at] = padded + at * len;
         }
     dlrt_epilogue e;
     const dlrt_epilogue *eb = dlrt_conv_ep(p, g->out_sp, ep, b, 0, &e);

@@ -377,15 +377,6 @@ enum { DLRT_DW_REGS = 32 };
 #else
 enum { DLRT_DW_REGS = 16 };
 #endif
-typedef float dlrt_dwv __attribute__((vector_size(DLRT_GEMM_VBYTES)));
-typedef int32_t dlrt_dwi __attribute__((vector_size(DLRT_GEMM_VBYTES)));
-
-static inline dlrt_dwv dlrt_dw_load(const float *p) {
-    dlrt_dwv v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
 /* Where X's row ih of plane xc is read for the taps of a row of ow_n outputs: the row itself
  * when every tap is inside it, else buf holding it zero-padded (buf[j] = row[j - pw]). */
 static const float *dlrt_dw_row(const dlrt_win3 *g, const float *xc, int64_t ih, int kw,
@@ -393,7 +384,7 @@ static const float *dlrt_dw_row(const dlrt_win3 *g, const float *xc, int64_t ih,
     const int64_t in_w = g->in[2], pw = g->pad[2], len = g->out[2] + kw - 1;
     const float *row = xc + ih * in_w;
     if (pw == 0 && len <= in_w) return row;
-    for (int64_t j = 0; j < len; j++) buf[j] = j >= pw && j - pw < in_w ? row[j - pw] : 0.0f;
+    dlrt_pad_row(row, in_w, pw, len, buf);
     return buf;
 }
 
@@ -404,15 +395,15 @@ static const float dlrt_dw_zeros[DLRT_DW_ROW];
  * the X row the tap row reads), the lanes outside `keep` dropped when masked. */
 #define DLRT_DW_STEP(KW, CB, o, masked)                                                            \
     do {                                                                                           \
-        dlrt_dwv d_[CB];                                                                           \
+        dlrt_gv d_[CB];                                                                            \
         for (int c_ = 0; c_ < (CB); c_++) {                                                        \
-            d_[c_] = dlrt_dw_load(dr[c_] + (o));                                                   \
-            if (masked) d_[c_] = (dlrt_dwv)((dlrt_dwi)d_[c_] & keep);                              \
+            d_[c_] = dlrt_gv_load(dr[c_] + (o));                                                   \
+            if (masked) d_[c_] = (dlrt_gv)((dlrt_gvi)d_[c_] & keep);                               \
         }                                                                                          \
         for (int k_ = 0; k_ < (KW); k_++) {                                                        \
-            dlrt_dwv xv_ = dlrt_dw_load(xr + (o) + k_);                                            \
+            dlrt_gv xv_ = dlrt_gv_load(xr + (o) + k_);                                             \
             /* both factors: 0 * inf would be a NaN that the sum never had */                      \
-            if (masked) xv_ = (dlrt_dwv)((dlrt_dwi)xv_ & keep);                                    \
+            if (masked) xv_ = (dlrt_gv)((dlrt_gvi)xv_ & keep);                                     \
             for (int c_ = 0; c_ < (CB); c_++) acc[c_][k_] += d_[c_] * xv_;                         \
         }                                                                                          \
     } while (0)
@@ -424,11 +415,11 @@ static const float dlrt_dw_zeros[DLRT_DW_ROW];
                                           int64_t b1, int64_t ci, int64_t co0, int cb, int64_t kh, \
                                           const float *x, const float *dy, float *dw) {            \
         const int64_t ow_n = g->out[2], rem = ow_n % DLRT_DW_VW, full = ow_n / DLRT_DW_VW;         \
-        dlrt_dwi keep; /* the tail vector's lanes that the last full one did not cover */          \
+        dlrt_gvi keep; /* the tail vector's lanes that the last full one did not cover */          \
         for (int t = 0; t < DLRT_DW_VW; t++) keep[t] = t >= DLRT_DW_VW - rem ? -1 : 0;             \
-        dlrt_dwv acc[CB][KW];                                                                      \
+        dlrt_gv acc[CB][KW];                                                                       \
         for (int c = 0; c < (CB); c++)                                                             \
-            for (int k = 0; k < (KW); k++) acc[c][k] = (dlrt_dwv){0};                              \
+            for (int k = 0; k < (KW); k++) acc[c][k] = (dlrt_gv){0};                               \
         float buf[DLRT_DW_ROW];                                                                    \
         for (int64_t b = b0; b < b1; b++) {                                                        \
             const float *xc = x + (b * p->c_in + ci) * g->in_sp;                                   \

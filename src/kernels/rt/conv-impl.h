@@ -117,6 +117,14 @@ void dlrt_conv_dw_plane(const dlrt_win3 *g, const dlrt_dw_plan *pl, const float 
                         float *y, int64_t oc, const dlrt_epilogue *ep, int64_t r0, int64_t r1,
                         float *buf);
 
+/* dst[j] = row[j - pad] for j in [0, len), 0 where j - pad is outside [0, in_w): an input row
+ * zero-padded in width, for the direct kernels (conv-direct.c, the weight gradient in
+ * conv-grad.c), which read a window's taps without bounds checks. */
+static inline void dlrt_pad_row(const float *row, int64_t in_w, int64_t pad, int64_t len,
+                                float *dst) {
+    for (int64_t j = 0; j < len; j++) dst[j] = j >= pad && j - pad < in_w ? row[j - pad] : 0.0f;
+}
+
 /* conv-direct.c: 2-D convolutions with stride 1 and at most 32 taps per output (c_in x k_h x
  * k_w, k_w >= 2), one group, output rows of a vector to 512 wide, computed directly. */
 int dlrt_conv_direct_ok(const dlrt_conv *p);

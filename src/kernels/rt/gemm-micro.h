@@ -87,6 +87,17 @@ typedef __m256 dlrt_vf;
 #define DLRT_GEMM_KC_STREAM DLRT_GEMM_KC
 #endif
 
+/* GNU vectors of this build's width, and their lanes as integers (masks), for kernels written
+ * with vector extensions (the direct weight gradient; the direct convolution on the generic
+ * build); dlrt_gv_load reads one from any alignment. */
+typedef float dlrt_gv __attribute__((vector_size(DLRT_GEMM_VBYTES)));
+typedef int32_t dlrt_gvi __attribute__((vector_size(DLRT_GEMM_VBYTES)));
+static inline dlrt_gv dlrt_gv_load(const float *p) {
+    dlrt_gv v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 #ifdef DLRT_GEMM_VW
 /* Intrinsics: MR x (NR / VW) vector accumulators indexed by constants, fully unrolled at -O2
  * and above, so they stay in registers. */
