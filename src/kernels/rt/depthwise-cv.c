@@ -15,6 +15,7 @@
  * each output is computed by exactly one unit, so results do not depend on the thread count.
  * Other instruction sets compute nothing here (dlrt_conv_dw_cv_channels gives 0). */
 #include "conv-impl.h"
+#include "gemm-micro.h" /* dlrt_gemm_vtranspose */
 
 #if defined(__AVX512F__) && !defined(DLRT_GEMM_GENERIC)
 #include <immintrin.h>
@@ -69,33 +70,6 @@ int64_t dlrt_conv_dw_cv_channels(const dlrt_conv *p, const dlrt_win3 *g, const d
     return dlrt_cv_applies(p, g, ep, &t);
 }
 
-/* r[j][i] <- r[i][j] for a 16x16 block of floats held as 16 vectors: pairs of rows are
- * interleaved, then pairs of pairs (64-bit), then 128-bit lanes in two steps. */
-static DLRT_INLINE void dlrt_cv_transpose(__m512 r[16]) {
-    __m512 t[16], u[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    /* u[4q + c], lane L: column 4L + c of rows 4q .. 4q + 3 */
-    for (int q = 0; q < 4; q++) {
-        u[4 * q + 0] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], 0x44);
-        u[4 * q + 1] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], 0xEE);
-        u[4 * q + 2] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
-        u[4 * q + 3] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xEE);
-    }
-    for (int c = 0; c < 4; c++) {
-        const __m512 w0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44);
-        const __m512 w1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
-        const __m512 x0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
-        const __m512 x1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
-        r[c] = _mm512_shuffle_f32x4(w0, x0, 0x88);
-        r[4 + c] = _mm512_shuffle_f32x4(w0, x0, 0xDD);
-        r[8 + c] = _mm512_shuffle_f32x4(w1, x1, 0x88);
-        r[12 + c] = _mm512_shuffle_f32x4(w1, x1, 0xDD);
-    }
-}
-
 /* Fills the tile's input buffer: padded row u, column v is input row ih0 + u, column v - pad of
  * 16 planes (sp floats apart from x), one vector per pixel; zero outside the input. The input
  * rows inside are contiguous in each plane, so they are transposed 16 pixels at a time. */
@@ -123,7 +97,7 @@ static void dlrt_cv_fill(const dlrt_win3 *g, const dlrt_cv_tile *t, const float 
         const __mmask16 m = (__mmask16)((1u << n) - 1u);
         __m512 r[16];
         for (int c = 0; c < DLRT_CV; c++) r[c] = _mm512_maskz_loadu_ps(m, src + c * sp + p0);
-        dlrt_cv_transpose(r);
+        dlrt_gemm_vtranspose(r);
         if (n == DLRT_CV && iw + DLRT_CV <= iw_n && iw + pw + DLRT_CV <= wp) {
             /* 16 pixels of one row, all kept: stored straight from the registers */
             float *dst = buf + ((ih - ih0) * wp + iw + pw) * DLRT_CV;
@@ -209,7 +183,7 @@ static void dlrt_cv_store(const dlrt_epilogue *ep, int64_t c0, float *out, int64
         __m512 r[16];
         for (int q = 0; q < DLRT_CV; q++)
             r[q] = q < n ? _mm512_loadu_ps(out + (p0 + q) * DLRT_CV) : _mm512_setzero_ps();
-        dlrt_cv_transpose(r);
+        dlrt_gemm_vtranspose(r);
         for (int c = 0; c < DLRT_CV; c++) _mm512_mask_storeu_ps(y + c * sp + pix0 + p0, m, r[c]);
     }
 }

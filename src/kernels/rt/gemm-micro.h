@@ -98,6 +98,59 @@ static inline dlrt_gv dlrt_gv_load(const float *p) {
     return v;
 }
 
+#if defined(__AVX__) && defined(DLRT_GEMM_VW)
+/* r[j][i] <- r[i][j] for an 8x8 block: rows interleaved in pairs, then pairs of pairs, then the
+ * 128-bit halves exchanged. */
+static DLRT_INLINE void dlrt_gemm_tr8x8(__m256 r[8]) {
+    __m256 t[8], s[8];
+    for (int l = 0; l < 8; l += 2) {
+        t[l] = _mm256_unpacklo_ps(r[l], r[l + 1]);     /* columns 0 1 4 5 of rows l, l+1 */
+        t[l + 1] = _mm256_unpackhi_ps(r[l], r[l + 1]); /* columns 2 3 6 7 */
+    }
+    for (int h = 0; h < 8; h += 4) { /* rows h..h+3 at columns (0 4), (1 5), (2 6), (3 7) */
+        s[h] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        s[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        s[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        s[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int p = 0; p < 4; p++) {
+        r[p] = _mm256_permute2f128_ps(s[p], s[p + 4], 0x20);     /* column p */
+        r[p + 4] = _mm256_permute2f128_ps(s[p], s[p + 4], 0x31); /* column p + 4 */
+    }
+}
+#endif
+
+#if defined(__AVX512F__) && !defined(DLRT_GEMM_GENERIC)
+/* r[j][i] <- r[i][j] for a 16x16 block of floats held as 16 vectors: pairs of rows are
+ * interleaved, then pairs of pairs (64-bit), then 128-bit lanes in two steps. */
+static DLRT_INLINE void dlrt_gemm_vtranspose(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    /* u[4q + c], lane L: column 4L + c of rows 4q .. 4q + 3 */
+    for (int q = 0; q < 4; q++) {
+        u[4 * q + 0] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], 0x44);
+        u[4 * q + 1] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], 0xEE);
+        u[4 * q + 2] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
+        u[4 * q + 3] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; c++) {
+        const __m512 w0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44);
+        const __m512 w1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
+        const __m512 x0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
+        const __m512 x1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
+        r[c] = _mm512_shuffle_f32x4(w0, x0, 0x88);
+        r[4 + c] = _mm512_shuffle_f32x4(w0, x0, 0xDD);
+        r[8 + c] = _mm512_shuffle_f32x4(w1, x1, 0x88);
+        r[12 + c] = _mm512_shuffle_f32x4(w1, x1, 0xDD);
+    }
+}
+#elif defined(__AVX2__) && defined(__FMA__) && !defined(DLRT_GEMM_GENERIC)
+#define dlrt_gemm_vtranspose dlrt_gemm_tr8x8
+#endif
+
 #ifdef DLRT_GEMM_VW
 /* Intrinsics: MR x (NR / VW) vector accumulators indexed by constants, fully unrolled at -O2
  * and above, so they stay in registers. */

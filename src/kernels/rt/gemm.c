@@ -32,28 +32,13 @@ static DLRT_INLINE void dlrt_gemm_pack_full(const float *src, int64_t ld, int kc
 static DLRT_INLINE void dlrt_gemm_tr8(const float *src, int64_t ld, int nl, float *dst, int w) {
     __m256 r[8];
     for (int l = 0; l < 8; l++) r[l] = _mm256_loadu_ps(src + (l < nl ? l : nl - 1) * ld);
-    __m256 t[8], s[8];
-    for (int l = 0; l < 8; l += 2) {
-        t[l] = _mm256_unpacklo_ps(r[l], r[l + 1]);     /* depths 0 1 4 5 of lines l, l+1 */
-        t[l + 1] = _mm256_unpackhi_ps(r[l], r[l + 1]); /* depths 2 3 6 7 */
-    }
-    for (int h = 0; h < 8; h += 4) { /* lines h..h+3 at depths (0 4), (1 5), (2 6), (3 7) */
-        s[h] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        s[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        s[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        s[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int p = 0; p < 4; p++) {
-        const __m256 lo = _mm256_permute2f128_ps(s[p], s[p + 4], 0x20); /* depth p */
-        const __m256 hi = _mm256_permute2f128_ps(s[p], s[p + 4], 0x31); /* depth p + 4 */
+    dlrt_gemm_tr8x8(r); /* r[p]: depth p of the 8 lines */
+    for (int p = 0; p < 8; p++) {
         if (nl == 8) {
-            _mm256_storeu_ps(dst + p * w, lo);
-            _mm256_storeu_ps(dst + (p + 4) * w, hi);
+            _mm256_storeu_ps(dst + p * w, r[p]);
         } else {
-            _mm_storeu_ps(dst + p * w, _mm256_castps256_ps128(lo));
-            _mm_storel_pi((__m64 *)(dst + p * w + 4), _mm256_extractf128_ps(lo, 1));
-            _mm_storeu_ps(dst + (p + 4) * w, _mm256_castps256_ps128(hi));
-            _mm_storel_pi((__m64 *)(dst + (p + 4) * w + 4), _mm256_extractf128_ps(hi, 1));
+            _mm_storeu_ps(dst + p * w, _mm256_castps256_ps128(r[p]));
+            _mm_storel_pi((__m64 *)(dst + p * w + 4), _mm256_extractf128_ps(r[p], 1));
         }
     }
 }
@@ -177,16 +162,67 @@ static void dlrt_gemm_store_row(const dlrt_gemm_args *g, int64_t i, int64_t j0, 
     }
 }
 
+#ifdef DLRT_GEMM_VW
+/* Columns [0, VW) of a block of VW rows of blk (rows NR floats apart) at (i0, j0) of a
+ * transposed product, transposed in registers: column jj is then one vector, VW consecutive
+ * elements of row j0 + jj of C, finished with the epilogue there and stored whole. The
+ * epilogue is dlrt_epi_apply's, operation for operation (alpha, beta * bias, residual,
+ * activation), so the results are those of the scalar path; ReLU and Clip compare as
+ * dlrt_act_apply does (see dlrt_gemm_micro_store), other activations run on the stored run. */
+static DLRT_INLINE void dlrt_gemm_store_block(const dlrt_gemm_args *g, int64_t i0, int64_t j0,
+                                              const float *blk) {
+    const dlrt_epilogue *ep = g->ep;
+    dlrt_vf r[DLRT_GEMM_VW];
+    for (int l = 0; l < DLRT_GEMM_VW; l++) r[l] = DLRT_VLOAD(blk + l * DLRT_GEMM_NR);
+    dlrt_gemm_vtranspose(r);
+    for (int jj = 0; jj < DLRT_GEMM_VW; jj++) {
+        const int64_t row = j0 + jj;
+        float *dst = g->C + row * g->ldc + i0;
+        dlrt_vf v = r[jj];
+        if (ep) {
+            if (ep->alpha != 1.0f) v = DLRT_VMUL(v, DLRT_VBCAST(ep->alpha));
+            if (ep->bias) {
+                const float *bp = ep->bias + row * ep->bias_rs + i0 * ep->bias_cs;
+                if (ep->bias_cs == 0)
+                    v = DLRT_VADD(v, DLRT_VBCAST(ep->beta * bp[0]));
+                else
+                    v = DLRT_VADD(v, DLRT_VMUL(DLRT_VBCAST(ep->beta), DLRT_VLOAD(bp)));
+            }
+            if (ep->residual) v = DLRT_VADD(v, DLRT_VLOAD(ep->residual + row * ep->res_rs + i0));
+            if (ep->act == DLRT_ACT_RELU) v = DLRT_VMAX(v, DLRT_VZERO());
+            if (ep->act == DLRT_ACT_CLIP)
+                v = DLRT_VMIN(DLRT_VBCAST(ep->act_b), DLRT_VMAX(DLRT_VBCAST(ep->act_a), v));
+        }
+        DLRT_VSTORE(dst, v);
+        if (ep && ep->act != DLRT_ACT_NONE && ep->act != DLRT_ACT_RELU && ep->act != DLRT_ACT_CLIP)
+            dlrt_act_apply(ep->act, ep->act_a, ep->act_b, dst, DLRT_GEMM_VW);
+    }
+}
+#endif
+
 /* Block blk (mr <= MC rows x nr, rows NR floats apart) at (i0, j0) of a transposed product: its
  * column jj is mr consecutive elements of row j0 + jj of C, finished there with the epilogue and
- * stored with one contiguous write. */
+ * stored with one contiguous write. Whole VW x VW blocks are transposed in registers (the scalar
+ * gather cost about 1.5 cycles an element: a seventh of a 1x1 convolution on a 7x7 plane); the
+ * rows and columns past them go element by element. */
 static void dlrt_gemm_store_cols(const dlrt_gemm_args *g, int64_t i0, int64_t j0, const float *blk,
                                  int mr, int nr) {
+    int vr = 0, vc = 0; /* rows and columns done by whole blocks */
+#ifdef DLRT_GEMM_VW
+    if (dlrt_gemm_epi_direct(g->ep)) {
+        vr = mr / DLRT_GEMM_VW * DLRT_GEMM_VW, vc = nr / DLRT_GEMM_VW * DLRT_GEMM_VW;
+        for (int jj = 0; jj < vc; jj += DLRT_GEMM_VW)
+            for (int ii = 0; ii < vr; ii += DLRT_GEMM_VW)
+                dlrt_gemm_store_block(g, i0 + ii, j0 + jj, blk + ii * DLRT_GEMM_NR + jj);
+    }
+#endif
     for (int jj = 0; jj < nr; jj++) {
+        const int from = jj < vc ? vr : 0;
+        if (from == mr) continue;
         float v[DLRT_GEMM_MC];
-        for (int ii = 0; ii < mr; ii++) v[ii] = blk[ii * DLRT_GEMM_NR + jj];
-        dlrt_epi_apply(g->ep, j0 + jj, i0, v, mr);
-        memcpy(g->C + (j0 + jj) * g->ldc + i0, v, (size_t)mr * sizeof(float));
+        for (int ii = from; ii < mr; ii++) v[ii - from] = blk[ii * DLRT_GEMM_NR + jj];
+        dlrt_epi_apply(g->ep, j0 + jj, i0 + from, v, mr - from);
+        memcpy(g->C + (j0 + jj) * g->ldc + i0 + from, v, (size_t)(mr - from) * sizeof(float));
     }
 }
 
@@ -552,14 +588,23 @@ static dlrt_gemm_tiles dlrt_gemm_tiles_for(int vector_bytes) {
  * (transposed: the product is N x M, each of its elements stored to C through the column path).
  * Per step of K, a register tile of MR rows and nv vectors costs max(MR * nv, MR + nv)
  * half-cycles (its FMAs or its loads, two of either per cycle), so a narrow last panel costs
- * less than a full one but more per column; a store costs about 0.1 cycle per element in C's
- * orientation (vectors) and 1.5 transposed (a scalar run through the epilogue), which decides
- * small-K products. */
+ * less than a full one but more per column. A store costs about 0.1 cycle per element in C's
+ * orientation (vectors); transposed, 0.25 where whole vector-square blocks are transposed in
+ * registers and 1.5 for the rest (a scalar run through the epilogue), which decides small-K
+ * products. Transposed, op(B) becomes the operand packed into MR-row panels, a few floats per
+ * depth at about 0.25 cycle each, where untransposed it is read in place or copied by whole
+ * vectors (op(A) is taken as a layer's weights, prepacked either way): with few columns of
+ * tiles to share it (MobileNetV2's 576 -> 96 on 14x14) that packing outweighs the narrow last
+ * panel it saves. */
 static double dlrt_gemm_cycles(const dlrt_gemm_tiles *t, int64_t M, int64_t N, int64_t K,
                                int transposed) {
     const int64_t rows = transposed ? N : M, cols = transposed ? M : N;
-    const double store = (double)M * (double)N * (transposed ? 1.5 : 0.1);
-    if (rows == 1) return (double)cols * (double)K / 16.0 + store; /* the unpacked vector path */
+    const int64_t vec_rows = t->vw ? N / t->vw * t->vw : 0;
+    const double store_pack =
+        transposed ? (double)M * ((double)vec_rows * 0.25 + (double)(N - vec_rows) * 1.5) +
+                         (double)N * (double)K * 0.25
+                   : (double)M * (double)N * 0.1;
+    if (rows == 1) return (double)cols * (double)K / 16.0 + store_pack; /* the unpacked vector path */
     double per_k;
     if (t->vw) { /* the last panel computes only the vectors it needs, the last row tile of
                   * full-width panels only its rows */
@@ -574,14 +619,14 @@ static double dlrt_gemm_cycles(const dlrt_gemm_tiles *t, int64_t M, int64_t N, i
         per_k = (double)((rows + t->mr - 1) / t->mr) * (double)((cols + t->nr - 1) / t->nr) *
                 t->mr * t->nr / 4.0;
     }
-    return per_k * (double)K / 2.0 + store;
+    return per_k * (double)K / 2.0 + store_pack;
 }
 
 int dlrt_sgemm_transposes_for(int vector_bytes, int64_t M, int64_t N, int64_t K) {
     const dlrt_gemm_tiles t = dlrt_gemm_tiles_for(vector_bytes);
-    /* only when the model expects a clear gain: it ignores packing and cache effects */
+    /* only when the model expects a gain: it ignores cache effects */
     return M > 0 && N > 0 && K > 0 &&
-           dlrt_gemm_cycles(&t, M, N, K, 1) < 0.9 * dlrt_gemm_cycles(&t, M, N, K, 0);
+           dlrt_gemm_cycles(&t, M, N, K, 1) < 0.97 * dlrt_gemm_cycles(&t, M, N, K, 0);
 }
 
 const char *dlrt_gemm_isa(void) {
