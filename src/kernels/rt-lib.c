@@ -4,6 +4,7 @@
 #include "rt/attention.c"
 #include "rt/conv-direct.c"
 #include "rt/conv-grad.c"
+#include "rt/conv-implicit.c"
 #include "rt/conv.c"
 #include "rt/depthwise-cv.c"
 #include "rt/depthwise.c"

@@ -658,6 +658,8 @@ static void test_conv_packed(void) {
         {1, 16, 24, 1, 9, 9, 1, 1, 0},     /* 1x1: packs */
         {2, 8, 13, 1, 10, 10, 3, 1, 1},    /* im2col, batch 2: packs */
         {1, 6, 70, 1, 17, 8, 3, 2, 0},     /* strided im2col */
+        {1, 16, 70, 1, 17, 9, 3, 2, 1},    /* strided, 144 depths: implicit GEMM, packs as B */
+        {2, 32, 64, 1, 33, 17, 3, 2, 1},   /* the same, batch 2 */
         {1, 8, 8, 8, 7, 7, 3, 1, 1},       /* depthwise: ignores the copy */
         {1, 64, 300, 1, 2, 2, 1, 1, 0},    /* narrow output, computed transposed: packs as B */
         {1, 32, 100, 1, 3, 1, 3, 1, 0},    /* one output position, im2col transposed: as B */

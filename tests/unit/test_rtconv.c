@@ -772,7 +772,27 @@ static void test_choose(void) {
     CHECK("winograd for ResNet 64ch 56x56", dlrt_conv_choose(&r64) == DLRT_CONV_WINOGRAD);
     CHECK("no winograd with 3 channels", dlrt_conv_choose(&tiny) != DLRT_CONV_WINOGRAD &&
                                              dlrt_conv_choose(&tiny) != DLRT_CONV_WINOGRAD_F2);
-    CHECK("no winograd at stride 2", dlrt_conv_choose(&s2) == DLRT_CONV_IM2COL);
+    CHECK("stride 2: the implicit GEMM, not winograd", dlrt_conv_choose(&s2) == DLRT_CONV_IMPLICIT);
+    /* the implicit GEMM's rule, each limit on both sides: 64 depths per output (7 and 8
+     * channels of 3x3), more than one tap, a stride, a batch im2col does not cut into chunks */
+    dlrt_conv d63 = conv2d(7, 64, 1, 56, 3, 2), d64 = conv2d(8, 64, 1, 56, 3, 2);
+    dlrt_conv s2k1 = conv2d(256, 512, 1, 56, 1, 2), s1 = conv2d(512, 512, 1, 7, 3, 1);
+    dlrt_conv rgb = conv2d(3, 32, 1, 224, 3, 2), c1 = conv2d(3, 64, 1, 224, 7, 2);
+    CHECK("im2col at 63 depths per output", dlrt_conv_choose(&d63) == DLRT_CONV_IM2COL);
+    CHECK("implicit at 64 depths per output", dlrt_conv_choose(&d64) == DLRT_CONV_IMPLICIT);
+    CHECK("1x1 at stride 2 stays im2col", dlrt_conv_choose(&s2k1) == DLRT_CONV_IM2COL);
+    CHECK("implicit only when strided", dlrt_conv_algo_ok(&s1, DLRT_CONV_IMPLICIT) &&
+                                            dlrt_conv_choose(&s1) != DLRT_CONV_IMPLICIT);
+    CHECK("MobileNetV2's first layer (27 depths) stays im2col",
+          dlrt_conv_choose(&rgb) == DLRT_CONV_IM2COL);
+    CHECK("ResNet-50's conv1 is implicit", dlrt_conv_choose(&c1) == DLRT_CONV_IMPLICIT);
+    dlrt_conv small = conv2d(16, 32, 1, 16, 3, 2), big = conv2d(16, 32, 1, 64, 3, 2);
+    small.n = big.n = 8;
+    CHECK("small images in a batch: im2col's chunks", dlrt_conv_choose(&small) == DLRT_CONV_IM2COL);
+    CHECK("large images in a batch: implicit", dlrt_conv_choose(&big) == DLRT_CONV_IMPLICIT);
+    dlrt_conv grp = conv2d(16, 64, 2, 56, 3, 2);
+    CHECK("no implicit GEMM with groups", !dlrt_conv_algo_ok(&grp, DLRT_CONV_IMPLICIT) &&
+                                              dlrt_conv_choose(&grp) == DLRT_CONV_IM2COL);
     dlrt_conv grey = conv2d(1, 6, 1, 28, 5, 1);
     CHECK("one channel, one group: direct, not depthwise",
           dlrt_conv_choose(&grey) == DLRT_CONV_DIRECT);
@@ -815,6 +835,7 @@ static void test_choose(void) {
     CHECK("names", !strcmp(dlrt_conv_algo_name(DLRT_CONV_WINOGRAD), "winograd") &&
                        !strcmp(dlrt_conv_algo_name(DLRT_CONV_WINOGRAD_F2), "winograd2x2") &&
                        !strcmp(dlrt_conv_algo_name(DLRT_CONV_DEPTHWISE), "depthwise") &&
+                       !strcmp(dlrt_conv_algo_name(DLRT_CONV_IMPLICIT), "implicit") &&
                        !strcmp(dlrt_conv_algo_name(DLRT_CONV_IM2COL), "im2col") &&
                        !strcmp(dlrt_conv_algo_name(DLRT_CONV_GEMM_1X1), "gemm1x1"));
 }

@@ -43,6 +43,16 @@ static inline void dlrt_conv_span(int64_t n, int64_t s, int64_t off, int64_t in,
     *hi = b < n ? b : n;
 }
 
+/* Whether every tap of every output reads inside the input (no padding reached): the copies then
+ * need no bounds. */
+static inline int dlrt_conv_inside(const dlrt_win3 *g) {
+    for (int d = 0; d < 3; d++)
+        if (g->pad[d] != 0 ||
+            (g->out[d] - 1) * g->stride[d] + (g->k[d] - 1) * g->dil[d] >= g->in[d])
+            return 0;
+    return 1;
+}
+
 /* The epilogue for image b and the channel block starting at channel c0, with rows indexed by
  * channel (relative to c0) and columns by output position: the bias is per channel and the
  * residual has y's layout. NULL when ep is NULL. */
@@ -130,6 +140,14 @@ static inline void dlrt_pad_row(const float *row, int64_t in_w, int64_t pad, int
 int dlrt_conv_direct_ok(const dlrt_conv *p);
 void dlrt_conv_direct(const dlrt_conv *p, const float *x, const float *w, float *y,
                       const dlrt_epilogue *ep);
+
+/* conv-implicit.c: one group, any rank, stride, dilation and padding, as long as offsets in the
+ * (padded) input fit 32 bits: the product of the weights (prepacked as DLRT_A_PACKED_T, or
+ * packed per call into the workspace when wpacked is NULL) and the windows read in place. */
+int dlrt_conv_implicit_ok(const dlrt_conv *p);
+size_t dlrt_conv_implicit_workspace(const dlrt_conv *p, int packed);
+void dlrt_conv_implicit(const dlrt_conv *p, const float *x, const float *w, const float *wpacked,
+                        float *y, void *workspace, const dlrt_epilogue *ep);
 
 /* winograd.c: F(m x m, 3x3), m = 4 or 2, for 2-D 3x3 convolutions with stride 1, dilation 1
  * and one group. */

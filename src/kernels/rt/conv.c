@@ -64,16 +64,6 @@ static DLRT_INLINE void dlrt_conv_copy_run(float *restrict d, const float *restr
     }
 }
 
-/* Whether every tap of every output reads inside the input (no padding reached): the copies then
- * need no bounds. */
-static int dlrt_conv_inside(const dlrt_win3 *g) {
-    for (int d = 0; d < 3; d++)
-        if (g->pad[d] != 0 ||
-            (g->out[d] - 1) * g->stride[d] + (g->k[d] - 1) * g->dil[d] >= g->in[d])
-            return 0;
-    return 1;
-}
-
 /* Lines per piece of a gather call (its runs fit a stack array); kernel widths whose valid
  * output spans are worked out once per piece. */
 enum { DLRT_CONV_GATHER_LINES = 256, DLRT_CONV_GATHER_KW = 16 };
@@ -487,6 +477,23 @@ static int dlrt_conv_algo_tile(int algo) {
     return algo == DLRT_CONV_WINOGRAD ? 4 : algo == DLRT_CONV_WINOGRAD_F2 ? 2 : 0;
 }
 
+/* Whether the implicit GEMM (conv-implicit.c) is taken over im2col: strided layers with more
+ * than one tap and 64 depths or more per output, unless im2col would split a batch of small
+ * images into chunks (the implicit GEMM runs the images in turn). Measured one layer at a time
+ * (batch 1, weights prepacked, cold caches; ms at 1 / 2 threads, im2col -> implicit):
+ * ResNet-50's 3x3 stride-2 layers 64->128 on 56x56 0.61 -> 0.55 / 0.33 -> 0.31, 128ch 56x56
+ * 1.19 -> 1.06 / 0.66 -> 0.57, 256ch 28x28 1.26 -> 1.04 / 0.69 -> 0.58, 512ch 14x14 1.26 ->
+ * 1.17; its 7x7 stride-2 conv1 1.41 -> 1.31; 32->64 on 112x112 0.67 -> 0.61 / 0.38 -> 0.34.
+ * Left to im2col: 3->32 3x3 (27 depths: MobileNetV2's first layer, 0.21 -> 0.28) and the 1x1
+ * stride-2 layers (256->512 on 56x56 0.92 -> 0.99, 1024->2048 on 14x14 0.98 -> 1.05, though
+ * 512->1024 on 28x28 1.08 -> 0.95). At stride 1 the two measured alike (512ch 7x7 1.14 both). */
+static int dlrt_conv_implicit_pays(const dlrt_conv *p, const dlrt_win3 *g) {
+    if (!dlrt_conv_implicit_ok(p) || g->k_sp < 2 || p->c_in * g->k_sp < 64) return 0;
+    int strided = 0;
+    for (int d = 0; d < 3; d++) strided |= g->stride[d] > 1;
+    return strided && dlrt_conv_chunks_of(p, g, 1).chunks == 1;
+}
+
 static int dlrt_conv_choose_for(const dlrt_conv *p, int packed) {
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
@@ -500,6 +507,7 @@ static int dlrt_conv_choose_for(const dlrt_conv *p, int packed) {
     }
     if (dlrt_conv_direct_ok(p)) return DLRT_CONV_DIRECT;
     if (dlrt_conv_is_1x1(&g)) return DLRT_CONV_GEMM_1X1;
+    if (dlrt_conv_implicit_pays(p, &g)) return DLRT_CONV_IMPLICIT;
     return DLRT_CONV_IM2COL;
 }
 
@@ -521,6 +529,8 @@ const char *dlrt_conv_algo_name(int algo) {
         return "winograd2x2";
     case DLRT_CONV_DIRECT:
         return "direct";
+    case DLRT_CONV_IMPLICIT:
+        return "implicit";
     default:
         return "?";
     }
@@ -542,6 +552,8 @@ int dlrt_conv_algo_ok(const dlrt_conv *p, int algo) {
         return dlrt_conv_winograd_ok(p);
     case DLRT_CONV_DIRECT:
         return dlrt_conv_direct_ok(p);
+    case DLRT_CONV_IMPLICIT:
+        return dlrt_conv_implicit_ok(p);
     default:
         return 0;
     }
@@ -553,6 +565,7 @@ size_t dlrt_conv_algo_workspace(const dlrt_conv *p, int algo) {
     if (p->group <= 0) return 0;
     if (dlrt_conv_algo_tile(algo))
         return dlrt_conv_winograd_workspace(p, dlrt_conv_algo_tile(algo), 0);
+    if (algo == DLRT_CONV_IMPLICIT) return dlrt_conv_implicit_workspace(p, 0);
     if (algo != DLRT_CONV_IM2COL && algo != DLRT_CONV_GEMM_1X1) return 0;
     const dlrt_conv_chunking c = dlrt_conv_chunks_of(p, &g, algo == DLRT_CONV_IM2COL);
     int64_t at;
@@ -589,6 +602,9 @@ void dlrt_conv_forward_algo(const dlrt_conv *p, int algo, const float *x, const 
     case DLRT_CONV_GEMM_1X1:
         dlrt_conv_gemm(p, &g, 0, x, w, NULL, 0, y, workspace, ep);
         break;
+    case DLRT_CONV_IMPLICIT:
+        dlrt_conv_implicit(p, x, w, NULL, y, workspace, ep);
+        break;
     default:
         dlrt_conv_gemm(p, &g, 1, x, w, NULL, 0, y, workspace, ep);
         break;
@@ -606,6 +622,7 @@ int dlrt_conv_packs_weights_for(int vector_bytes, const dlrt_conv *p) {
     const int algo = dlrt_conv_choose_for(p, 1);
     if (dlrt_conv_algo_tile(algo))
         return dlrt_conv_winograd_mode_for(vector_bytes, p, dlrt_conv_algo_tile(algo));
+    if (algo == DLRT_CONV_IMPLICIT) return DLRT_A_PACKED_T; /* always the transposed product */
     if (p->group != 1 || (algo != DLRT_CONV_GEMM_1X1 && algo != DLRT_CONV_IM2COL)) return 0;
     return dlrt_sgemm_transposes_for(vector_bytes, p->c_out, g.out_sp, p->c_in * g.k_sp)
                ? DLRT_A_PACKED_T
@@ -630,6 +647,10 @@ void dlrt_conv_forward_packed(const dlrt_conv *p, const float *x, const float *w
     }
     if (dlrt_conv_winograd_tile(mode)) {
         dlrt_conv_winograd(p, 0, x, w, wpacked, mode, y, workspace, ep);
+        return;
+    }
+    if (dlrt_conv_choose(p) == DLRT_CONV_IMPLICIT) {
+        dlrt_conv_implicit(p, x, w, wpacked, y, workspace, ep);
         return;
     }
     dlrt_conv_gemm(p, &g, dlrt_conv_choose(p) == DLRT_CONV_IM2COL, x, w, wpacked, mode, y,

@@ -95,6 +95,21 @@ void dlrt_sgemm_gather(int64_t M, int64_t N, int64_t K, const float *A, int64_t 
                        int a_packed, const dlrt_gemm_gather *bg, float *C, int64_t ldc,
                        const dlrt_epilogue *ep, void *ws, size_t ws_bytes);
 
+/* A GEMM operand read where it lies, never packed nor copied: line i at depth p is
+ * rows[i][off[p]]. A convolution's windows in its (padded) input are such an operand: rows[i]
+ * the first tap of output position i's window, off[p] the offset of tap p (channel, then kernel
+ * position) from it. Offsets fit 32 bits. */
+typedef struct dlrt_gemm_index {
+    const float *const *rows;
+    const int32_t *off;
+} dlrt_gemm_index;
+/* C[M, N] = epilogue(A X^T) where X (N lines x K depths) is read through ax and A (M x K) was
+ * packed as the right operand of the transposed product (DLRT_A_PACKED_T:
+ * dlrt_gemm_pack_operand(1, M, K, A, K, 1, ...)). Computed transposed, C^T = X A^T, each
+ * element summed over K in order as dlrt_sgemm_ex sums it; same epilogue and aliasing rules. */
+void dlrt_sgemm_indexed(int64_t M, int64_t N, int64_t K, const float *a_packed_t,
+                        const dlrt_gemm_index *ax, float *C, int64_t ldc, const dlrt_epilogue *ep);
+
 /* Activations over n values in place; the switch sits outside the loops so each loop is a plain
  * map the compiler can vectorize. */
 static inline void dlrt_act_apply(int act, float a, float b, float *v, int64_t n) {

@@ -221,11 +221,12 @@ enum {
     DLRT_CONV_WINOGRAD,     /* 3x3, stride 1, dilation 1, 2-D: Winograd F(4x4, 3x3) */
     DLRT_CONV_WINOGRAD_F2,  /* the same by F(2x2, 3x3) */
     DLRT_CONV_DIRECT,       /* 2-D, stride 1, few taps per output (c_in * k <= 32): direct */
+    DLRT_CONV_IMPLICIT,     /* one group: GEMM reading the windows in place (strided layers) */
     DLRT_CONV_ALGOS         /* how many there are */
 };
 int dlrt_conv_choose(const dlrt_conv *p);
 /* A short name of an algorithm ("gemm1x1", "im2col", "depthwise", "winograd",
- * "winograd2x2", "direct"). */
+ * "winograd2x2", "direct", "implicit"). */
 const char *dlrt_conv_algo_name(int algo);
 
 #endif

@@ -272,6 +272,47 @@ static inline int dlrt_gemm_vectors(int nr) {
 
 DLRT_GEMM_MICRO_PART(dlrt_gemm_micro, DLRT_GEMM_MR, DLRT_GEMM_NV)
 
+/* The microkernels of a product whose left operand is read where it lies, never packed
+ * (dlrt_gemm_index: a convolution's windows in its padded input): row i of the tile at depth p
+ * is ab[i][off[p]], b a packed panel (NR floats per depth). acc[MR x nv vectors] = or += the
+ * block, each element summed over p in order, as the packed kernels sum it. */
+#define DLRT_GEMM_MICRO_IDX(name, nv)                                                              \
+    static inline void name(int kc, const float *const *ab, const int32_t *restrict off,           \
+                            const float *restrict b, float *restrict acc, int add) {               \
+        dlrt_vf c[DLRT_GEMM_MR][nv];                                                               \
+        const float *ar[DLRT_GEMM_MR];                                                             \
+        for (int i = 0; i < DLRT_GEMM_MR; i++) ar[i] = ab[i];                                      \
+        for (int i = 0; i < DLRT_GEMM_MR; i++)                                                     \
+            for (int j = 0; j < (nv); j++) c[i][j] = DLRT_VZERO();                                 \
+        for (int p = 0; p < kc; p++, b += DLRT_GEMM_NR) {                                          \
+            const int32_t o = off[p];                                                              \
+            dlrt_vf bv[nv];                                                                        \
+            for (int j = 0; j < (nv); j++) bv[j] = DLRT_VLOAD(b + j * DLRT_GEMM_VW);               \
+            for (int i = 0; i < DLRT_GEMM_MR; i++) {                                               \
+                const dlrt_vf av = DLRT_VBCAST(ar[i][o]);                                          \
+                for (int j = 0; j < (nv); j++) c[i][j] = DLRT_VFMA(av, bv[j], c[i][j]);            \
+            }                                                                                      \
+        }                                                                                          \
+        DLRT_GEMM_ACC_STORE(acc, c, DLRT_GEMM_MR, nv, add);                                        \
+    }
+DLRT_GEMM_MICRO_IDX(dlrt_gemm_micro_idx_n1, 1)
+DLRT_GEMM_MICRO_IDX(dlrt_gemm_micro_idx_n2, 2)
+DLRT_GEMM_MICRO_IDX(dlrt_gemm_micro_idx_n3, 3)
+DLRT_GEMM_MICRO_IDX(dlrt_gemm_micro_idx_full, DLRT_GEMM_NV)
+/* The one for a panel of nv vectors (1 .. NV). */
+static inline void dlrt_gemm_micro_idx(int nv, int kc, const float *const *ab,
+                                       const int32_t *restrict off, const float *restrict b,
+                                       float *restrict acc, int add) {
+    if (nv == 1)
+        dlrt_gemm_micro_idx_n1(kc, ab, off, b, acc, add);
+    else if (nv == 2 && DLRT_GEMM_NV > 2)
+        dlrt_gemm_micro_idx_n2(kc, ab, off, b, acc, add);
+    else if (nv == 3 && DLRT_GEMM_NV > 3)
+        dlrt_gemm_micro_idx_n3(kc, ab, off, b, acc, add);
+    else
+        dlrt_gemm_micro_idx_full(kc, ab, off, b, acc, add);
+}
+
 /* Whether dlrt_gemm_micro_store can apply ep in registers: a bias per row or per column and a
  * contiguous residual (the convolution and dense-layer cases); other strides take the row path. */
 #define DLRT_GEMM_DIRECT_STORE 1
@@ -334,6 +375,25 @@ static inline void dlrt_gemm_micro(int kc, const float *restrict a, const float 
     for (int p = 0; p < kc; p++) {
         const float *bp = b + p * DLRT_GEMM_NR;
         const float *ap = a + p * DLRT_GEMM_MR;
+        for (int i = 0; i < DLRT_GEMM_MR; i++)
+            for (int j = 0; j < DLRT_GEMM_NR; j++) c[i][j] += ap[i] * bp[j];
+    }
+    for (int i = 0; i < DLRT_GEMM_MR; i++)
+        for (int j = 0; j < DLRT_GEMM_NR; j++)
+            acc[i * DLRT_GEMM_NR + j] = add ? acc[i * DLRT_GEMM_NR + j] + c[i][j] : c[i][j];
+}
+
+/* The same with the left operand read where it lies (dlrt_gemm_index): row i at depth p is
+ * ab[i][off[p]]; nv is unused (the whole panel, its padding lines zero). */
+static inline void dlrt_gemm_micro_idx(int nv, int kc, const float *const *ab,
+                                       const int32_t *restrict off, const float *restrict b,
+                                       float *restrict acc, int add) {
+    (void)nv;
+    float c[DLRT_GEMM_MR][DLRT_GEMM_NR] = {{0}};
+    for (int p = 0; p < kc; p++) {
+        const float *bp = b + p * DLRT_GEMM_NR;
+        float ap[DLRT_GEMM_MR];
+        for (int i = 0; i < DLRT_GEMM_MR; i++) ap[i] = ab[i][off[p]];
         for (int i = 0; i < DLRT_GEMM_MR; i++)
             for (int j = 0; j < DLRT_GEMM_NR; j++) c[i][j] += ap[i] * bp[j];
     }

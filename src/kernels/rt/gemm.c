@@ -137,7 +137,8 @@ typedef struct dlrt_gemm_args {
     int trans_a, trans_b, c_trans;
     int a_packed, b_packed; /* A / B already in panels over all of K (dlrt_gemm_pack_operand) */
     const dlrt_gemm_gather *a_gather, *b_gather; /* else made while packed, when not NULL */
-    int one_pass;                                /* all of K in one block (dlrt_gemm_run) */
+    const dlrt_gemm_index *a_index; /* else op(A) read in place through this (transposed only) */
+    int one_pass;                   /* all of K in one block (dlrt_gemm_run) */
     int b_direct; /* B's full panels read in place, rows ldb apart (dlrt_gemm_b_in_place) */
     int kc;       /* else the K block: DLRT_GEMM_KC or DLRT_GEMM_KC_STREAM */
     float *C;
@@ -252,7 +253,7 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
     for (int64_t p0 = 0; p0 < K; p0 += kstep) {
         int kc = (int)DLRT_MIN(kstep, K - p0);
         int first = p0 == 0, last = p0 + kc == K;
-        if (!g->a_packed)
+        if (!g->a_packed && !g->a_index)
             dlrt_gemm_pack(g->A, g->lda, !g->trans_a, g->a_gather, i0, mc, p0, kc, DLRT_GEMM_MR,
                            apack);
         /* read in place, only a last partial panel is packed (its kernels read whole vectors,
@@ -288,6 +289,18 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
                 if (bnext) {
                     const size_t at = (size_t)(r / DLRT_GEMM_MR) * share;
                     dlrt_gemm_prefetch(bnext, bbytes, at, at + share);
+                }
+                if (g->a_index) { /* rows past the product repeat its row i0 + r: not stored */
+                    const float *ab[DLRT_GEMM_MR];
+                    for (int i = 0; i < DLRT_GEMM_MR; i++)
+                        ab[i] = g->a_index->rows[i0 + r + (r + i < mc ? i : 0)];
+#ifdef DLRT_GEMM_NARROW
+                    const int nv = dlrt_gemm_vectors(nr);
+#else
+                    const int nv = 0;
+#endif
+                    dlrt_gemm_micro_idx(nv, kc, ab, g->a_index->off + p0, bp, pt, !first);
+                    continue;
                 }
                 if (g->a_packed && c == 0) { /* the first pass over A's block reads memory */
                     const size_t abytes = (size_t)kc * DLRT_GEMM_MR * sizeof(float);
@@ -507,7 +520,7 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
         dlrt_gemm_k0(g, M, N);
         return;
     }
-    if (M == 1 && !g->a_packed && !g->b_packed && !g->a_gather && !g->b_gather) {
+    if (M == 1 && !g->a_packed && !g->b_packed && !g->a_gather && !g->b_gather && !g->a_index) {
         dlrt_gemm_row(g, N, K);
         return;
     }
@@ -549,7 +562,7 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
     }
     run.b_direct = !run.b_packed && !run.b_gather && !run.trans_b &&
                    dlrt_gemm_b_in_place(run.ldb, run.one_pass ? K : DLRT_MIN(K, run.kc));
-    if (!run.a_packed && N > DLRT_GEMM_NC) {
+    if (!run.a_packed && !run.a_index && N > DLRT_GEMM_NC) {
         const size_t need = dlrt_gemm_packed_bytes(0, M, K) / sizeof(float);
         if (need <= ws_left) {
             dlrt_gemm_pack_all(0, M, K, run.A, run.lda, run.trans_a, run.a_gather, ws,
@@ -604,7 +617,8 @@ static double dlrt_gemm_cycles(const dlrt_gemm_tiles *t, int64_t M, int64_t N, i
         transposed ? (double)M * ((double)vec_rows * 0.25 + (double)(N - vec_rows) * 1.5) +
                          (double)N * (double)K * 0.25
                    : (double)M * (double)N * 0.1;
-    if (rows == 1) return (double)cols * (double)K / 16.0 + store_pack; /* the unpacked vector path */
+    if (rows == 1)
+        return (double)cols * (double)K / 16.0 + store_pack; /* the unpacked vector path */
     double per_k;
     if (t->vw) { /* the last panel computes only the vectors it needs, the last row tile of
                   * full-width panels only its rows */
@@ -765,6 +779,15 @@ void dlrt_sgemm_gather(int64_t M, int64_t N, int64_t K, const float *A, int64_t 
                        int a_packed, const dlrt_gemm_gather *bg, float *C, int64_t ldc,
                        const dlrt_epilogue *ep, void *ws, size_t ws_bytes) {
     dlrt_sgemm_any(M, N, K, A, lda, trans_a, a_packed, NULL, 0, 0, 0, bg, C, ldc, ep, ws, ws_bytes);
+}
+
+void dlrt_sgemm_indexed(int64_t M, int64_t N, int64_t K, const float *a_packed_t,
+                        const dlrt_gemm_index *ax, float *C, int64_t ldc, const dlrt_epilogue *ep) {
+    if (M <= 0 || N <= 0) return;
+    /* C^T = X A^T: X's lines are the product's rows, A's packed panels its columns */
+    const dlrt_gemm_args t = {
+        .a_index = ax, .B = a_packed_t, .b_packed = 1, .c_trans = 1, .C = C, .ldc = ldc, .ep = ep};
+    dlrt_gemm_run(&t, N, M, K);
 }
 
 void dlrt_sgemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
