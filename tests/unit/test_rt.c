@@ -10,6 +10,7 @@
 #include "../../src/kernels/rt-lib.c"
 #include "dlcc.h"
 
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -1048,7 +1049,21 @@ static void softmax_run(int rank, const int64_t *dims, int axis, int log, int sp
     for (int64_t i = 0; i < numel; i++) x[i] *= 8.0f;
     /* slices 0..3 (slice s starts at (s / inner) * n * inner + s % inner): two +inf; a NaN;
      * all -inf; a NaN next to a +inf */
-    for (int64_t sl = 0; specials && sl < 4 && sl < outer * inner && n >= 2; sl++) {
+    /* specials 2: masked scores as attention has them, a causal mask's -FLT_MAX over the second
+     * half of every slice and -1e4 (an additive padding mask) on every third score of the
+     * first half, plus one score 95 below its slice's maximum (e^-95 is under FLT_MIN: 0) */
+    for (int64_t sl = 0; specials == 2 && sl < outer * inner; sl++) {
+        float *b = x + sl / inner * n * inner + sl % inner;
+        float m = -INFINITY;
+        for (int64_t j = 0; j < (n + 1) / 2; j++) m = b[j * inner] > m ? b[j * inner] : m;
+        for (int64_t j = 0; j < n; j++)
+            if (j >= (n + 1) / 2)
+                b[j * inner] = -FLT_MAX;
+            else if (j % 3 == 2)
+                b[j * inner] = -1e4f;
+        if (n >= 3 && b[0] != m) b[0] = m - 95.0f;
+    }
+    for (int64_t sl = 0; specials == 1 && sl < 4 && sl < outer * inner && n >= 2; sl++) {
         float *b = x + sl / inner * n * inner + sl % inner;
         if (sl == 0) b[0] = b[(n - 1) * inner] = INFINITY;
         if (sl == 1 || sl == 3) b[n / 2 * inner] = NAN;
@@ -1056,6 +1071,8 @@ static void softmax_run(int rank, const int64_t *dims, int axis, int log, int sp
             for (int64_t j = 0; j < n; j++) b[j * inner] = -INFINITY;
         if (sl == 3) b[0] = INFINITY;
     }
+    float *x_in = malloc((size_t)numel * 4); /* x itself is overwritten in place */
+    memcpy(x_in, x, (size_t)numel * 4);
     ref_graph r;
     rg_init(&r);
     dl_value *xv = rg_const(&r, rank, dims, x);
@@ -1070,6 +1087,8 @@ static void softmax_run(int rank, const int64_t *dims, int axis, int log, int sp
         int ok = 1;
         for (int64_t i = 0; ok && i < numel; i++) {
             ok = close_to(yp[i], ref[i], 1e-5);
+            /* a masked score's probability is exactly 0 */
+            if (specials == 2 && !log && x_in[i] == -FLT_MAX) ok = ok && yp[i] == 0.0f;
             if (!ok) printf("  at y[%lld]: got %.8g want %.8g\n", (long long)i, yp[i], ref[i]);
         }
         check(ok, what);
@@ -1078,7 +1097,7 @@ static void softmax_run(int rank, const int64_t *dims, int axis, int log, int sp
     } else {
         rg_free(&r, 0, NULL);
     }
-    free(x);
+    free(x), free(x_in);
 }
 
 static void layernorm_run(int rank, const int64_t *dims, int axis, int with_bias, float eps,
@@ -1134,6 +1153,10 @@ static void test_softmax_layernorm(void) {
         softmax_run(3, wide, 1, log, 1, 0);
         softmax_run(3, wide, 1, log, 0, 1);
         softmax_run(3, wide, 0, log, 1, 0);
+        int64_t heads[3] = {8, 128, 128}; /* attention scores under masks, by rows and columns */
+        softmax_run(3, heads, 2, log, 2, 0);
+        softmax_run(3, heads, 2, log, 2, 1);
+        softmax_run(3, wide, 1, log, 2, 0);
     }
     int64_t l3[3] = {4, 7, 33}, l2[2] = {3, 1000};
     layernorm_run(3, l3, 2, 1, 1e-5f, 0);

@@ -12,8 +12,8 @@
  *
  * The softmax matches the unfused one (dlrt_softmax) in its special cases: a NaN score makes its
  * row NaN, a row of -inf gives NaN (exp(-inf - -inf)), and a row whose maximum is +inf is left to
- * dlrt_softmax (the +inf entries share the mass). Its exponential is a branch-free polynomial
- * that vectorizes (about 1 ulp), where the unfused softmax calls expf per element.
+ * dlrt_softmax (the +inf entries share the mass). Both take the exponential of dlrt_exp_neg, a
+ * branch-free polynomial that vectorizes (about 1 ulp).
  *
  * Buffers: up to DLRT_ATTN_STACK floats on each thread's stack, which holds at least one row of
  * scores when tk <= DLRT_ATTN_MAX_TK. Longer rows use the caller's workspace, one row per
@@ -67,28 +67,6 @@ static void dlrt_attn_fill_row(const dlrt_attn *a, float *yh, int64_t i) {
     for (int64_t c = 0; c < a->dv; c++) yh[i * a->y_st + c * a->y_sc] = v;
 }
 
-/* exp(x) for x <= 0 (a score minus its row's maximum), branch-free so that loops over it
- * vectorize: x = k ln2 + r with |r| <= ln2/2 (Cody-Waite), e^r by Cephes' expf polynomial, 2^k
- * written into the exponent bits. Below -87.3 (and at -inf) it gives 0; NaN stays NaN. */
-static inline float dlrt_attn_exp(float x) {
-    const float kf = x * 1.44269504088896341f + 12582912.0f; /* k in the low mantissa bits */
-    const float k = kf - 12582912.0f;
-    const float r = (x - k * 0.693359375f) - k * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    uint32_t bits;
-    memcpy(&bits, &kf, sizeof bits);
-    bits = (bits - 0x4B400000u + 127u) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return x < -87.33654f ? 0.0f : p * scale;
-}
-
 #define DLRT_ATTN_LANES 16
 
 /* Replaces scores s[0..n) by their softmax numerators exp(s - max) and returns 1 / their sum.
@@ -108,13 +86,13 @@ static float dlrt_attn_softmax_row(float *s, int64_t n) {
     }
     for (j = 0; j + DLRT_ATTN_LANES <= n; j += DLRT_ATTN_LANES)
         for (int l = 0; l < DLRT_ATTN_LANES; l++) {
-            const float e = dlrt_attn_exp(s[j + l] - m);
+            const float e = dlrt_exp_neg(s[j + l] - m);
             s[j + l] = e;
             sl[l] += e;
         }
     float sum = 0.0f;
     for (; j < n; j++) {
-        s[j] = dlrt_attn_exp(s[j] - m);
+        s[j] = dlrt_exp_neg(s[j] - m);
         sum += s[j];
     }
     for (int l = 0; l < DLRT_ATTN_LANES; l++) sum += sl[l];

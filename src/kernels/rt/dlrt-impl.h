@@ -110,6 +110,32 @@ typedef struct dlrt_gemm_index {
 void dlrt_sgemm_indexed(int64_t M, int64_t N, int64_t K, const float *a_packed_t,
                         const dlrt_gemm_index *ax, float *C, int64_t ldc, const dlrt_epilogue *ep);
 
+/* exp(x) for x <= 0 (a softmax score minus its row's maximum), branch-free so that loops over
+ * it vectorize with any compiler and without a vector math library: x = k ln2 + r with |r| <=
+ * ln2/2 (Cody-Waite), e^r by Cephes' expf polynomial (about 1 ulp), 2^k written into the
+ * exponent bits. Below -87.3, where e^x is under FLT_MIN, it gives 0 (and at -inf); NaN stays
+ * NaN. Softmax and fused attention use it rather than expf: glibc's vector expf takes a scalar
+ * path for a whole vector when one lane underflows, which a causal mask's -FLT_MAX scores make
+ * the rule (a [8,4,128,128] softmax 6x slower). */
+static inline float dlrt_exp_neg(float x) {
+    const float kf = x * 1.44269504088896341f + 12582912.0f; /* k in the low mantissa bits */
+    const float k = kf - 12582912.0f;
+    const float r = (x - k * 0.693359375f) - k * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    uint32_t bits;
+    memcpy(&bits, &kf, sizeof bits);
+    bits = (bits - 0x4B400000u + 127u) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return x < -87.33654f ? 0.0f : p * scale;
+}
+
 /* Activations over n values in place; the switch sits outside the loops so each loop is a plain
  * map the compiler can vectorize. */
 static inline void dlrt_act_apply(int act, float a, float b, float *v, int64_t n) {
