@@ -462,6 +462,22 @@ static dl_status emit_reduce(dl_ctx *ctx, const dl_group *gr, const dl_target *t
     return dl_emit_reduce(ctx, &d, t, name, sb);
 }
 
+/* Where perm swaps two runs of dims after a common prefix, [0 .. k) then [j .. r) then [k .. j)
+ * (a batch of matrices, in [.., Y, X] and out [.., X, Y]): j (and k in *lead), or 0 when it
+ * does not. */
+static int transpose_swap_at(const int *perm, int r, int *lead) {
+    int k = 0;
+    while (k < r && perm[k] == k) k++;
+    *lead = k;
+    if (k >= r - 1) return 0;
+    const int j = perm[k];
+    for (int i = k; i < r; i++) {
+        const int want = i < k + (r - j) ? j + (i - k) : k + (i - k - (r - j));
+        if (perm[i] != want) return 0;
+    }
+    return j;
+}
+
 static dl_status emit_transpose(dl_ctx *ctx, const dl_group *gr, const dl_target *t,
                                 const char *name, dl_sbuf *sb) {
     const dl_node *n = gr->nodes[0];
@@ -476,6 +492,22 @@ static dl_status emit_transpose(dl_ctx *ctx, const dl_group *gr, const dl_target
         int64_t p = np < 0 ? r - 1 - i : (i < np ? perm[i] : -1);
         if (p < 0 || p >= r) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "bad transpose perm");
         d.perm[i] = (int)p;
+    }
+    /* a batch of matrices of 4-byte elements: the runtime's register transposes
+     * (dlrt_transpose32), not the generated loops' element by element copy */
+    const dl_value *x = n->in[0];
+    int lead;
+    const int j = transpose_swap_at(d.perm, r, &lead);
+    if (j > 0 && dl_dtype_size(x->type.dtype) == 4) {
+        emit_open(sb, name);
+        dl_sb_put(sb, "    dlrt_transpose32(");
+        prod_c(sb, x, 0, lead);
+        dl_sb_put(sb, ", ");
+        prod_c(sb, x, lead, j);
+        dl_sb_put(sb, ", ");
+        prod_c(sb, x, j, r);
+        dl_sb_printf(sb, ", b[%d], b[%d]);\n}\n", x->id, n->out[0]->id);
+        return DL_OK;
     }
     return dl_emit_transpose(ctx, &d, t, name, sb);
 }

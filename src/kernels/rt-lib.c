@@ -11,4 +11,5 @@
 #include "rt/gemm.c"
 #include "rt/pool.c"
 #include "rt/softmax.c"
+#include "rt/transpose.c"
 #include "rt/winograd.c"

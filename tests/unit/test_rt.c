@@ -1144,6 +1144,33 @@ static void layernorm_run(int rank, const int64_t *dims, int axis, int with_bias
     free(x), free(scale), free(bias);
 }
 
+/* dlrt_transpose32 against plain loops, bit for bit (the input's bit patterns include NaNs):
+ * matrices narrower and wider than a vector block, with and without leftover rows and columns,
+ * batches, and one large enough to be split over threads. */
+static void test_transpose32(void) {
+    static const int64_t shapes[][3] = {{1, 1, 1},   {1, 16, 16},  {2, 17, 33},  {3, 8, 40},
+                                        {1, 5, 100}, {4, 64, 128}, {2, 31, 15},  {8, 128, 256},
+                                        {1, 300, 7}, {5, 48, 48},  {1, 257, 129}};
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
+        const int64_t b = shapes[c][0], r = shapes[c][1], k = shapes[c][2], n = b * r * k;
+        uint32_t *x = malloc((size_t)n * 4), *y = malloc((size_t)(n + 1) * 4);
+        for (int64_t i = 0; i < n; i++)
+            x[i] = (uint32_t)(i * 2654435761u) | 0x7F800000u * (i % 5 == 0);
+        y[n] = 0xDEADBEEFu; /* canary */
+        dlrt_transpose32(b, r, k, x, y);
+        int ok = y[n] == 0xDEADBEEFu;
+        for (int64_t bi = 0; ok && bi < b; bi++)
+            for (int64_t i = 0; ok && i < r; i++)
+                for (int64_t j = 0; ok && j < k; j++)
+                    ok = y[(bi * k + j) * r + i] == x[(bi * r + i) * k + j];
+        char what[96];
+        snprintf(what, sizeof what, "transpose32 batch %lld of %lld x %lld", (long long)b,
+                 (long long)r, (long long)k);
+        check(ok, what);
+        free(x), free(y);
+    }
+}
+
 static void test_softmax_layernorm(void) {
     int64_t d4[4] = {2, 3, 4, 5}, rows[2] = {3, 1000}, wide[3] = {2, 70, 130};
     for (int log = 0; log < 2; log++) {
@@ -1204,6 +1231,7 @@ int main(int argc, char **argv) {
     test_conv_packed();
     test_pool();
     test_softmax_layernorm();
+    test_transpose32();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

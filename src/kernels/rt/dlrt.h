@@ -212,6 +212,10 @@ size_t dlrt_attention_workspace(const dlrt_attn *a, int threads);
 void dlrt_attention(const dlrt_attn *a, const float *q, const float *k, const float *v,
                     const float *mask, float *y, void *workspace);
 
+/* out[b][c][r] = in[b][r][c] for `batch` matrices of rows x cols elements of 4 bytes (any such
+ * type: only bits move); in and out must not overlap. */
+void dlrt_transpose32(int64_t batch, int64_t rows, int64_t cols, const void *in, void *out);
+
 /* Convolution algorithms (conv.c picks one per layer by dlrt_conv_choose: a cost model over the
  * geometry, so the host and the generated code always agree). */
 enum {
