@@ -514,12 +514,21 @@ static dl_status emit_transpose(dl_ctx *ctx, const dl_group *gr, const dl_target
 
 static dl_status emit_ew(dl_ctx *ctx, const dl_group *gr, const dl_target *t, const char *name,
                          dl_sbuf *sb) {
-    dl_value *const *ins = gr->in;
-    int n_in = gr->n_in;
-    if (n_in > 64) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "too many group inputs");
+    if (gr->n_in > 64) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "too many group inputs");
     dl_kbuf kin[64], kout;
     dl_ew_op ops[64];
     if (gr->n_nodes > 64) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "group too large");
+    /* the group inputs that some op takes as an operand (not only as Expand's shape), which
+     * the loops load */
+    dl_value *ins[64];
+    int n_in = 0;
+    for (int j = 0; j < gr->n_in; j++) {
+        bool operand = false;
+        for (int k = 0; k < gr->n_nodes && !operand; k++)
+            for (int i = 0; i < gr->nodes[k]->n_in && !operand; i++)
+                operand = gr->nodes[k]->in[i] == gr->in[j] && dl_ew_operand(gr->nodes[k], i);
+        if (operand) ins[n_in++] = gr->in[j];
+    }
     for (int i = 0; i < n_in; i++)
         if (!dl_value_kbuf(ins[i], &kin[i]))
             return dl_fail(ctx, DL_ERR_UNSUPPORTED, "unranked input");
@@ -531,7 +540,7 @@ static dl_status emit_ew(dl_ctx *ctx, const dl_group *gr, const dl_target *t, co
         ops[k].node = nd;
         ops[k].n_args = nd->n_in;
         for (int i = 0; i < nd->n_in; i++) {
-            const dl_value *v = nd->in[i];
+            const dl_value *v = dl_ew_operand(nd, i) ? nd->in[i] : NULL;
             int arg = DL_EW_ABSENT;
             for (int j = 0; v && j < k && arg == DL_EW_ABSENT; j++)
                 if (gr->nodes[j]->out[0] == v) arg = -j - 1;

@@ -86,6 +86,13 @@ static bool chk_bool(const dl_node *n) {
 static bool chk_identity(const dl_node *n) {
     return is_any(out_t(n)) && all_same(n, out_t(n), 1);
 }
+/* Expand: the data broadcast to the output's shape, which inference took from the shape input
+ * (a constant, or Shape() of a value the plan knows); that input is no operand of the scalar
+ * form (dl_ew_operand), so a group reads only the data. */
+static bool chk_expand(const dl_node *n) {
+    return n->n_in == 2 && n->in[0] && n->in[1] && is_any(out_t(n)) && in_t(n, 0) == out_t(n) &&
+           n->in[0]->type.rank >= 0 && n->out[0]->type.rank >= n->in[0]->type.rank;
+}
 static bool chk_mod(const dl_node *n) {
     int64_t m = dl_attr_int(n, "fmod", 0);
     return (m == 0 || m == 1) && chk_num(n);
@@ -522,6 +529,7 @@ static const sop table[] = {
     {"Gelu", chk_gelu, b_gelu, NULL, NULL},
     {"Shrink", chk_num, b_shrink, NULL, NULL},
     {"Identity", chk_identity, b_identity, NULL, NULL},
+    {"Expand", chk_expand, b_identity, NULL, NULL},
     {"Equal", chk_equal, b_eq, NULL, NULL},
     {"Less", chk_compare, b_lt, NULL, NULL},
     {"LessOrEqual", chk_compare, b_le, NULL, NULL},
@@ -543,6 +551,11 @@ static const sop *find_sop(const dl_node *n) {
     for (size_t i = 0; i < DL_ARRAY_LEN(table); i++)
         if (strcmp(table[i].name, n->op->name) == 0) return &table[i];
     return NULL;
+}
+
+bool dl_ew_operand(const dl_node *n, int i) {
+    return !(i == 1 && n && n->op && !(n->op->domain && n->op->domain[0]) &&
+             !strcmp(n->op->name, "Expand"));
 }
 
 bool dl_ew_supported(const dl_node *n) {
@@ -567,6 +580,12 @@ dl_status dl_scalar_op(dl_ctx *ctx, dl_lfunc *f, const dl_node *n, int n_args,
     dl_lexpr *a[DL_EW_MAX_ARGS] = {NULL};
     for (int i = 0; i < n->n_in; i++) {
         a[i] = i < n_args ? args[i] : NULL;
+        if (!dl_ew_operand(n, i)) { /* read by inference only: no argument */
+            if (a[i])
+                return dl_fail(ctx, DL_ERR_INVALID, "%s: input %d is not an operand",
+                               dl_node_desc(n, d, sizeof d), i);
+            continue;
+        }
         if (!a[i] != !n->in[i] || (a[i] && a[i]->type != n->in[i]->type.dtype))
             return dl_fail(ctx, DL_ERR_TYPE, "%s: argument %d does not match input %d (%s)",
                            dl_node_desc(n, d, sizeof d), i, i,
