@@ -518,17 +518,17 @@ static dl_status emit_ew(dl_ctx *ctx, const dl_group *gr, const dl_target *t, co
     dl_kbuf kin[64], kout;
     dl_ew_op ops[64];
     if (gr->n_nodes > 64) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "group too large");
-    /* the group inputs that some op takes as an operand (not only as Expand's shape), which
+    /* the group inputs that some op takes as an operand (not only as Expand's shape): the ones
      * the loops load */
+    bool operand[64] = {false};
+    for (int k = 0; k < gr->n_nodes; k++)
+        for (int i = 0; i < gr->nodes[k]->n_in; i++)
+            for (int j = 0; j < gr->n_in; j++)
+                operand[j] |= gr->nodes[k]->in[i] == gr->in[j] && dl_ew_operand(gr->nodes[k], i);
     dl_value *ins[64];
     int n_in = 0;
-    for (int j = 0; j < gr->n_in; j++) {
-        bool operand = false;
-        for (int k = 0; k < gr->n_nodes && !operand; k++)
-            for (int i = 0; i < gr->nodes[k]->n_in && !operand; i++)
-                operand = gr->nodes[k]->in[i] == gr->in[j] && dl_ew_operand(gr->nodes[k], i);
-        if (operand) ins[n_in++] = gr->in[j];
-    }
+    for (int j = 0; j < gr->n_in; j++)
+        if (operand[j]) ins[n_in++] = gr->in[j];
     for (int i = 0; i < n_in; i++)
         if (!dl_value_kbuf(ins[i], &kin[i]))
             return dl_fail(ctx, DL_ERR_UNSUPPORTED, "unranked input");

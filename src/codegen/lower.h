@@ -52,24 +52,16 @@ typedef struct dl_ew_group {
  * scalar form (scalar-ops.c). Inputs that must be constants (e.g. Clip's min/max) are accepted
  * as group inputs too. */
 bool dl_ew_supported(const dl_node *n);
-/* Whether input i of such a node is an operand of its scalar form: all are but Expand's shape,
- * which only inference reads; a group passes no argument for it and does not load it. */
+/* Whether input i of such a node is an operand of its scalar form: all are but those its row
+ * marks as read by inference only (Expand's shape); a group passes no argument for them and
+ * does not load them. */
 bool dl_ew_operand(const dl_node *n, int i);
 
 /* Reductions: out[j] = reduce over the axes flagged in `axes` of in; out has in's rank with
  * reduced dims of size 1 (keepdims is a reshape, handled by the caller). */
 typedef enum dl_reduce_kind {
-    DL_RED_SUM,
-    DL_RED_MEAN,
-    DL_RED_MAX,
-    DL_RED_MIN,
-    DL_RED_PROD,
-    DL_RED_SUM_SQUARE,
-    DL_RED_L1,
-    DL_RED_L2,
-    DL_RED_LOG_SUM,
-    DL_RED_LOG_SUM_EXP,
-    DL_RED_COUNT
+    DL_RED_SUM, DL_RED_MEAN, DL_RED_MAX, DL_RED_MIN, DL_RED_PROD, DL_RED_SUM_SQUARE,
+    DL_RED_L1, DL_RED_L2, DL_RED_LOG_SUM, DL_RED_LOG_SUM_EXP, DL_RED_COUNT
 } dl_reduce_kind;
 typedef struct dl_reduce_desc {
     dl_kbuf in, out;
@@ -93,8 +85,8 @@ typedef struct dl_target {
  * renders it as C (one static function named `name`, conventions above) appended to sb. */
 dl_status dl_emit_elementwise(dl_ctx *ctx, const dl_ew_group *g, const dl_target *t,
                               const char *name, dl_sbuf *sb);
-dl_status dl_emit_reduce(dl_ctx *ctx, const dl_reduce_desc *d, const dl_target *t, const char *name,
-                         dl_sbuf *sb);
+dl_status dl_emit_reduce(dl_ctx *ctx, const dl_reduce_desc *d, const dl_target *t,
+                         const char *name, dl_sbuf *sb);
 dl_status dl_emit_transpose(dl_ctx *ctx, const dl_transpose_desc *d, const dl_target *t,
                             const char *name, dl_sbuf *sb);
 

@@ -67,36 +67,15 @@ static void dlrt_attn_fill_row(const dlrt_attn *a, float *yh, int64_t i) {
     for (int64_t c = 0; c < a->dv; c++) yh[i * a->y_st + c * a->y_sc] = v;
 }
 
-#define DLRT_ATTN_LANES 16
-
 /* Replaces scores s[0..n) by their softmax numerators exp(s - max) and returns 1 / their sum.
  * A row whose maximum is +inf is normalized by dlrt_softmax itself (returns 1). */
 static float dlrt_attn_softmax_row(float *s, int64_t n) {
-    float ml[DLRT_ATTN_LANES], sl[DLRT_ATTN_LANES];
-    for (int l = 0; l < DLRT_ATTN_LANES; l++) ml[l] = -INFINITY, sl[l] = 0.0f;
-    int64_t j = 0;
-    for (; j + DLRT_ATTN_LANES <= n; j += DLRT_ATTN_LANES)
-        for (int l = 0; l < DLRT_ATTN_LANES; l++) ml[l] = s[j + l] > ml[l] ? s[j + l] : ml[l];
-    float m = -INFINITY;
-    for (; j < n; j++) m = s[j] > m ? s[j] : m;
-    for (int l = 0; l < DLRT_ATTN_LANES; l++) m = ml[l] > m ? ml[l] : m;
+    const float m = dlrt_row_max(n, s);
     if (m == INFINITY) {
         dlrt_softmax(1, n, 1, s, s, 0);
         return 1.0f;
     }
-    for (j = 0; j + DLRT_ATTN_LANES <= n; j += DLRT_ATTN_LANES)
-        for (int l = 0; l < DLRT_ATTN_LANES; l++) {
-            const float e = dlrt_exp_neg(s[j + l] - m);
-            s[j + l] = e;
-            sl[l] += e;
-        }
-    float sum = 0.0f;
-    for (; j < n; j++) {
-        s[j] = dlrt_exp_neg(s[j] - m);
-        sum += s[j];
-    }
-    for (int l = 0; l < DLRT_ATTN_LANES; l++) sum += sl[l];
-    return 1.0f / sum;
+    return 1.0f / dlrt_exp_sum(n, s, m, s);
 }
 
 /* Rows [i0, i0 + mb) of one head through dlrt_sgemm; s holds mb * tk floats. */

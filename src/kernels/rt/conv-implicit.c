@@ -32,9 +32,10 @@ static void dlrt_imp_src_of(const dlrt_win3 *g, dlrt_imp_src *s) {
     s->plane = s->dim[0] * s->dim[1] * s->dim[2];
 }
 
-/* The pieces of the workspace, in floats from its start (each at a 64-byte boundary). */
+/* The pieces of the workspace, in floats from its start (each at a 64-byte boundary): the
+ * windows' row pointers first, then the tap offsets, the padded image and the packed weights. */
 typedef struct dlrt_imp_ws {
-    size_t rows, off, pad, wpack, total; /* floats */
+    size_t off, pad, wpack, total; /* floats */
 } dlrt_imp_ws;
 
 static size_t dlrt_imp_round(size_t floats) {
@@ -44,8 +45,7 @@ static size_t dlrt_imp_round(size_t floats) {
 static void dlrt_imp_ws_of(const dlrt_conv *p, const dlrt_win3 *g, const dlrt_imp_src *s,
                            int packed, dlrt_imp_ws *w) {
     const int64_t K = p->c_in * g->k_sp;
-    w->rows = 0;
-    w->off = w->rows + dlrt_imp_round((size_t)g->out_sp * sizeof(float *) / sizeof(float));
+    w->off = dlrt_imp_round((size_t)g->out_sp * sizeof(float *) / sizeof(float));
     w->pad = w->off + dlrt_imp_round((size_t)K * sizeof(int32_t) / sizeof(float) + 1);
     w->wpack = w->pad + (s->copy ? dlrt_imp_round((size_t)(p->c_in * s->plane)) : 0);
     w->total =
@@ -114,7 +114,7 @@ void dlrt_conv_implicit(const dlrt_conv *p, const float *x, const float *w, cons
     dlrt_imp_ws ws;
     dlrt_imp_ws_of(p, &g, &s, wpacked != NULL, &ws);
     float *base = workspace;
-    const float **rows = (const float **)(void *)(base + ws.rows);
+    const float **rows = (const float **)(void *)base;
     int32_t *off = (int32_t *)(void *)(base + ws.off);
     float *pad = base + ws.pad;
     if (!wpacked) {
@@ -137,12 +137,14 @@ void dlrt_conv_implicit(const dlrt_conv *p, const float *x, const float *w, cons
             dlrt_imp_pad(&g, &s, p->c_in, src, pad);
             src = pad;
         }
-        for (int64_t o = 0; o < g.out_sp; o++) {
-            const int64_t ow = o % g.out[2], oh = o / g.out[2] % g.out[1],
-                          od = o / (g.out[2] * g.out[1]);
-            rows[o] = src + (od * g.stride[0] * s.dim[1] + oh * g.stride[1]) * s.dim[2] +
-                      ow * g.stride[2];
-        }
+        /* the windows' first taps: they move with the image, but stay put in the padded copy */
+        if (b == 0 || !s.copy)
+            for (int64_t o = 0; o < g.out_sp; o++) {
+                const int64_t ow = o % g.out[2], oh = o / g.out[2] % g.out[1],
+                              od = o / (g.out[2] * g.out[1]);
+                rows[o] = src + (od * g.stride[0] * s.dim[1] + oh * g.stride[1]) * s.dim[2] +
+                          ow * g.stride[2];
+            }
         dlrt_epilogue e;
         const dlrt_epilogue *eb = dlrt_conv_ep(p, g.out_sp, ep, b, 0, &e);
         dlrt_sgemm_indexed(p->c_out, g.out_sp, K, wpacked, &ax, y + b * p->c_out * g.out_sp,

@@ -649,10 +649,9 @@ void dlrt_conv_forward_packed(const dlrt_conv *p, const float *x, const float *w
         dlrt_conv_winograd(p, 0, x, w, wpacked, mode, y, workspace, ep);
         return;
     }
-    if (dlrt_conv_choose(p) == DLRT_CONV_IMPLICIT) {
+    const int algo = dlrt_conv_choose(p);
+    if (algo == DLRT_CONV_IMPLICIT)
         dlrt_conv_implicit(p, x, w, wpacked, y, workspace, ep);
-        return;
-    }
-    dlrt_conv_gemm(p, &g, dlrt_conv_choose(p) == DLRT_CONV_IM2COL, x, w, wpacked, mode, y,
-                   workspace, ep);
+    else
+        dlrt_conv_gemm(p, &g, algo == DLRT_CONV_IM2COL, x, w, wpacked, mode, y, workspace, ep);
 }

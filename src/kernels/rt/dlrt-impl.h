@@ -136,6 +136,51 @@ static inline float dlrt_exp_neg(float x) {
     return x < -87.33654f ? 0.0f : p * scale;
 }
 
+/* Lanes of the partial results of a softmax row's reductions: kept apart in small local arrays,
+ * that is what lets the compiler vectorize them without reassociating one sum. */
+#define DLRT_SM_LANES 16
+
+/* The maximum of x[0..n) by > comparisons (-inf for an empty row). */
+static inline float dlrt_row_max(int64_t n, const float *x) {
+    float ml[DLRT_SM_LANES];
+    for (int l = 0; l < DLRT_SM_LANES; l++) ml[l] = -INFINITY;
+    int64_t j = 0;
+    for (; j + DLRT_SM_LANES <= n; j += DLRT_SM_LANES)
+        for (int l = 0; l < DLRT_SM_LANES; l++) ml[l] = x[j + l] > ml[l] ? x[j + l] : ml[l];
+    float m = -INFINITY;
+    for (; j < n; j++) m = x[j] > m ? x[j] : m;
+    for (int l = 0; l < DLRT_SM_LANES; l++) m = ml[l] > m ? ml[l] : m;
+    return m;
+}
+
+/* The sum of exp(x[j] - m) over j < n (m not +inf), the whole vectors' terms in lanes, then the
+ * tail's, then the lanes; each term is also stored to e[j] when e is not NULL (e may be x).
+ * Softmax's rows and fused attention's both sum this way. */
+static inline float dlrt_exp_sum(int64_t n, const float *x, float m, float *e) {
+    float sl[DLRT_SM_LANES];
+    for (int l = 0; l < DLRT_SM_LANES; l++) sl[l] = 0.0f;
+    int64_t j = 0;
+    /* two loops rather than a conditional store, so each vectorizes */
+    if (e)
+        for (; j + DLRT_SM_LANES <= n; j += DLRT_SM_LANES)
+            for (int l = 0; l < DLRT_SM_LANES; l++) {
+                const float v = dlrt_exp_neg(x[j + l] - m);
+                e[j + l] = v;
+                sl[l] += v;
+            }
+    else
+        for (; j + DLRT_SM_LANES <= n; j += DLRT_SM_LANES)
+            for (int l = 0; l < DLRT_SM_LANES; l++) sl[l] += dlrt_exp_neg(x[j + l] - m);
+    float s = 0.0f;
+    for (; j < n; j++) {
+        const float v = dlrt_exp_neg(x[j] - m);
+        if (e) e[j] = v;
+        s += v;
+    }
+    for (int l = 0; l < DLRT_SM_LANES; l++) s += sl[l];
+    return s;
+}
+
 /* Activations over n values in place; the switch sits outside the loops so each loop is a plain
  * map the compiler can vectorize. */
 static inline void dlrt_act_apply(int act, float a, float b, float *v, int64_t n) {

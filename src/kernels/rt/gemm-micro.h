@@ -321,6 +321,35 @@ static inline int dlrt_gemm_epi_direct(const dlrt_epilogue *ep) {
                    (!ep->residual || ep->res_cs == 1));
 }
 
+/* The epilogue on one vector v of a row of C, as dlrt_epi_apply orders it: bp is where the row's
+ * bias starts for this vector (NULL: none; one value when bias_cs is 0), rp its residual's (NULL:
+ * none). `fused` (a constant) adds the bias as one multiply-add, the direct store's form;
+ * otherwise as a product then a sum, dlrt_epi_apply's. ReLU and Clip are applied here (max(p, q)
+ * is p > q ? p : q and min(p, q) is p < q ? p : q: dlrt_act_apply's comparisons, NaNs and signed
+ * zeros included); the other activations run after the store (dlrt_gemm_act_after). */
+static DLRT_INLINE dlrt_vf dlrt_gemm_epi_vec(const dlrt_epilogue *ep, dlrt_vf v, const float *bp,
+                                             const float *rp, const int fused) {
+    if (ep->alpha != 1.0f) v = DLRT_VMUL(v, DLRT_VBCAST(ep->alpha));
+    if (bp) {
+        if (ep->bias_cs == 0)
+            v = DLRT_VADD(v, DLRT_VBCAST(ep->beta * bp[0]));
+        else if (fused)
+            v = DLRT_VFMA(DLRT_VBCAST(ep->beta), DLRT_VLOAD(bp), v);
+        else
+            v = DLRT_VADD(v, DLRT_VMUL(DLRT_VBCAST(ep->beta), DLRT_VLOAD(bp)));
+    }
+    if (rp) v = DLRT_VADD(v, DLRT_VLOAD(rp));
+    if (ep->act == DLRT_ACT_RELU) v = DLRT_VMAX(v, DLRT_VZERO());
+    if (ep->act == DLRT_ACT_CLIP)
+        v = DLRT_VMIN(DLRT_VBCAST(ep->act_b), DLRT_VMAX(DLRT_VBCAST(ep->act_a), v));
+    return v;
+}
+
+/* Whether an activation is left to dlrt_act_apply on the stored values. */
+static inline int dlrt_gemm_act_after(const dlrt_epilogue *ep) {
+    return ep && ep->act != DLRT_ACT_NONE && ep->act != DLRT_ACT_RELU && ep->act != DLRT_ACT_CLIP;
+}
+
 /* The last K block of a full MR x NR tile whose top-left element is (i0, j0) of the product:
  * acc = part (the earlier blocks' partial sums, or none) + this block, then the epilogue in the
  * order dlrt_epi_apply uses, in registers, and the rows stored straight into C (row stride ldc):
@@ -331,7 +360,6 @@ static inline void dlrt_gemm_micro_store(int kc, const float *restrict a, const 
                                          const dlrt_epilogue *ep, int64_t i0, int64_t j0) {
     dlrt_vf c[DLRT_GEMM_MR][DLRT_GEMM_NV];
     DLRT_GEMM_MAC(kc, a, b, bstep, c, DLRT_GEMM_MR, DLRT_GEMM_NV);
-    const int act = ep ? ep->act : DLRT_ACT_NONE;
     for (int i = 0; i < DLRT_GEMM_MR; i++) {
         float *dst = C + (i0 + i) * ldc + j0;
         const float *bp =
@@ -340,25 +368,13 @@ static inline void dlrt_gemm_micro_store(int kc, const float *restrict a, const 
         for (int j = 0; j < DLRT_GEMM_NV; j++) {
             dlrt_vf v = c[i][j];
             if (part) v = DLRT_VADD(DLRT_VLOAD(part + i * DLRT_GEMM_NR + j * DLRT_GEMM_VW), v);
-            if (ep) {
-                if (ep->alpha != 1.0f) v = DLRT_VMUL(v, DLRT_VBCAST(ep->alpha));
-                if (bp) {
-                    if (ep->bias_cs == 0)
-                        v = DLRT_VADD(v, DLRT_VBCAST(ep->beta * bp[0]));
-                    else
-                        v = DLRT_VFMA(DLRT_VBCAST(ep->beta), DLRT_VLOAD(bp + j * DLRT_GEMM_VW), v);
-                }
-                if (rp) v = DLRT_VADD(v, DLRT_VLOAD(rp + j * DLRT_GEMM_VW));
-                /* max(p, q) is p > q ? p : q and min(p, q) is p < q ? p : q, so these are
-                 * dlrt_act_apply's comparisons, NaNs and signed zeros included */
-                if (act == DLRT_ACT_RELU) v = DLRT_VMAX(v, DLRT_VZERO());
-                if (act == DLRT_ACT_CLIP)
-                    v = DLRT_VMIN(DLRT_VBCAST(ep->act_b), DLRT_VMAX(DLRT_VBCAST(ep->act_a), v));
-            }
+            if (ep)
+                v = dlrt_gemm_epi_vec(ep, v, bp && ep->bias_cs ? bp + j * DLRT_GEMM_VW : bp,
+                                      rp ? rp + j * DLRT_GEMM_VW : NULL, 1);
             DLRT_VSTORE(dst + j * DLRT_GEMM_VW, v);
         }
-        if (act != DLRT_ACT_NONE && act != DLRT_ACT_RELU && act != DLRT_ACT_CLIP)
-            dlrt_act_apply(act, ep->act_a, ep->act_b, dst, DLRT_GEMM_NR);
+        if (dlrt_gemm_act_after(ep))
+            dlrt_act_apply(ep->act, ep->act_a, ep->act_b, dst, DLRT_GEMM_NR);
     }
 }
 #else

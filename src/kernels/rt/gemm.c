@@ -166,10 +166,8 @@ static void dlrt_gemm_store_row(const dlrt_gemm_args *g, int64_t i, int64_t j0, 
 #ifdef DLRT_GEMM_VW
 /* Columns [0, VW) of a block of VW rows of blk (rows NR floats apart) at (i0, j0) of a
  * transposed product, transposed in registers: column jj is then one vector, VW consecutive
- * elements of row j0 + jj of C, finished with the epilogue there and stored whole. The
- * epilogue is dlrt_epi_apply's, operation for operation (alpha, beta * bias, residual,
- * activation), so the results are those of the scalar path; ReLU and Clip compare as
- * dlrt_act_apply does (see dlrt_gemm_micro_store), other activations run on the stored run. */
+ * elements of row j0 + jj of C, finished there and stored whole, with dlrt_epi_apply's
+ * operations (dlrt_gemm_epi_vec, unfused), so the results are those of the scalar path. */
 static DLRT_INLINE void dlrt_gemm_store_block(const dlrt_gemm_args *g, int64_t i0, int64_t j0,
                                               const float *blk) {
     const dlrt_epilogue *ep = g->ep;
@@ -180,22 +178,12 @@ static DLRT_INLINE void dlrt_gemm_store_block(const dlrt_gemm_args *g, int64_t i
         const int64_t row = j0 + jj;
         float *dst = g->C + row * g->ldc + i0;
         dlrt_vf v = r[jj];
-        if (ep) {
-            if (ep->alpha != 1.0f) v = DLRT_VMUL(v, DLRT_VBCAST(ep->alpha));
-            if (ep->bias) {
-                const float *bp = ep->bias + row * ep->bias_rs + i0 * ep->bias_cs;
-                if (ep->bias_cs == 0)
-                    v = DLRT_VADD(v, DLRT_VBCAST(ep->beta * bp[0]));
-                else
-                    v = DLRT_VADD(v, DLRT_VMUL(DLRT_VBCAST(ep->beta), DLRT_VLOAD(bp)));
-            }
-            if (ep->residual) v = DLRT_VADD(v, DLRT_VLOAD(ep->residual + row * ep->res_rs + i0));
-            if (ep->act == DLRT_ACT_RELU) v = DLRT_VMAX(v, DLRT_VZERO());
-            if (ep->act == DLRT_ACT_CLIP)
-                v = DLRT_VMIN(DLRT_VBCAST(ep->act_b), DLRT_VMAX(DLRT_VBCAST(ep->act_a), v));
-        }
+        if (ep)
+            v = dlrt_gemm_epi_vec(ep, v,
+                                  ep->bias ? ep->bias + row * ep->bias_rs + i0 * ep->bias_cs : NULL,
+                                  ep->residual ? ep->residual + row * ep->res_rs + i0 : NULL, 0);
         DLRT_VSTORE(dst, v);
-        if (ep && ep->act != DLRT_ACT_NONE && ep->act != DLRT_ACT_RELU && ep->act != DLRT_ACT_CLIP)
+        if (dlrt_gemm_act_after(ep))
             dlrt_act_apply(ep->act, ep->act_a, ep->act_b, dst, DLRT_GEMM_VW);
     }
 }

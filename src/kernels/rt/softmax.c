@@ -4,16 +4,15 @@
  *
  * Softmax subtracts the slice maximum. NaN and -inf need no test: a NaN reaches the sum and makes
  * every output NaN, and an all -inf slice gives -inf - -inf = NaN, both as in the reference. Only
- * a +inf maximum takes a separate path (the +inf entries share the mass). Reductions keep
- * independent per-lane partial results in small local arrays: that is what lets the compiler
- * vectorize them without being allowed to reassociate one sum. The exponential is dlrt_exp_neg
- * (dlrt-impl.h): its argument is never positive here, it vectorizes without a vector math
- * library, and a masked score (-FLT_MAX, -1e4) costs what any other does, where glibc's vector
- * expf drops to scalar code for a whole vector (a causal [8,4,128,128] softmax 1.34 -> 0.125 ms,
- * an unmasked one 0.21 -> 0.125). Results under FLT_MIN are 0, as in fused attention. */
+ * a +inf maximum takes a separate path (the +inf entries share the mass). A row's maximum and
+ * sum of exponentials are dlrt_row_max and dlrt_exp_sum (dlrt-impl.h), shared with fused
+ * attention. The exponential is dlrt_exp_neg: its argument is never positive here, it
+ * vectorizes without a vector math library, and a masked score (-FLT_MAX, -1e4) costs what any
+ * other does, where glibc's vector expf drops to scalar code for a whole vector (a causal
+ * [8,4,128,128] softmax 1.34 -> 0.125 ms, an unmasked one 0.21 -> 0.125). Results under FLT_MIN
+ * are 0, as in fused attention. */
 #include "dlrt-impl.h"
 
-#define DLRT_SM_LANES 16
 #define DLRT_SM_CHUNK 64 /* inner positions handled together when inner > 1 */
 
 /* The slice x[j * stride], j < n, whose maximum is +inf: NaN everywhere if it holds a NaN,
@@ -49,45 +48,20 @@ static void dlrt_softmax_slice(int64_t n, const float *x, int64_t stride, float 
 
 /* One contiguous slice (inner == 1). */
 static void dlrt_softmax_row(int64_t n, const float *x, float *y, int log) {
-    float ml[DLRT_SM_LANES], sl[DLRT_SM_LANES];
-    for (int l = 0; l < DLRT_SM_LANES; l++) ml[l] = -INFINITY, sl[l] = 0.0f;
-    int64_t j = 0;
-    for (; j + DLRT_SM_LANES <= n; j += DLRT_SM_LANES)
-        for (int l = 0; l < DLRT_SM_LANES; l++) ml[l] = x[j + l] > ml[l] ? x[j + l] : ml[l];
-    float m = -INFINITY;
-    for (; j < n; j++) m = x[j] > m ? x[j] : m;
-    for (int l = 0; l < DLRT_SM_LANES; l++) m = ml[l] > m ? ml[l] : m;
+    const float m = dlrt_row_max(n, x);
     if (m == INFINITY) {
         dlrt_softmax_inf(n, x, 1, y, log);
         return;
     }
     /* LogSoftmax needs x again after the sum, so only Softmax keeps the exponentials in y (y
      * may be x) */
-    float *e = log ? NULL : y;
-    /* two loops rather than a conditional store, so each vectorizes */
-    if (e)
-        for (j = 0; j + DLRT_SM_LANES <= n; j += DLRT_SM_LANES)
-            for (int l = 0; l < DLRT_SM_LANES; l++) {
-                float v = dlrt_exp_neg(x[j + l] - m);
-                e[j + l] = v;
-                sl[l] += v;
-            }
-    else
-        for (j = 0; j + DLRT_SM_LANES <= n; j += DLRT_SM_LANES)
-            for (int l = 0; l < DLRT_SM_LANES; l++) sl[l] += dlrt_exp_neg(x[j + l] - m);
-    float s = 0.0f;
-    for (; j < n; j++) {
-        float v = dlrt_exp_neg(x[j] - m);
-        if (e) e[j] = v;
-        s += v;
-    }
-    for (int l = 0; l < DLRT_SM_LANES; l++) s += sl[l];
+    const float s = dlrt_exp_sum(n, x, m, log ? NULL : y);
     if (log) {
         const float ls = logf(s);
-        for (j = 0; j < n; j++) y[j] = (x[j] - m) - ls;
+        for (int64_t j = 0; j < n; j++) y[j] = (x[j] - m) - ls;
     } else {
         const float inv = 1.0f / s;
-        for (j = 0; j < n; j++) y[j] *= inv;
+        for (int64_t j = 0; j < n; j++) y[j] *= inv;
     }
 }
 
