@@ -383,43 +383,50 @@ static void test_gemm_threads(void) {
 /* The cut of a product into tiles for 2 threads (dlrt_gemm_split) covers it exactly with whole
  * panels, none wider than MC x NC, and shares it out over the threads by area (dlrt_gemm_owner)
  * within 1/8 of even: ResNet-50's 128 x 784 layers were cut 256+256+256+16, one of two threads
- * getting 512 columns of 784 (or, cut by rows to even it out, packing B twice). */
+ * getting 512 columns of 784 (or, cut by rows to even it out, packing B twice). Rows are cut in
+ * units of mu: MR, or MT for a transposed product, whose tiles then hold whole blocks of its
+ * vector-square store but the last. */
 static void test_gemm_split(void) {
-    static const int64_t shapes[][2] = {{128, 784}, {64, 3136}, {128, 768},   {600, 49},
-                                        {49, 512},  {7, 1000},  {2048, 2048}, {13, 130}};
-    for (int s = 0; s < 8; s++) {
-        const int64_t M = shapes[s][0], N = shapes[s][1];
-        int64_t tm, tn;
-        dlrt_gemm_split(M, N, 2, &tm, &tn);
-        int exact = dlrt_gemm_cut(M, DLRT_GEMM_MR, tm, 0) == 0 &&
-                    dlrt_gemm_cut(M, DLRT_GEMM_MR, tm, tm) == M &&
-                    dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, 0) == 0 &&
-                    dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, tn) == N;
-        for (int64_t b = 0; b < tm; b++) {
-            int64_t h;
-            const int64_t lo = dlrt_gemm_block(M, DLRT_GEMM_MR, tm, b, &h);
-            exact &= lo % DLRT_GEMM_MR == 0 && h > 0 && h <= DLRT_GEMM_MC;
+    static const int64_t shapes[][2] = {{128, 784},  {64, 3136}, {128, 768},   {600, 49},
+                                        {49, 512},   {7, 1000},  {2048, 2048}, {13, 130},
+                                        {12544, 64}, {784, 128}};
+    enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
+    for (int transposed = 0; transposed < 2; transposed++)
+        for (int s = 0; s < NSHAPES; s++) {
+            const int64_t M = shapes[s][0], N = shapes[s][1];
+            const int64_t mu = transposed ? DLRT_GEMM_MT : DLRT_GEMM_MR;
+            int64_t tm, tn;
+            dlrt_gemm_split(M, N, mu, 2, &tm, &tn);
+            int exact = dlrt_gemm_cut(M, mu, tm, 0) == 0 && dlrt_gemm_cut(M, mu, tm, tm) == M &&
+                        dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, 0) == 0 &&
+                        dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, tn) == N;
+            for (int64_t b = 0; b < tm; b++) {
+                int64_t h;
+                const int64_t lo = dlrt_gemm_block(M, mu, tm, b, &h);
+                exact &= lo % mu == 0 && h > 0 && h <= DLRT_GEMM_MC;
+                if (b < tm - 1) exact &= h % mu == 0;
+            }
+            for (int64_t b = 0; b < tn; b++) {
+                int64_t w;
+                const int64_t lo = dlrt_gemm_block(N, DLRT_GEMM_NR, tn, b, &w);
+                exact &= lo % DLRT_GEMM_NR == 0 && w > 0 && w <= DLRT_GEMM_NC;
+            }
+            int64_t prev = 0;
+            int ordered = 1;
+            for (int64_t t = 0; t < tm * tn; t++) { /* consecutive runs, from thread 0 to 1 */
+                const int64_t o = dlrt_gemm_owner(M, N, mu, tm, tn, t / tn, t % tn, 2);
+                ordered &= o >= prev && o <= 1 && (t > 0 || o == 0);
+                prev = o;
+            }
+            const int balanced = 8 * dlrt_gemm_max_load(M, N, mu, tm, tn, 2) <= 9 * M * N / 2;
+            /* rows M <= MC share out by columns, so B is not packed once per row block */
+            const int by_columns = s > 1 || M > DLRT_GEMM_MC || tm == 1;
+            char what[140];
+            snprintf(what, sizeof what,
+                     "gemm split %lldx%lld over 2 threads, rows in units of %lld: %lldx%lld tiles",
+                     (long long)M, (long long)N, (long long)mu, (long long)tm, (long long)tn);
+            check(exact && ordered && prev == 1 && balanced && by_columns, what);
         }
-        for (int64_t b = 0; b < tn; b++) {
-            int64_t w;
-            const int64_t lo = dlrt_gemm_block(N, DLRT_GEMM_NR, tn, b, &w);
-            exact &= lo % DLRT_GEMM_NR == 0 && w > 0 && w <= DLRT_GEMM_NC;
-        }
-        int64_t prev = 0;
-        int ordered = 1;
-        for (int64_t t = 0; t < tm * tn; t++) { /* consecutive runs, from thread 0 to 1 */
-            const int64_t o = dlrt_gemm_owner(M, N, tm, tn, t / tn, t % tn, 2);
-            ordered &= o >= prev && o <= 1 && (t > 0 || o == 0);
-            prev = o;
-        }
-        const int balanced = 8 * dlrt_gemm_max_load(M, N, tm, tn, 2) <= 9 * M * N / 2;
-        /* rows M <= MC share out by columns, so B is not packed once per row block */
-        const int by_columns = s > 1 || M > DLRT_GEMM_MC || tm == 1;
-        char what[120];
-        snprintf(what, sizeof what, "gemm split %lldx%lld over 2 threads: %lldx%lld tiles",
-                 (long long)M, (long long)N, (long long)tm, (long long)tn);
-        check(exact && ordered && prev == 1 && balanced && by_columns, what);
-    }
 }
 
 /* dlrt_gemm_packed_index names where dlrt_gemm_pack_operand put each value (lines past a

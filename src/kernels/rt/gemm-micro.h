@@ -11,7 +11,8 @@
  * L1D, 1 MiB L2) with bench/gemm.sh: 6x64 tiles with NC 256 reach ~200 GFLOP/s on one thread
  * where 6x32 / NC 128 reached ~165; 12x32 and 14x32 were no better than 6x64. MC 132 (rather
  * than 96) keeps BERT's M = 128 in one row of tiles, so B is packed once: 172 vs 159 GFLOP/s
- * averaged over BERT, GPT-2 and ResNet-50 shapes. */
+ * averaged over BERT, GPT-2 and ResNet-50 shapes. MC 144 rather than 132 is a multiple of MT
+ * too, so that a transposed product's tiles hold whole 16-row blocks (dlrt_gemm_run). */
 #ifndef DLRT_GEMM_MICRO_H
 #define DLRT_GEMM_MICRO_H
 
@@ -37,10 +38,11 @@
 #define DLRT_GEMM_NR     DLRT_TILE_AVX512_NR
 #define DLRT_GEMM_VW     DLRT_TILE_AVX512_VW
 #ifndef DLRT_GEMM_MC /* overridable for tuning */
-#define DLRT_GEMM_MC 132
+#define DLRT_GEMM_MC 144
 #define DLRT_GEMM_NC 256
 #define DLRT_GEMM_KC 192
 #endif
+#define DLRT_GEMM_MT 48 /* lcm(MR, VW): a transposed product's row unit (dlrt_gemm_run) */
 /* K block for prepacked B read by few row tiles (dlrt_gemm_run): a 48 KB micro-panel fills L1,
  * so the next one cannot be prefetched beside it; 16 KB ones can */
 #define DLRT_GEMM_KC_STREAM 64
@@ -66,6 +68,7 @@ typedef __m512 dlrt_vf;
 #define DLRT_GEMM_NC        256
 #define DLRT_GEMM_KC        256
 #define DLRT_GEMM_KC_STREAM DLRT_GEMM_KC
+#define DLRT_GEMM_MT        24 /* lcm(MR, VW): a transposed product's row unit */
 typedef __m256 dlrt_vf;
 #define DLRT_VZERO()        _mm256_setzero_ps()
 #define DLRT_VLOAD(p)       _mm256_loadu_ps(p)
@@ -85,6 +88,7 @@ typedef __m256 dlrt_vf;
 #define DLRT_GEMM_NC        128
 #define DLRT_GEMM_KC        192
 #define DLRT_GEMM_KC_STREAM DLRT_GEMM_KC
+#define DLRT_GEMM_MT        DLRT_GEMM_MR /* no vector store: a transposed product's row unit */
 #endif
 
 /* GNU vectors of this build's width, and their lanes as integers (masks), for kernels written
@@ -360,22 +364,48 @@ static inline void dlrt_gemm_micro_store(int kc, const float *restrict a, const 
                                          const dlrt_epilogue *ep, int64_t i0, int64_t j0) {
     dlrt_vf c[DLRT_GEMM_MR][DLRT_GEMM_NV];
     DLRT_GEMM_MAC(kc, a, b, bstep, c, DLRT_GEMM_MR, DLRT_GEMM_NV);
-    for (int i = 0; i < DLRT_GEMM_MR; i++) {
-        float *dst = C + (i0 + i) * ldc + j0;
-        const float *bp =
-            ep && ep->bias ? ep->bias + (i0 + i) * ep->bias_rs + j0 * ep->bias_cs : NULL;
-        const float *rp = ep && ep->residual ? ep->residual + (i0 + i) * ep->res_rs + j0 : NULL;
-        for (int j = 0; j < DLRT_GEMM_NV; j++) {
-            dlrt_vf v = c[i][j];
-            if (part) v = DLRT_VADD(DLRT_VLOAD(part + i * DLRT_GEMM_NR + j * DLRT_GEMM_VW), v);
-            if (ep)
-                v = dlrt_gemm_epi_vec(ep, v, bp && ep->bias_cs ? bp + j * DLRT_GEMM_VW : bp,
-                                      rp ? rp + j * DLRT_GEMM_VW : NULL, 1);
-            DLRT_VSTORE(dst + j * DLRT_GEMM_VW, v);
-        }
-        if (dlrt_gemm_act_after(ep))
-            dlrt_act_apply(ep->act, ep->act_a, ep->act_b, dst, DLRT_GEMM_NR);
+    /* dlrt_gemm_epi_vec's steps, each one test then a pass over the whole tile: with the tests
+     * inside the row loop the compiler kept that loop rolled and the tile on the stack, and
+     * 1x1 convolutions with K = 64 spent ~20% of their time storing */
+#define DLRT_GEMM_TILE_EACH(stmt)                                                                  \
+    for (int i = 0; i < DLRT_GEMM_MR; i++)                                                         \
+        for (int j = 0; j < DLRT_GEMM_NV; j++) stmt
+    if (part)
+        DLRT_GEMM_TILE_EACH(
+            c[i][j] = DLRT_VADD(DLRT_VLOAD(part + i * DLRT_GEMM_NR + j * DLRT_GEMM_VW), c[i][j]));
+    if (ep && ep->alpha != 1.0f) {
+        const dlrt_vf al = DLRT_VBCAST(ep->alpha);
+        DLRT_GEMM_TILE_EACH(c[i][j] = DLRT_VMUL(c[i][j], al));
     }
+    if (ep && ep->bias && ep->bias_cs == 0) {
+        for (int i = 0; i < DLRT_GEMM_MR; i++) {
+            const dlrt_vf bv = DLRT_VBCAST(ep->beta * ep->bias[(i0 + i) * ep->bias_rs]);
+            for (int j = 0; j < DLRT_GEMM_NV; j++) c[i][j] = DLRT_VADD(c[i][j], bv);
+        }
+    } else if (ep && ep->bias) { /* bias_cs 1 (dlrt_gemm_epi_direct) */
+        const dlrt_vf be = DLRT_VBCAST(ep->beta);
+        const float *bp = ep->bias + i0 * ep->bias_rs + j0;
+        DLRT_GEMM_TILE_EACH(
+            c[i][j] = DLRT_VFMA(be, DLRT_VLOAD(bp + i * ep->bias_rs + j * DLRT_GEMM_VW), c[i][j]));
+    }
+    if (ep && ep->residual) {
+        const float *rp = ep->residual + i0 * ep->res_rs + j0;
+        DLRT_GEMM_TILE_EACH(
+            c[i][j] = DLRT_VADD(c[i][j], DLRT_VLOAD(rp + i * ep->res_rs + j * DLRT_GEMM_VW)));
+    }
+    if (ep && ep->act == DLRT_ACT_RELU) {
+        DLRT_GEMM_TILE_EACH(c[i][j] = DLRT_VMAX(c[i][j], DLRT_VZERO()));
+    } else if (ep && ep->act == DLRT_ACT_CLIP) {
+        const dlrt_vf lo = DLRT_VBCAST(ep->act_a), hi = DLRT_VBCAST(ep->act_b);
+        DLRT_GEMM_TILE_EACH(c[i][j] = DLRT_VMIN(hi, DLRT_VMAX(lo, c[i][j])));
+    }
+    DLRT_GEMM_TILE_EACH(DLRT_VSTORE(C + (i0 + i) * ldc + j0 + j * DLRT_GEMM_VW, c[i][j]));
+#undef DLRT_GEMM_TILE_EACH
+    /* after every row is stored: no call while the tile is live (every vector register is
+     * caller-saved) */
+    if (dlrt_gemm_act_after(ep))
+        for (int i = 0; i < DLRT_GEMM_MR; i++)
+            dlrt_act_apply(ep->act, ep->act_a, ep->act_b, C + (i0 + i) * ldc + j0, DLRT_GEMM_NR);
 }
 #else
 /* Portable C. This exact shape (a 2-D local array, the i loop outside the j loop, ap[i] read

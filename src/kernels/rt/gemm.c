@@ -183,9 +183,11 @@ static DLRT_INLINE void dlrt_gemm_store_block(const dlrt_gemm_args *g, int64_t i
                                   ep->bias ? ep->bias + row * ep->bias_rs + i0 * ep->bias_cs : NULL,
                                   ep->residual ? ep->residual + row * ep->res_rs + i0 : NULL, 0);
         DLRT_VSTORE(dst, v);
-        if (dlrt_gemm_act_after(ep))
-            dlrt_act_apply(ep->act, ep->act_a, ep->act_b, dst, DLRT_GEMM_VW);
     }
+    if (dlrt_gemm_act_after(ep)) /* after the stores: no call while r is live (it spilled) */
+        for (int jj = 0; jj < DLRT_GEMM_VW; jj++)
+            dlrt_act_apply(ep->act, ep->act_a, ep->act_b, g->C + (j0 + jj) * g->ldc + i0,
+                           DLRT_GEMM_VW);
 }
 #endif
 
@@ -423,6 +425,9 @@ static int64_t dlrt_gemm_cut(int64_t len, int64_t w, int64_t n, int64_t b) {
     return DLRT_MIN(start * w, len);
 }
 
+_Static_assert(DLRT_GEMM_MC % DLRT_GEMM_MT == 0 && DLRT_GEMM_MT % DLRT_GEMM_MR == 0,
+               "a transposed product's row unit divides the tile height");
+
 /* Block b of a cut (dlrt_gemm_cut): its first line, and its width in *width. */
 static int64_t dlrt_gemm_block(int64_t len, int64_t w, int64_t n, int64_t b, int64_t *width) {
     const int64_t lo = dlrt_gemm_cut(len, w, n, b);
@@ -432,23 +437,24 @@ static int64_t dlrt_gemm_block(int64_t len, int64_t w, int64_t n, int64_t b, int
 
 /* The thread (of `team`) that runs tile (bi, bj) of a tm x tn cut of an M x N product: tiles in
  * row-major order are shared out by area, each to the thread whose share holds its middle. */
-static int64_t dlrt_gemm_owner(int64_t M, int64_t N, int64_t tm, int64_t tn, int64_t bi, int64_t bj,
-                               int64_t team) {
+static int64_t dlrt_gemm_owner(int64_t M, int64_t N, int64_t mu, int64_t tm, int64_t tn, int64_t bi,
+                               int64_t bj, int64_t team) {
     int64_t h, w;
-    const int64_t i0 = dlrt_gemm_block(M, DLRT_GEMM_MR, tm, bi, &h);
+    const int64_t i0 = dlrt_gemm_block(M, mu, tm, bi, &h);
     const int64_t j0 = dlrt_gemm_block(N, DLRT_GEMM_NR, tn, bj, &w);
     const double mid = (double)i0 * (double)N + (double)h * ((double)j0 + 0.5 * (double)w);
     return DLRT_MIN(team - 1, (int64_t)(mid * (double)team / ((double)M * (double)N)));
 }
 
 /* The largest area that dlrt_gemm_owner gives one of `team` threads. */
-static int64_t dlrt_gemm_max_load(int64_t M, int64_t N, int64_t tm, int64_t tn, int64_t team) {
+static int64_t dlrt_gemm_max_load(int64_t M, int64_t N, int64_t mu, int64_t tm, int64_t tn,
+                                  int64_t team) {
     int64_t best = 0, load = 0, owner = 0;
     for (int64_t t = 0; t < tm * tn; t++) {
-        const int64_t bi = t / tn, bj = t % tn, o = dlrt_gemm_owner(M, N, tm, tn, bi, bj, team);
+        const int64_t bi = t / tn, bj = t % tn, o = dlrt_gemm_owner(M, N, mu, tm, tn, bi, bj, team);
         if (o != owner) best = DLRT_MAX(best, load), load = 0, owner = o;
         int64_t h, w;
-        dlrt_gemm_block(M, DLRT_GEMM_MR, tm, bi, &h);
+        dlrt_gemm_block(M, mu, tm, bi, &h);
         dlrt_gemm_block(N, DLRT_GEMM_NR, tn, bj, &w);
         load += h * w;
     }
@@ -462,14 +468,16 @@ static int64_t dlrt_gemm_max_load(int64_t M, int64_t N, int64_t tm, int64_t tn, 
  * (that repacks nothing), then columns, never below two panels. Even tiles matter: 784 columns
  * cut at 256 were 256+256+256+16, two tiles a thread but 512 columns against 272. Each
  * element's sum runs the same whatever the cut, so results do not depend on it. */
-static void dlrt_gemm_split(int64_t M, int64_t N, int64_t threads, int64_t *tm, int64_t *tn) {
+static void dlrt_gemm_split(int64_t M, int64_t N, int64_t mu, int64_t threads, int64_t *tm,
+                            int64_t *tn) {
     int64_t mcut = DLRT_GEMM_MC, ncut = DLRT_GEMM_NC;
     for (;;) {
         *tm = (M + mcut - 1) / mcut, *tn = (N + ncut - 1) / ncut;
-        if (threads <= 1 || 8 * dlrt_gemm_max_load(M, N, *tm, *tn, threads) <= 9 * M * N / threads)
+        if (threads <= 1 ||
+            8 * dlrt_gemm_max_load(M, N, mu, *tm, *tn, threads) <= 9 * M * N / threads)
             return;
-        if (mcut > DLRT_GEMM_MR && *tm < (M + DLRT_GEMM_MR - 1) / DLRT_GEMM_MR)
-            mcut = (mcut / 2 + DLRT_GEMM_MR - 1) / DLRT_GEMM_MR * DLRT_GEMM_MR;
+        if (mcut > mu && *tm < (M + mu - 1) / mu)
+            mcut = (mcut / 2 + mu - 1) / mu * mu;
         else if (ncut >= 4 * DLRT_GEMM_NR)
             ncut /= 2;
         else
@@ -530,8 +538,12 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
     /* a product inside a parallel region (a Winograd frequency, a chunk of images) gets no
      * threads of its own, so it is not cut for them */
     const int64_t threads = par && !dlrt_in_parallel() ? dlrt_max_threads() : 1;
+    /* rows are cut in units of mu: a transposed product's in whole vector-square blocks of its
+     * store (dlrt_gemm_store_cols), so that only the product's last rows take the scalar path
+     * (its 132-row tiles had left 4 or 14 rows each there: 3% of conv1's time) */
+    const int64_t mu = g->c_trans ? DLRT_GEMM_MT : DLRT_GEMM_MR;
     int64_t tm, tn;
-    dlrt_gemm_split(M, N, threads, &tm, &tn);
+    dlrt_gemm_split(M, N, mu, threads, &tm, &tn);
     const int64_t tiles = tm * tn;
     /* B, unless prepacked, is read by every row of tiles and A by every column: packed by each
      * tile, it was packed once per row (column) of tiles. With a workspace it is packed once.
@@ -562,9 +574,9 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
         const int64_t team = dlrt_team_size(), me = dlrt_thread_num();
         for (int64_t t = 0; t < tiles; t++) {
             const int64_t bi = t / tn, bj = t % tn;
-            if (team > 1 && dlrt_gemm_owner(M, N, tm, tn, bi, bj, team) != me) continue;
+            if (team > 1 && dlrt_gemm_owner(M, N, mu, tm, tn, bi, bj, team) != me) continue;
             int64_t mc, nc;
-            const int64_t i0 = dlrt_gemm_block(M, DLRT_GEMM_MR, tm, bi, &mc);
+            const int64_t i0 = dlrt_gemm_block(M, mu, tm, bi, &mc);
             const int64_t j0 = dlrt_gemm_block(N, DLRT_GEMM_NR, tn, bj, &nc);
             dlrt_gemm_tile(g, K, i0, (int)mc, j0, (int)nc);
         }
