@@ -1,6 +1,9 @@
-/* gemm_bench.c — SGEMM side by side: dlcc's runtime kernel (dlrt_sgemm, src/kernels/rt/gemm.c,
+/* gemm_bench.c — SGEMM side by side: dlcc's runtime kernel (dlrt_sgemm_ws, src/kernels/rt/gemm.c,
  * compiled into this program with the flags dlcc's JIT uses) against OpenBLAS (cblas_sgemm), on
- * row-major C[M,N] = A[M,K] * B[K,N], no transposition, alpha 1, beta 0, no epilogue.
+ * row-major C[M,N] = A[M,K] * B[K,N], no transposition, alpha 1, beta 0, no epilogue. dlcc gets
+ * the workspace a compiled program's planner gives such a call (both operands unpacked:
+ * dlrt_gemm_workspace(M, N, K, 0, 0) bytes, where each operand shared by several tiles is packed
+ * once), allocated once outside the timing, as OpenBLAS keeps its own buffers between calls.
  *
  * Built and run by bench/gemm.sh. usage:
  *   gemm_bench [--threads 1,2] [--time SEC] [--json] [MxNxK ...]
@@ -164,10 +167,13 @@ typedef struct {
     int64_t m, n, k;
     const float *a, *b;
     float *c;
+    void *ws; /* dlcc's workspace (dlrt_gemm_workspace bytes), allocated once, untimed */
+    size_t ws_bytes;
 } gemm_job;
 
 static void call_dlcc(const gemm_job *j) {
-    dlrt_sgemm(j->m, j->n, j->k, j->a, j->k, 0, j->b, j->n, 0, j->c, j->n, NULL);
+    dlrt_sgemm_ws(j->m, j->n, j->k, j->a, j->k, 0, 0, j->b, j->n, 0, 0, j->c, j->n, NULL, j->ws,
+                  j->ws_bytes);
 }
 
 static void call_openblas(const gemm_job *j) {
@@ -321,7 +327,10 @@ int main(int argc, char **argv) {
         const gemm_size *z = &sizes[si];
         float *a = alloc_floats(z->m * z->k), *b = alloc_floats(z->k * z->n),
               *c1 = alloc_floats(z->m * z->n), *c2 = alloc_floats(z->m * z->n);
-        if (!a || !b || !c1 || !c2) {
+        /* the workspace a compiled program's planner gives the call (emit_sgemm_call) */
+        const size_t ws_bytes = dlrt_gemm_workspace(z->m, z->n, z->k, 0, 0);
+        float *ws = ws_bytes ? alloc_floats((int64_t)(ws_bytes / sizeof(float))) : NULL;
+        if (!a || !b || !c1 || !c2 || (ws_bytes && !ws)) {
             fprintf(stderr, "gemm_bench: out of memory at %lldx%lldx%lld\n", (long long)z->m,
                     (long long)z->n, (long long)z->k);
             return 1;
@@ -332,7 +341,8 @@ int main(int argc, char **argv) {
         for (int ti = 0; ti < nthreads; ti++) {
             int t = threads[ti];
             if (set_threads(t)) return 1;
-            gemm_job jd = {z->m, z->n, z->k, a, b, c1}, jb = {z->m, z->n, z->k, a, b, c2};
+            gemm_job jd = {z->m, z->n, z->k, a, b, c1, ws, ws_bytes},
+                     jb = {z->m, z->n, z->k, a, b, c2, NULL, 0};
             memset(c1, 0xff, (size_t)(z->m * z->n) * sizeof(float)); /* NaN: unwritten shows */
             memset(c2, 0, (size_t)(z->m * z->n) * sizeof(float));
             call_dlcc(&jd);
@@ -381,6 +391,7 @@ int main(int argc, char **argv) {
         free(b);
         free(c1);
         free(c2);
+        free(ws);
     }
     if (!json)
         printf("\nGF/s = 2*M*N*K / median call time; dlcc/BLAS > 1: dlcc faster; %% of peak for the"

@@ -140,6 +140,10 @@ dl_sexpr dl_dims_sexpr(const dl_value *v, int from, int to) {
     return e;
 }
 
+bool dl_gemm_b_weight(const dl_value *v) {
+    return v->constant && v->constant->dtype == DL_F32;
+}
+
 dl_status dl_gemm_params_of(dl_ctx *ctx, const dl_group *gr, dl_gemm_params *gp) {
     const dl_node *n = gr->nodes[0];
     const dl_value *a = n->in[0], *b = n->in[1], *y = n->out[0];
@@ -157,6 +161,7 @@ dl_status dl_gemm_params_of(dl_ctx *ctx, const dl_group *gr, dl_gemm_params *gp)
      * is a number, so a fused residual needs a known N */
     if (gr->epi.residual && gp->N < 0)
         return dl_fail(ctx, DL_ERR_UNSUPPORTED, "Gemm residual with a symbolic column count");
+    gp->b_weight = dl_gemm_b_weight(b);
     gp->a_slot = a->id;
     gp->b_slot = b->id;
     gp->y_slot = gr->out[0]->id;
@@ -222,6 +227,7 @@ dl_status dl_matmul_params_of(dl_ctx *ctx, const dl_group *gr, dl_matmul_params 
     mp->a_in = g->a_tr ? g->a_tr->in[0] : a;
     mp->b_in = g->b_tr ? g->b_tr->in[0] : b;
     mp->a_slot = mp->a_in->id;
+    mp->b_weight = br <= 2 && dl_gemm_b_weight(mp->b_in);
     mp->b_slot = mp->b_in->id;
     mp->y_slot = gr->out[0]->id;
     epi_defaults(&mp->epi);
@@ -434,18 +440,19 @@ void dl_attn_params_eval(const dl_attn_params *ap, const int64_t *syms, dlrt_att
 }
 
 /* The workspace of a Gemm or MatMul group's dlrt_sgemm_ws calls (emit_sgemm_call): its left
- * operand packed once, for the M x N x K of each call (a MatMul's batch runs them in turn),
- * from the same size expressions the emitted call is written with. */
+ * operand packed once, and its right one unless a weight (dl_gemm_b_weight), for the M x N x K
+ * of each call (a MatMul's batch runs them in turn), from the same size expressions the
+ * emitted call is written with. */
 static size_t gemm_group_workspace(const dl_group *gr, const int64_t *syms) {
     if (gr->kind == DL_G_GEMM) {
         dl_gemm_params gp;
         if (dl_gemm_params_of(NULL, gr, &gp) != DL_OK) return 0;
         return dlrt_gemm_workspace(dl_sexpr_eval(&gp.m, syms), dl_sexpr_eval(&gp.n, syms),
-                                   dl_sexpr_eval(&gp.k, syms), 0, 1);
+                                   dl_sexpr_eval(&gp.k, syms), 0, gp.b_weight);
     }
     dl_matmul_params mp;
     if (dl_matmul_params_of(NULL, gr, &mp) != DL_OK) return 0;
-    return dlrt_gemm_workspace(dl_sexpr_eval(&mp.m, syms), mp.N, mp.K, 0, 1);
+    return dlrt_gemm_workspace(dl_sexpr_eval(&mp.m, syms), mp.N, mp.K, 0, mp.b_weight);
 }
 
 size_t dl_group_workspace(const dl_group *gr, const int64_t *syms) {

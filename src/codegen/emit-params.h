@@ -31,6 +31,12 @@ typedef struct dl_sexpr {
     int sym[DL_MAX_RANK];
 } dl_sexpr;
 
+/* Whether a product's B operand v is a weight the runtime packs once at load (a float
+ * constant): its calls' workspace then holds A packed once, else A and B (dlrt_gemm_run packs
+ * into it what several tiles would otherwise each pack: a training step's weight gradients,
+ * the products of two activations). */
+bool dl_gemm_b_weight(const dl_value *v);
+
 /* The product of dims [from, to) of v (1 when empty; a value has at most DL_MAX_RANK symbols). */
 dl_sexpr dl_dims_sexpr(const dl_value *v, int from, int to);
 
@@ -38,6 +44,7 @@ typedef struct dl_gemm_params {
     int64_t N, K, ldb; /* N and K negative when symbolic */
     dl_sexpr m, n, k;  /* the product's sizes, as the emitted call and its workspace use them */
     int trans_a, trans_b;
+    bool b_weight; /* B is a float constant, packed once at load (dl_gemm_b_weight) */
     int a_slot, b_slot, y_slot;
     dl_epi_params epi;
 } dl_gemm_params;
@@ -50,6 +57,7 @@ typedef struct dl_matmul_params {
     bool fold_batch;      /* B is a matrix and A plain: A's batch dims fold into M */
     int trans_a, trans_b; /* the value read holds the operand with its last two axes swapped */
     const dl_value *a_in, *b_in; /* the values read: a and b, or the absorbed Transposes' inputs */
+    bool b_weight; /* b_in is one float constant matrix, packed once at load (dl_gemm_b_weight) */
     int a_slot, b_slot, y_slot;
     dl_epi_params epi;
 } dl_matmul_params;

@@ -169,10 +169,12 @@ static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const dl_target *t, 
 /* The statement "dlrt_sgemm_ws(M, N, K, A, lda, ta, 0, B, ldb, tb, 0, C, ldc, &ep, ws, bytes);"
  * where A, B and C are pointer expressions; with B prepacked (request pk >= 0) it passes the
  * packed copy, or B itself when the runtime made none (an AOT bundle). The workspace holds A
- * packed once (dl_group_workspace reserves dlrt_gemm_workspace(M, N, K, 0, 1) bytes). */
+ * packed once, and B unless it is a weight (dl_group_workspace reserves
+ * dlrt_gemm_workspace(M, N, K, 0, b_weight) bytes). */
 static void emit_sgemm_call(dl_sbuf *sb, const char *indent, const char *m, const char *n,
                             const char *k, const char *a, const char *lda, int ta, const char *b,
-                            const char *ldb, int tb, const char *c, const char *ldc, int pk) {
+                            const char *ldb, int tb, const char *c, const char *ldc, int pk,
+                            bool b_weight) {
     dl_sb_printf(sb, "%sdlrt_sgemm_ws(%s, %s, %s, %s, %s, %d, 0,\n%s    ", indent, m, n, k, a, lda,
                  ta, indent);
     if (pk < 0)
@@ -182,8 +184,8 @@ static void emit_sgemm_call(dl_sbuf *sb, const char *indent, const char *m, cons
                      "b[DLK_PACK + %d] ? (const float *)b[DLK_PACK + %d] : %s, %s, %d, "
                      "b[DLK_PACK + %d] != 0,",
                      pk, pk, b, ldb, tb, pk);
-    dl_sb_printf(sb, "\n%s    %s, %s, &ep, b[DLK_WS], dlrt_gemm_workspace(%s, %s, %s, 0, 1));\n",
-                 indent, c, ldc, m, n, k);
+    dl_sb_printf(sb, "\n%s    %s, %s, &ep, b[DLK_WS], dlrt_gemm_workspace(%s, %s, %s, 0, %d));\n",
+                 indent, c, ldc, m, n, k, b_weight);
 }
 
 /* "(const float *)b[slot]" followed by `offset` (may be ""). */
@@ -212,7 +214,7 @@ static dl_status emit_gemm(dl_ctx *ctx, const dl_group *gr, const char *name, dl
     emit_residual(sb, &gp.epi, "");
     emit_sgemm_call(sb, "    ", m, nn, kk, slot_ptr(gp.a_slot, true, "", pa, sizeof pa), lda,
                     gp.trans_a, slot_ptr(gp.b_slot, true, "", pb, sizeof pb), ldb, gp.trans_b,
-                    slot_ptr(gp.y_slot, false, "", pc, sizeof pc), nn, pk);
+                    slot_ptr(gp.y_slot, false, "", pc, sizeof pc), nn, pk, gp.b_weight);
     dl_sb_put(sb, "}\n");
     return DL_OK;
 }
@@ -251,7 +253,8 @@ static dl_status emit_matmul(dl_ctx *ctx, const dl_group *gr, const char *name, 
         dl_sb_put(sb, "    if (nb > 0)\n");
         emit_sgemm_call(sb, "        ", "M", "N", "K", slot_ptr(mp.a_slot, true, "", pa, sizeof pa),
                         lda, mp.trans_a, slot_ptr(mp.b_slot, true, "", pb, sizeof pb), ldb,
-                        mp.trans_b, slot_ptr(mp.y_slot, false, "", pc, sizeof pc), "N", pk);
+                        mp.trans_b, slot_ptr(mp.y_slot, false, "", pc, sizeof pc), "N", pk,
+                        mp.b_weight);
         dl_sb_put(sb, "}\n");
         return DL_OK;
     }
@@ -290,10 +293,10 @@ static dl_status emit_matmul(dl_ctx *ctx, const dl_group *gr, const char *name, 
                      "        ep.residual = (const float *)b[%d] + t * M * N; ep.res_rs = N; "
                      "ep.res_cs = 1;\n",
                      mp.epi.res_slot);
-    emit_sgemm_call(sb, "        ", "M", "N", "K",
-                    slot_ptr(mp.a_slot, true, " + ao * M * K", pa, sizeof pa), lda, mp.trans_a,
-                    slot_ptr(mp.b_slot, true, " + bo * K * N", pb, sizeof pb), ldb, mp.trans_b,
-                    slot_ptr(mp.y_slot, false, " + t * M * N", pc, sizeof pc), "N", pk);
+    emit_sgemm_call(
+        sb, "        ", "M", "N", "K", slot_ptr(mp.a_slot, true, " + ao * M * K", pa, sizeof pa),
+        lda, mp.trans_a, slot_ptr(mp.b_slot, true, " + bo * K * N", pb, sizeof pb), ldb, mp.trans_b,
+        slot_ptr(mp.y_slot, false, " + t * M * N", pc, sizeof pc), "N", pk, mp.b_weight);
     dl_sb_put(sb, "    }\n}\n");
     return DL_OK;
 }

@@ -4,6 +4,7 @@
  * built with the C API, compiled, and compared with the reference interpreter; the fusion says
  * which Transposes were absorbed (and how many transpose kernels are left), and cases that must
  * not absorb (two consumers, an output, another perm, float64) keep their Transpose. */
+#include "../../src/codegen/emit-params.h"
 #include "../../src/runtime/profile.h"
 
 #include <math.h>
@@ -222,6 +223,39 @@ static void test_constant_b(dl_ctx *ctx) {
                .in = {{xs}},
                .want_a = 1};
     finish(run_case(ctx, g, &c), g);
+}
+
+/* The scratch a MatMul group asks the planner for (dl_group_workspace): A packed once, and B too
+ * unless it is a weight packed at load (a training step's products of two activations, whose B
+ * was otherwise packed again by every row of tiles). Shapes big enough that several tiles share
+ * each operand on every instruction set; both programs still match the reference. */
+static void test_workspace(dl_ctx *ctx) {
+    enum { M = 300, N = 400, K = 200 };
+    for (int weight = 0; weight < 2; weight++) {
+        dl_graph *g = dl_graph_new(ctx);
+        shape xs = {2, {M, K}}, ws = {2, {K, N}};
+        dl_value *x = input(g, "x", &xs, NULL);
+        dl_value *w = weight ? dl_constant(g, "w", rand_tensor(ctx, DL_F32, 2, ws.dims))
+                             : input(g, "w", &ws, NULL);
+        dl_output(g, dl_matmul(g, x, w), "y");
+        mcase c = {.name = weight ? "workspace: constant B" : "workspace: B an input",
+                   .dtype = DL_F32,
+                   .n_in = weight ? 1 : 2,
+                   .n_runs = 1,
+                   .in = {{xs, ws}},
+                   .tol = 1e-4};
+        dl_program *p = run_case(ctx, g, &c);
+        size_t got = 0;
+        for (int gi = 0; p && gi < p->fusion->n; gi++)
+            if (p->fusion->groups[gi].kind == DL_G_MATMUL)
+                got = dl_group_workspace(&p->fusion->groups[gi], NULL);
+        const size_t want = dlrt_gemm_workspace(M, N, K, 0, weight);
+        char name[160];
+        snprintf(name, sizeof name, "%s: %zu workspace bytes (got %zu; A alone %zu)", c.name, want,
+                 got, dlrt_gemm_workspace(M, N, K, 0, 1));
+        CHECK(name, p && want > 0 && got == want);
+        finish(p, g);
+    }
 }
 
 /* Symbolic sizes: a batch symbol, and a symbolic M that becomes A's leading dim once
@@ -555,9 +589,10 @@ int main(void) {
     dl_compile_options_init(&opts);
     opts.cache_dir = cache_dir;
     dl_ctx *ctx = dl_ctx_new();
-    void (*tests[])(dl_ctx *) = {
-        test_plain, test_constant_b, test_symbolic,     test_epilogue, test_not_absorbed,
-        test_chain, test_profile,    test_dynamic_plan, test_report,   test_aot};
+    void (*tests[])(dl_ctx *) = {test_plain,    test_constant_b,   test_symbolic,
+                                 test_epilogue, test_not_absorbed, test_chain,
+                                 test_profile,  test_dynamic_plan, test_report,
+                                 test_aot,      test_workspace};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         tests[i](ctx);
         dl_ctx_clear(ctx);
