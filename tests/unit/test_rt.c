@@ -380,6 +380,57 @@ static void test_gemm_threads(void) {
 #endif
 }
 
+/* One row against a prepacked B (a classifier at batch 1) streams each panel whole
+ * (dlrt_gemm_row_packed): the same bits as the tiled path gives that row in a two-row product,
+ * the same on 1 and 2 threads, and within rounding of double sums; N and K on and off the panel
+ * and K-block sizes, A read with a stride (trans_a), B packed from either orientation. */
+static void test_gemm_row_packed(void) {
+    static const int64_t shapes[][4] = {
+        {1000, 2048, 0, 1}, {37, 130, 1, 0}, {64, 64, 0, 0}, {130, 1, 1, 1}, {200, 777, 0, 1}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int64_t N = shapes[s][0], K = shapes[s][1];
+        const int ta = (int)shapes[s][2], tb = (int)shapes[s][3];
+        /* two rows of A: op(A) is 2 x K, stored K x 2 when transposed */
+        float *a = rand_buf(2 * K), *b = rand_buf(K * N), *bias = rand_buf(N),
+              *res = rand_buf(2 * N);
+        float *bp = malloc(dlrt_gemm_packed_bytes(1, N, K));
+        float *c1 = malloc((size_t)N * sizeof(float)),
+              *c2 = malloc((size_t)(2 * N) * sizeof(float));
+        float *ct = malloc((size_t)N * sizeof(float));
+        dlrt_gemm_pack_operand(1, N, K, b, tb ? K : N, tb, bp);
+        const int64_t lda = ta ? 2 : K;
+        dlrt_epilogue ep = col_bias_res_relu(0.5f, 1.5f, bias, res, N);
+        if (s % 2)
+            ep.act = DLRT_ACT_SIGMOID, ep.residual = NULL; /* an activation after the store */
+        dlrt_sgemm_ex(1, N, K, a, lda, ta, 0, bp, tb ? K : N, tb, 1, c1, N, &ep);
+        dlrt_sgemm_ex(2, N, K, a, lda, ta, 0, bp, tb ? K : N, tb, 1, c2, N, &ep);
+        int same_threads = 1;
+#ifdef _OPENMP
+        const int saved = omp_get_max_threads();
+        omp_set_num_threads(2);
+        dlrt_sgemm_ex(1, N, K, a, lda, ta, 0, bp, tb ? K : N, tb, 1, ct, N, &ep);
+        same_threads = !memcmp(c1, ct, (size_t)N * sizeof(float));
+        omp_set_num_threads(saved);
+#endif
+        int close = 1;
+        for (int64_t j = 0; j < N && close; j++) {
+            double acc = 0;
+            for (int64_t p = 0; p < K; p++)
+                acc += (double)a[ta ? p * 2 : p] * (double)b[tb ? j * K + p : p * N + j];
+            acc = 0.5 * acc + 1.5 * (double)bias[j] + (ep.residual ? (double)res[j] : 0.0);
+            acc = s % 2 ? 1.0 / (1.0 + exp(-acc)) : (acc > 0 ? acc : 0);
+            close = close_to(c1[j], (float)acc, 1e-5 * (1.0 + K / 100.0));
+        }
+        char what[140];
+        snprintf(what, sizeof what,
+                 "gemm 1x%lldx%lld, B prepacked (ta %d, tb %d): as the tiles, on 2 threads, "
+                 "near the reference",
+                 (long long)N, (long long)K, ta, tb);
+        check(!memcmp(c1, c2, (size_t)N * sizeof(float)) && same_threads && close, what);
+        free(a), free(b), free(bias), free(res), free(bp), free(c1), free(c2), free(ct);
+    }
+}
+
 /* The cut of a product into tiles for 2 threads (dlrt_gemm_split) covers it exactly with whole
  * panels, none wider than MC x NC, and shares it out over the threads by area (dlrt_gemm_owner)
  * within 1/8 of even: ResNet-50's 128 x 784 layers were cut 256+256+256+16, one of two threads
@@ -1232,6 +1283,7 @@ int main(int argc, char **argv) {
     test_gemm();
     test_packed_index();
     test_gemm_threads();
+    test_gemm_row_packed();
     test_gemm_split();
     printf("gemm: %d passed, %d failed (%.1f s)\n", passed, failed, now_s() - t);
     test_conv();
