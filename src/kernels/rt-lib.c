@@ -7,6 +7,7 @@
 #include "rt/conv-implicit.c"
 #include "rt/conv.c"
 #include "rt/depthwise-cv.c"
+#include "rt/depthwise-row.c"
 #include "rt/depthwise.c"
 #include "rt/gemm.c"
 #include "rt/pool.c"

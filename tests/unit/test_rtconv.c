@@ -335,6 +335,101 @@ static void test_depthwise_blocked(void) {
     }
 }
 
+/* The plane kernel (depthwise.c) on every plane of p, which the row kernel must match bit for
+ * bit: y = conv(x) through epilogue ep (its residual, if any, read in place from y). */
+static void dw_planes(const dlrt_conv *p, const float *x, const float *w, float *y,
+                      const dlrt_epilogue *ep) {
+    dlrt_win3 g;
+    dlrt_conv_geom(p, &g);
+    dlrt_dw_plan plan;
+    float *buf = malloc(DLRT_DW_BUF * sizeof(float));
+    if (!dlrt_conv_dw_plan(&g, DLRT_DW_BUF, &plan)) abort();
+    for (int64_t b = 0; b < p->n; b++)
+        for (int64_t oc = 0; oc < p->c_out; oc++) {
+            dlrt_epilogue e;
+            const dlrt_epilogue *eb = dlrt_conv_ep(p, g.out_sp, ep, b, 0, &e);
+            dlrt_conv_dw_plane(&g, &plan, x + (b * p->c_in + oc) * g.in_sp, w + oc * g.k_sp,
+                               y + (b * p->c_out + oc) * g.out_sp, oc, eb, 0, g.out[1], buf);
+        }
+    free(buf);
+}
+
+/* 3x3 depthwise at pad 1 and stride 1 or 2 on rows of 28 or more outputs, read straight from the
+ * planes on AVX-512 builds (depthwise-row.c): where the rule takes a layer and where it leaves
+ * it (narrower rows, other pads, strides, dilations, kernels, a channel multiplier, 1-D and 3-D);
+ * random widths on and off the vector size, odd input widths at stride 2, one- and two-row
+ * planes, batches, against the reference with every epilogue and bit for bit against the plane
+ * kernel, with a bias and clip, with an in-place residual and ReLU, and with alpha and a sigmoid
+ * applied after the store. */
+static void test_depthwise_rows(void) {
+    static const int64_t taken[][3] = {{28, 28, 1}, {56, 56, 2}, {2, 30, 1},  {1, 33, 1},
+                                       {5, 55, 2},  {9, 57, 2},  {3, 112, 2}, {4, 113, 1}};
+    for (size_t c = 0; c < sizeof taken / sizeof taken[0]; c++) {
+        dlrt_conv p = {.nsp = 2, .n = 1 + (int64_t)(c % 2)};
+        p.group = p.c_in = p.c_out = 3 + (int64_t)c % 3;
+        for (int d = 0; d < 2; d++) {
+            p.in[d] = taken[c][d], p.k[d] = 3, p.stride[d] = taken[c][2], p.dil[d] = 1;
+            p.pad_begin[d] = 1, p.out[d] = (p.in[d] + 2 - 3) / p.stride[d] + 1;
+        }
+        dlrt_win3 g;
+        dlrt_conv_geom(&p, &g);
+#if defined(__AVX512F__)
+        CHECK("row depthwise takes 3x3 pad 1 at rows of 28+", dlrt_conv_dw_row_applies(&p, &g));
+#else
+        CHECK("no row depthwise without AVX-512", !dlrt_conv_dw_row_applies(&p, &g));
+#endif
+        conv_case(&p, 1u << EP_NULL | 1u << EP_PLAIN | 1u << EP_RES_INPLACE | 1u << EP_ALL,
+                  "depthwise rows");
+        const int64_t xn = numel_in(&p), yn = numel_out(&p);
+        float *x = buf_new(xn, 1), *w = buf_new(numel_w(&p), 1), *bias = buf_new(p.c_out, 1);
+        float *y = malloc((size_t)yn * sizeof(float)), *y0 = malloc((size_t)yn * sizeof(float));
+        float *r = buf_new(yn, 1);
+        const dlrt_epilogue eps[3] = {
+            {.alpha = 1, .beta = 1, .bias = bias, .act = DLRT_ACT_CLIP, .act_a = 0, .act_b = 0.5f},
+            {.alpha = 1, .beta = 1, .residual = y, .act = DLRT_ACT_RELU},
+            {.alpha = 0.75f, .beta = 2, .bias = bias, .act = DLRT_ACT_SIGMOID}};
+        for (int k = 0; k < 3; k++) {
+            dlrt_epilogue e = eps[k], e0 = eps[k];
+            if (k == 1) e0.residual = y0;
+            memcpy(y, r, (size_t)yn * sizeof(float));
+            memcpy(y0, r, (size_t)yn * sizeof(float));
+            dlrt_conv_depthwise(&p, x, w, y, &e);
+            dw_planes(&p, x, w, y0, &e0);
+            char what[120];
+            snprintf(what, sizeof what,
+                     "depthwise rows %lldx%lld stride %lld, epilogue %d: the plane kernel's bits",
+                     (long long)p.in[0], (long long)p.in[1], (long long)p.stride[0], k);
+            CHECK(what, !memcmp(y, y0, (size_t)yn * sizeof(float)));
+        }
+        free(x), free(w), free(bias), free(y), free(y0), free(r);
+    }
+    /* left to the other kernels */
+    for (int c = 0; c < 9; c++) {
+        dlrt_conv p = {.nsp = 2, .n = 1, .group = 4, .c_in = 4, .c_out = 4};
+        for (int d = 0; d < 2; d++)
+            p.in[d] = 56, p.k[d] = 3, p.stride[d] = 1, p.dil[d] = 1, p.pad_begin[d] = 1;
+        if (c == 0) p.in[1] = 27;                  /* 27 outputs a row */
+        if (c == 1) p.pad_begin[1] = 0;            /* pad 0 on the left */
+        if (c == 2) p.stride[0] = p.stride[1] = 3; /* stride 3 */
+        if (c == 3) p.stride[1] = 2;               /* strides differ */
+        if (c == 4) p.dil[0] = p.dil[1] = 2;       /* dilated */
+        if (c == 5) p.k[0] = p.k[1] = 5, p.pad_begin[0] = p.pad_begin[1] = 1; /* 5x5 */
+        if (c == 6) p.c_out = 8;                         /* channel multiplier 2 */
+        if (c == 7) p.nsp = 1, p.in[0] = 64, p.k[0] = 3; /* 1-D */
+        if (c == 8)
+            p.nsp = 3, p.in[2] = 56, p.k[2] = 3, p.stride[2] = 1, p.dil[2] = 1,
+            p.pad_begin[2] = 1; /* 3-D */
+        for (int d = 0; d < p.nsp; d++)
+            p.out[d] =
+                (p.in[d] + 2 * p.pad_begin[d] - (p.k[d] - 1) * p.dil[d] - 1) / p.stride[d] + 1;
+        dlrt_win3 g;
+        dlrt_conv_geom(&p, &g);
+        char what[80];
+        snprintf(what, sizeof what, "row depthwise leaves case %d to the other kernels", c);
+        CHECK(what, !dlrt_conv_dw_row_applies(&p, &g));
+    }
+}
+
 /* The depthwise planes with row buffers from barely enough to plenty (column chunks of every
  * width), against the reference. */
 static void test_dw_chunks(void) {
@@ -905,6 +1000,7 @@ int main(int argc, char **argv) {
     }
     test_depthwise();
     test_depthwise_blocked();
+    test_depthwise_rows();
     test_dw_chunks();
     test_winograd();
     test_winograd_accuracy();

@@ -107,6 +107,13 @@ void dlrt_conv_depthwise(const dlrt_conv *p, const float *x, const float *w, flo
 int64_t dlrt_conv_dw_cv(const dlrt_conv *p, const dlrt_win3 *g, const float *x, const float *w,
                         float *y, const dlrt_epilogue *ep);
 int64_t dlrt_conv_dw_cv_channels(const dlrt_conv *p, const dlrt_win3 *g, const dlrt_epilogue *ep);
+/* depthwise-row.c (AVX-512 builds; elsewhere it applies to nothing): 2-D 3x3 depthwise with
+ * pad 1 (top and left), stride 1 or 2, channel multiplier 1 and output rows of 28 or more,
+ * computed straight from the planes; dlrt_conv_dw_row computes the whole layer and returns 1
+ * where dlrt_conv_dw_row_applies, else 0 and computes nothing. */
+int dlrt_conv_dw_row_applies(const dlrt_conv *p, const dlrt_win3 *g);
+int dlrt_conv_dw_row(const dlrt_conv *p, const dlrt_win3 *g, const float *x, const float *w,
+                     float *y, const dlrt_epilogue *ep);
 /* The fast depthwise path's tiling of one geometry, planned once per call: tiles of rh x cw
  * outputs are computed from stride[1]*stride[2] phase planes of hq x wq padded inputs, sub =
  * hq*wq floats apart, where a window spans eh x ew; off[] are the offsets of the kernel's taps

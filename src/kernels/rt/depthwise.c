@@ -261,6 +261,8 @@ void dlrt_conv_depthwise(const dlrt_conv *p, const float *x, const float *w, flo
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
     if (p->n <= 0 || p->c_out <= 0 || g.out_sp <= 0 || p->c_in <= 0) return;
+    /* 3x3 on wide planes straight from the rows (depthwise-row.c) */
+    if (dlrt_conv_dw_row(p, &g, x, w, y, ep)) return;
     /* the first channels 16 at a time where that kernel applies (depthwise-cv.c) */
     const int64_t cv = dlrt_conv_dw_cv(p, &g, x, w, y, ep), c_rest = p->c_out - cv;
     const int64_t mult = p->c_out / p->c_in, planes = p->n * c_rest;

@@ -434,6 +434,7 @@ static void dlrt_gemm_row_packed(const dlrt_gemm_args *g, int64_t N, int64_t K) 
         const float *b = g->B + (size_t)pn * DLRT_GEMM_NR * (size_t)K;
         const int64_t j0 = pn * DLRT_GEMM_NR;
         dlrt_vf sum[DLRT_GEMM_NV];
+        for (int j = 0; j < DLRT_GEMM_NV; j++) sum[j] = DLRT_VZERO(); /* set by block 0 */
         for (int64_t p0 = 0; p0 < K; p0 += DLRT_GEMM_KC_STREAM) {
             const int64_t end = DLRT_MIN(K, p0 + DLRT_GEMM_KC_STREAM);
             dlrt_vf c[DLRT_GEMM_NV];

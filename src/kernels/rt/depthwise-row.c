@@ -1,0 +1,185 @@
+/* depthwise-row.c — 3x3 depthwise convolution with pad 1 at stride 1 or 2, read straight from
+ * the NCHW planes and vectorized along output rows (AVX-512 builds).
+ *
+ * MobileNet-style layers on planes of 28x28 and up. The blocked kernel (depthwise-cv.c) spends
+ * most of its time transposing 16 planes into channel vectors and back, the plane kernel
+ * (depthwise.c) copying the input into zero-padded phase planes; here nothing is copied. Each
+ * vector of 16 outputs of a row is, per input row of the window, one load of the next 16 inputs
+ * and the shifted neighbours made in registers:
+ * - stride 1: the taps x[j-1], x[j], x[j+1] are the current vector shifted with its neighbours
+ *   (valignd), the previous one carried over from the last step;
+ * - stride 2: the 32 inputs x[2j .. 2j+31] are split into their even (x[2j], tap 1) and odd
+ *   (x[2j+1], tap 2) lanes (vpermt2ps); tap 0, x[2j-1], is the odd vector shifted by one lane
+ *   with the last odd lane of the step before.
+ * Inputs outside the plane are zeros: rows above and below by a zero vector, columns past the
+ * end by masked loads, the column left of the plane by the zero carried into the first step.
+ * MobileNetV2's layers, one thread (layer alone, blocked kernel -> this one): 96 ch 112x112
+ * stride 2 0.174 -> 0.106 ms, 32 ch 112x112 0.131 -> 0.071, 144 ch 56x56 0.139 -> 0.103, 144 ch
+ * 56x56 stride 2 0.066 -> 0.045, 192 ch 28x28 0.046 -> 0.041; on 14x14 planes the blocked
+ * kernel stays faster (384 ch: 0.024 vs 0.032), so they stay with it.
+ *
+ * Each output is w[0]*x[0] followed by fused multiply-adds in tap order, padding taps included
+ * as zeros, and the epilogue takes dlrt_epi_apply's steps on the vector (dlrt_gemm_epi_vec):
+ * the bits of the plane kernel. Work is split over planes (image x channel), and over row
+ * blocks when planes are few; each output is computed by one unit, whatever the thread count. */
+#include "conv-impl.h"
+#include "gemm-micro.h" /* dlrt_gemm_epi_vec, dlrt_gemm_act_after */
+
+#if defined(__AVX512F__) && !defined(DLRT_GEMM_GENERIC)
+#include <immintrin.h>
+
+enum {
+    DLRT_DWR_VEC = 16,
+    DLRT_DWR_MIN_WIDTH = 28, /* output rows narrower than this stay with the blocked kernel */
+    DLRT_DWR_UNITS = 64      /* planes below this are cut into row blocks */
+};
+
+/* The first n (<= 16, may be <= 0) floats at p, zeros after them; nothing past them is read. */
+static DLRT_INLINE __m512 dlrt_dwr_load(const float *p, int64_t n) {
+    if (n >= DLRT_DWR_VEC) return _mm512_loadu_ps(p);
+    if (n <= 0) return _mm512_setzero_ps();
+    return _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1u), p);
+}
+
+/* Lanes 15 of lo and 0..14 of hi (x[j-1] from the vectors holding x[j-16..] and x[j..]). */
+static DLRT_INLINE __m512 dlrt_dwr_back1(__m512 hi, __m512 lo) {
+    return _mm512_castsi512_ps(
+        _mm512_alignr_epi32(_mm512_castps_si512(hi), _mm512_castps_si512(lo), 15));
+}
+
+/* Lanes 1..15 of lo and 0 of hi (x[j+1] from the vectors holding x[j..] and x[j+16..]). */
+static DLRT_INLINE __m512 dlrt_dwr_next1(__m512 hi, __m512 lo) {
+    return _mm512_castsi512_ps(
+        _mm512_alignr_epi32(_mm512_castps_si512(hi), _mm512_castps_si512(lo), 1));
+}
+
+/* The epilogue on output vector v of row oc, columns j.. (n valid), then the store. The
+ * residual is read before the store (it may be y itself) and, in a row's last vector, only
+ * where the row has it. */
+static DLRT_INLINE void dlrt_dwr_store(const dlrt_epilogue *ep, int64_t oc, int64_t j, __m512 v,
+                                       float *dst, int64_t n) {
+    if (ep) {
+        const float *rp = ep->residual ? ep->residual + oc * ep->res_rs + j : NULL;
+        float part[DLRT_DWR_VEC];
+        if (rp && n < DLRT_DWR_VEC) {
+            _mm512_storeu_ps(part, dlrt_dwr_load(rp, n));
+            rp = part;
+        }
+        v = dlrt_gemm_epi_vec(ep, v, ep->bias ? ep->bias + oc * ep->bias_rs : NULL, rp, 0);
+    }
+    if (n >= DLRT_DWR_VEC)
+        _mm512_storeu_ps(dst, v);
+    else
+        _mm512_mask_storeu_ps(dst, (__mmask16)((1u << n) - 1u), v);
+}
+
+/* One output row at stride 1: r[ky] the window's input rows (NULL: padding), w the 9 taps; the
+ * row's outputs are columns j0.. of the plane (for the epilogue). */
+static void dlrt_dwr_row1(const float *const *r, const __m512 *w, int64_t wn, float *y,
+                          const dlrt_epilogue *ep, int64_t oc, int64_t j0) {
+    const __m512 z = _mm512_setzero_ps();
+    __m512 prev[3] = {z, z, z}, cur[3];
+    for (int ky = 0; ky < 3; ky++) cur[ky] = r[ky] ? dlrt_dwr_load(r[ky], wn) : z;
+    for (int64_t j = 0; j < wn; j += DLRT_DWR_VEC) {
+        __m512 acc = z;
+        for (int ky = 0; ky < 3; ky++) {
+            const __m512 nx = r[ky] ? dlrt_dwr_load(r[ky] + j + DLRT_DWR_VEC, wn - j - 16) : z;
+            const __m512 a = dlrt_dwr_back1(cur[ky], prev[ky]), c = dlrt_dwr_next1(nx, cur[ky]);
+            acc = ky ? _mm512_fmadd_ps(w[3 * ky], a, acc) : _mm512_mul_ps(w[0], a);
+            acc = _mm512_fmadd_ps(w[3 * ky + 1], cur[ky], acc);
+            acc = _mm512_fmadd_ps(w[3 * ky + 2], c, acc);
+            prev[ky] = cur[ky], cur[ky] = nx;
+        }
+        dlrt_dwr_store(ep, oc, j0 + j, acc, y + j, wn - j);
+    }
+}
+
+/* One output row at stride 2 (wn outputs from rows of in_w inputs). */
+static void dlrt_dwr_row2(const float *const *r, const __m512 *w, int64_t in_w, int64_t wn,
+                          float *y, const dlrt_epilogue *ep, int64_t oc, int64_t j0) {
+    const __m512i even =
+        _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    const __m512 z = _mm512_setzero_ps();
+    __m512 prev[3] = {z, z, z}; /* the odd lanes of the step before: lane 15 is x[2j - 1] */
+    for (int64_t j = 0; j < wn; j += DLRT_DWR_VEC) {
+        const int64_t x0 = 2 * j;
+        __m512 acc = z;
+        for (int ky = 0; ky < 3; ky++) {
+            __m512 a = z, b = z, c = z;
+            if (r[ky]) {
+                const __m512 lo = dlrt_dwr_load(r[ky] + x0, in_w - x0);
+                const __m512 hi = dlrt_dwr_load(r[ky] + x0 + 16, in_w - x0 - 16);
+                b = _mm512_permutex2var_ps(lo, even, hi);
+                c = _mm512_permutex2var_ps(lo, odd, hi);
+                a = dlrt_dwr_back1(c, prev[ky]);
+                prev[ky] = c;
+            }
+            acc = ky ? _mm512_fmadd_ps(w[3 * ky], a, acc) : _mm512_mul_ps(w[0], a);
+            acc = _mm512_fmadd_ps(w[3 * ky + 1], b, acc);
+            acc = _mm512_fmadd_ps(w[3 * ky + 2], c, acc);
+        }
+        dlrt_dwr_store(ep, oc, j0 + j, acc, y + j, wn - j);
+    }
+}
+
+int dlrt_conv_dw_row_applies(const dlrt_conv *p, const dlrt_win3 *g) {
+    if (p->nsp != 2 || p->c_in != p->group || p->c_out != p->c_in) return 0;
+    for (int d = 1; d < 3; d++)
+        if (g->k[d] != 3 || g->dil[d] != 1 || g->pad[d] != 1 || g->stride[d] != g->stride[1])
+            return 0;
+    return (g->stride[1] == 1 || g->stride[1] == 2) && g->out[2] >= DLRT_DWR_MIN_WIDTH;
+}
+
+int dlrt_conv_dw_row(const dlrt_conv *p, const dlrt_win3 *g, const float *x, const float *w,
+                     float *y, const dlrt_epilogue *ep) {
+    if (!dlrt_conv_dw_row_applies(p, g)) return 0;
+    const int64_t planes = p->n * p->c_out, oh_n = g->out[1], ow_n = g->out[2];
+    const int64_t ih_n = g->in[1], iw_n = g->in[2], s = g->stride[1];
+    int64_t blocks = 1; /* row blocks per plane */
+    if (planes < DLRT_DWR_UNITS)
+        blocks = DLRT_MAX((int64_t)1, DLRT_MIN((DLRT_DWR_UNITS + planes - 1) / planes, oh_n / 4));
+    const int64_t units = planes * blocks;
+    const int par = units > 1 && (double)planes * (double)g->out_sp * 9.0 >= DLRT_PAR_MIN / 4;
+    (void)par;
+    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
+    for (int64_t u = 0; u < units; u++) {
+        const int64_t pl = u / blocks, blk = u % blocks, b = pl / p->c_out, oc = pl % p->c_out;
+        const int64_t r0 = oh_n * blk / blocks, r1 = oh_n * (blk + 1) / blocks;
+        const float *xp = x + (b * p->c_in + oc) * g->in_sp;
+        float *yp = y + (b * p->c_out + oc) * g->out_sp;
+        dlrt_epilogue e;
+        const dlrt_epilogue *eb = dlrt_conv_ep(p, g->out_sp, ep, b, 0, &e);
+        __m512 wv[9];
+        for (int t = 0; t < 9; t++) wv[t] = _mm512_set1_ps(w[oc * 9 + t]);
+        for (int64_t oh = r0; oh < r1; oh++) {
+            const float *rows[3];
+            for (int ky = 0; ky < 3; ky++) {
+                const int64_t ih = oh * s - 1 + ky;
+                rows[ky] = ih >= 0 && ih < ih_n ? xp + ih * iw_n : NULL;
+            }
+            if (s == 1)
+                dlrt_dwr_row1(rows, wv, ow_n, yp + oh * ow_n, eb, oc, oh * ow_n);
+            else
+                dlrt_dwr_row2(rows, wv, iw_n, ow_n, yp + oh * ow_n, eb, oc, oh * ow_n);
+            if (dlrt_gemm_act_after(eb)) /* the rest of dlrt_epi_apply, on the stored row */
+                dlrt_act_apply(eb->act, eb->act_a, eb->act_b, yp + oh * ow_n, ow_n);
+        }
+    }
+    return 1;
+}
+
+#else
+
+int dlrt_conv_dw_row_applies(const dlrt_conv *p, const dlrt_win3 *g) {
+    (void)p, (void)g;
+    return 0;
+}
+
+int dlrt_conv_dw_row(const dlrt_conv *p, const dlrt_win3 *g, const float *x, const float *w,
+                     float *y, const dlrt_epilogue *ep) {
+    (void)p, (void)g, (void)x, (void)w, (void)y, (void)ep;
+    return 0;
+}
+
+#endif
