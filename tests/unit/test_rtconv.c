@@ -598,6 +598,25 @@ static void test_direct(void) {
                    .out = {5, 20}};
     CHECK("direct with end padding only", dlrt_conv_algo_ok(&e, DLRT_CONV_DIRECT));
     conv_case(&e, (1u << EP_KINDS) - 1, "direct, end padding");
+    /* stride 2 (each input row split into even and odd columns): odd and even widths and
+     * kernels, pads from none to past the window's middle, pads wider than the row's end
+     * needs, rows of exactly 16 and ragged ones, ResNet's 7x7 and MobileNetV2's 3x3 first layers
+     * on small images, batches */
+    static const int64_t s2[][9] = {/* n, c_in, c_out, h, w, kh, kw, pad h, pad w */
+                                    {1, 3, 64, 20, 40, 7, 7, 3, 3}, {2, 3, 32, 9, 35, 3, 3, 1, 1},
+                                    {1, 1, 5, 7, 34, 4, 4, 0, 0},   {1, 8, 3, 5, 33, 2, 2, 0, 1},
+                                    {1, 2, 9, 6, 50, 5, 6, 2, 4},   {3, 4, 17, 11, 47, 3, 5, 1, 2}};
+    for (size_t i = 0; i < sizeof s2 / sizeof s2[0]; i++) {
+        const int64_t *c = s2[i];
+        dlrt_conv p = {.nsp = 2, .n = c[0], .c_in = c[1], .c_out = c[2], .group = 1};
+        for (int d = 0; d < 2; d++) {
+            p.in[d] = c[3 + d], p.k[d] = c[5 + d], p.stride[d] = 2, p.dil[d] = 1;
+            p.pad_begin[d] = c[7 + d];
+            p.out[d] = (p.in[d] + 2 * p.pad_begin[d] - p.k[d]) / 2 + 1;
+        }
+        CHECK("direct applies at stride 2", dlrt_conv_algo_ok(&p, DLRT_CONV_DIRECT));
+        conv_case(&p, (1u << EP_KINDS) - 1, "direct, stride 2");
+    }
     /* 16 input rows of 513 floats to copy: more than a unit's room for padded rows */
     dlrt_conv big = e;
     big.c_in = 8, big.k[0] = big.k[1] = 2, big.in[1] = 512, big.out[1] = 512, big.out[0] = 4;
@@ -699,8 +718,8 @@ static void test_gather_cols(void) {
  * bit-identical (the same panels), with prepacked weights or not, on narrow layers (each tile
  * packs its own columns) and wide ones (packed once into the workspace, in parallel). */
 static void test_gather_same(void) {
-    static const int64_t rows[][5] = {/* c_in, c_out, hw, k, stride */
-                                      {3, 64, 40, 7, 2},
+    static const int64_t rows[][5] = {                   /* c_in, c_out, hw, k, stride */
+                                      {9, 64, 40, 7, 2}, /* 9 channels: not direct */
                                       {16, 24, 30, 3, 2},
                                       {16, 150, 15, 3, 2},
                                       {4, 40, 33, 3, 1}, /* 36 taps: not direct */
@@ -869,8 +888,9 @@ static void test_choose(void) {
                                              dlrt_conv_choose(&tiny) != DLRT_CONV_WINOGRAD_F2);
     CHECK("stride 2: the implicit GEMM, not winograd", dlrt_conv_choose(&s2) == DLRT_CONV_IMPLICIT);
     /* the implicit GEMM's rule, each limit on both sides: 64 depths per output (7 and 8
-     * channels of 3x3), more than one tap, a stride, a batch im2col does not cut into chunks */
-    dlrt_conv d63 = conv2d(7, 64, 1, 56, 3, 2), d64 = conv2d(8, 64, 1, 56, 3, 2);
+     * channels of 3x3, on rows of 14, too short for the direct kernel), more than one tap, a
+     * stride, a batch im2col does not cut into chunks */
+    dlrt_conv d63 = conv2d(7, 64, 1, 28, 3, 2), d64 = conv2d(8, 64, 1, 28, 3, 2);
     dlrt_conv s2k1 = conv2d(256, 512, 1, 56, 1, 2), s1 = conv2d(512, 512, 1, 7, 3, 1);
     dlrt_conv rgb = conv2d(3, 32, 1, 224, 3, 2), c1 = conv2d(3, 64, 1, 224, 7, 2);
     CHECK("im2col at 63 depths per output", dlrt_conv_choose(&d63) == DLRT_CONV_IM2COL);
@@ -878,9 +898,22 @@ static void test_choose(void) {
     CHECK("1x1 at stride 2 stays im2col", dlrt_conv_choose(&s2k1) == DLRT_CONV_IM2COL);
     CHECK("implicit only when strided", dlrt_conv_algo_ok(&s1, DLRT_CONV_IMPLICIT) &&
                                             dlrt_conv_choose(&s1) != DLRT_CONV_IMPLICIT);
-    CHECK("MobileNetV2's first layer (27 depths) stays im2col",
-          dlrt_conv_choose(&rgb) == DLRT_CONV_IM2COL);
-    CHECK("ResNet-50's conv1 is implicit", dlrt_conv_choose(&c1) == DLRT_CONV_IMPLICIT);
+    CHECK("MobileNetV2's first layer (27 depths) is direct",
+          dlrt_conv_choose(&rgb) == DLRT_CONV_DIRECT);
+    CHECK("ResNet-50's conv1 (147 depths) is direct", dlrt_conv_choose(&c1) == DLRT_CONV_DIRECT);
+    /* the direct rule at stride 2, each limit on both sides: 8 input channels, 160 taps, rows
+     * of 16 outputs; stride 3 never */
+    dlrt_conv c8 = conv2d(8, 16, 1, 56, 3, 2), c9 = conv2d(9, 16, 1, 56, 3, 2);
+    dlrt_conv t147 = conv2d(3, 16, 1, 64, 7, 2), t196 = conv2d(4, 16, 1, 64, 7, 2);
+    dlrt_conv o16 = conv2d(3, 16, 1, 32, 3, 2), o15 = conv2d(3, 16, 1, 30, 3, 2);
+    dlrt_conv s3 = conv2d(3, 16, 1, 64, 3, 3);
+    CHECK("stride 2: direct with 8 input channels", dlrt_conv_choose(&c8) == DLRT_CONV_DIRECT);
+    CHECK("stride 2: not direct with 9", !dlrt_conv_algo_ok(&c9, DLRT_CONV_DIRECT));
+    CHECK("stride 2: direct at 147 taps", dlrt_conv_choose(&t147) == DLRT_CONV_DIRECT);
+    CHECK("stride 2: not direct at 196", !dlrt_conv_algo_ok(&t196, DLRT_CONV_DIRECT));
+    CHECK("stride 2: direct on rows of 16", dlrt_conv_choose(&o16) == DLRT_CONV_DIRECT);
+    CHECK("stride 2: not direct on rows of 15", !dlrt_conv_algo_ok(&o15, DLRT_CONV_DIRECT));
+    CHECK("stride 3: not direct", !dlrt_conv_algo_ok(&s3, DLRT_CONV_DIRECT));
     dlrt_conv small = conv2d(16, 32, 1, 16, 3, 2), big = conv2d(16, 32, 1, 64, 3, 2);
     small.n = big.n = 8;
     CHECK("small images in a batch: im2col's chunks", dlrt_conv_choose(&small) == DLRT_CONV_IM2COL);

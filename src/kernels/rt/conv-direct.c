@@ -1,8 +1,8 @@
-/* conv-direct.c — dlrt_conv_direct: 2-D convolutions with few taps per output (c_in x k_h x k_w
- * <= DLRT_DIRECT_TAPS: a first layer on grey or colour images, LeNet's 1->6 5x5), computed
- * directly. As one GEMM per image they have K = c_in * k (25 for LeNet) and few rows, so the
- * GEMM spends its time packing and on partial tiles (LeNet's 1->6 on 28x28 at batch 64: 0.23 ms,
- * 50 GFLOP/s).
+/* conv-direct.c — dlrt_conv_direct: 2-D convolutions at stride 1 or 2 with few taps per output
+ * (c_in x k_h x k_w, see DLRT_DIRECT_TAPS: a first layer on grey or colour images, LeNet's 1->6
+ * 5x5, ResNet's 3->64 7x7 stride 2), computed directly. As one GEMM per image they have K = c_in *
+ * k (25 for LeNet) and few rows, so the GEMM spends its time packing and on partial tiles (LeNet's
+ * 1->6 on 28x28 at batch 64: 0.23 ms, 50 GFLOP/s).
  *
  * A unit is one output row of one image. For each block of up to DLRT_DIRECT_CB output channels
  * and each vector of the row, every channel of the block has an accumulator; each tap (input
@@ -11,6 +11,8 @@
  * overlapping the one before; it computes its outputs again, into the row buffer, so that the
  * epilogue (which may add a residual in place) runs once per output. Input rows outside the
  * image in height are skipped; rows reaching the padding in width are copied, zero-padded, first.
+ * At stride 2 every input row is copied split into its even and odd columns, so that each tap
+ * column again reads consecutive floats (tap kw: phase kw % 2 from column kw / 2 on).
  * Sums run over the taps in (channel, row, column) order, so the results depend on the
  * geometry only, not on the thread count. */
 #include "conv-impl.h"
@@ -18,7 +20,15 @@
 
 enum {
     DLRT_DIRECT_VW = DLRT_GEMM_VBYTES / (int)sizeof(float),
-    DLRT_DIRECT_TAPS = 32, /* the most taps per output (c_in x k_h x k_w) */
+    /* The most taps per output (c_in x k_h x k_w): 32 at stride 1; at stride 2 160 with at most
+     * 8 input channels, where the products im2col or the implicit GEMM make are narrow
+     * (one thread, layer alone, im2col or implicit -> direct): MobileNetV2's 3->32 3x3 0.190 ->
+     * 0.139 ms, ResNet-50's 3->64 7x7 1.147 -> 1.092, 4->32 5x5 on 64x64 0.043 -> 0.035, 8->16
+     * 3x3 on 56x56 0.021 -> 0.018; but 16->32 3x3 on 112x112 0.176 -> 0.186 and 16->64 on
+     * 56x56 0.077 -> 0.087, so 16 channels stay with the GEMMs. */
+    DLRT_DIRECT_TAPS = 160,
+    DLRT_DIRECT_TAPS_S1 = 32,
+    DLRT_DIRECT_CIN_S2 = 8,
     DLRT_DIRECT_JV = 2,    /* vectors of a row computed together, DLRT_DIRECT_CB each */
     DLRT_DIRECT_ROW = 512, /* the longest output row */
     /* the shortest: the widest vector of any build, so that every build (the host sizing the
@@ -54,22 +64,56 @@ typedef dlrt_gv dlrt_cdv;
 #endif
 
 /* Whether output rows read past the input in width (padding at either end), so that their input
- * rows are copied, zero-padded, to out[2] + k[2] - 1 floats (stride 1). */
+ * rows are copied, zero-padded, to out[2] + k[2] - 1 floats (stride 1). At stride 2 every row
+ * is copied, split into its even and odd columns (dlrt_direct_phases). */
 static int dlrt_direct_pads_w(const dlrt_win3 *g) {
     return g->pad[2] > 0 || g->out[2] + g->k[2] - 1 > g->in[2];
+}
+
+/* Floats of one phase row at stride 2: tap column kw of output j reads padded column 2j + kw,
+ * column j + kw / 2 of phase kw % 2. */
+static int64_t dlrt_direct_phase_len(const dlrt_win3 *g) {
+    return g->out[2] + (g->k[2] - 1) / 2;
+}
+
+/* Floats of zero-padded input rows a unit copies (0: it reads the input in place). */
+static int64_t dlrt_direct_copied(const dlrt_conv *p, const dlrt_win3 *g) {
+    if (g->stride[2] == 2) return p->c_in * g->k[1] * 2 * dlrt_direct_phase_len(g);
+    return dlrt_direct_pads_w(g) ? p->c_in * g->k[1] * (g->out[2] + g->k[2] - 1) : 0;
+}
+
+/* The even (ev[q] = padded column 2q) and odd (od[q] = column 2q + 1) columns of an input row
+ * of in_w floats with pad zeros on its left and zeros past its end, q < len. The columns whose
+ * pair lies inside the row are one loop without tests, which the compiler vectorizes (the
+ * branchy form took a quarter of MobileNetV2's first layer). */
+static void dlrt_direct_phases(const float *row, int64_t in_w, int64_t pad, int64_t len, float *ev,
+                               float *od) {
+    const int64_t qa = DLRT_MIN((pad + 1) / 2, len);                  /* 2q - pad >= 0 from here */
+    const int64_t qb = DLRT_MAX(qa, DLRT_MIN(len, (in_w + pad) / 2)); /* 2q - pad + 1 < in_w */
+    for (int64_t q = 0; q < len; q++) {
+        if (q == qa) q = qb;
+        if (q >= len) break;
+        const int64_t u = 2 * q - pad;
+        ev[q] = u >= 0 && u < in_w ? row[u] : 0.0f;
+        od[q] = u + 1 >= 0 && u + 1 < in_w ? row[u + 1] : 0.0f;
+    }
+    const float *src = row + 2 * qa - pad;
+    for (int64_t q = 0; q < qb - qa; q++) {
+        ev[qa + q] = src[2 * q];
+        od[qa + q] = src[2 * q + 1];
+    }
 }
 
 int dlrt_conv_direct_ok(const dlrt_conv *p) {
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
-    const int64_t taps = p->c_in * g.k[1] * g.k[2];
-    const int64_t row = g.out[2] + g.k[2] - 1;
+    const int64_t taps = p->c_in * g.k[1] * g.k[2], s = g.stride[1];
     /* k_w >= 2: 1x1 convolutions are one GEMM on the input, without packing (dlrt_conv_gemm) */
-    return p->group == 1 && g.k[2] >= 2 && g.k[0] == 1 && g.in[0] == 1 && g.stride[1] == 1 &&
-           g.stride[2] == 1 && g.dil[1] == 1 && g.dil[2] == 1 && taps >= 1 &&
-           taps <= DLRT_DIRECT_TAPS && g.out[2] >= DLRT_DIRECT_MIN_ROW &&
-           g.out[2] <= DLRT_DIRECT_ROW &&
-           (!dlrt_direct_pads_w(&g) || p->c_in * g.k[1] * row <= DLRT_DIRECT_PADDED);
+    return p->group == 1 && g.k[2] >= 2 && g.k[0] == 1 && g.in[0] == 1 && (s == 1 || s == 2) &&
+           g.stride[2] == s && g.dil[1] == 1 && g.dil[2] == 1 && taps >= 1 &&
+           taps <= (s == 1 ? DLRT_DIRECT_TAPS_S1 : DLRT_DIRECT_TAPS) &&
+           (s == 1 || p->c_in <= DLRT_DIRECT_CIN_S2) && g.out[2] >= DLRT_DIRECT_MIN_ROW &&
+           g.out[2] <= DLRT_DIRECT_ROW && dlrt_direct_copied(p, &g) <= DLRT_DIRECT_PADDED;
 }
 
 /* Where a channel block's row goes: channel c's to out + c * out_s. With ep (vector builds), the
@@ -83,60 +127,81 @@ typedef struct dlrt_direct_out {
 } dlrt_direct_out;
 
 #ifdef DLRT_GEMM_VW
-/* dlrt_epi_apply on a vector of channel ch from column col, for an image's epilogue from
- * dlrt_conv_ep (a bias per channel, a residual by columns): the same operations in the same
- * order, ReLU and Clip included (VMAX and VMIN compare as dlrt_act_apply does, NaNs and signed
- * zeros included); other activations run after, on the stored row. Finishing in registers
- * matters: reading back vectors the overlapping last one had partly rewritten stalled on store
- * forwarding (10% of LeNet's first layer). */
-static inline dlrt_vf dlrt_direct_finish(const dlrt_epilogue *ep, int64_t ch, int64_t col,
-                                         dlrt_vf v) {
-    if (ep->alpha != 1.0f) v = DLRT_VMUL(v, DLRT_VBCAST(ep->alpha));
-    if (ep->bias) v = DLRT_VADD(v, DLRT_VBCAST(ep->beta * ep->bias[ch * ep->bias_rs]));
-    if (ep->residual) v = DLRT_VADD(v, DLRT_VLOAD(ep->residual + ch * ep->res_rs + col));
-    if (ep->act == DLRT_ACT_RELU) v = DLRT_VMAX(v, DLRT_VZERO());
-    if (ep->act == DLRT_ACT_CLIP)
-        v = DLRT_VMIN(DLRT_VBCAST(ep->act_b), DLRT_VMAX(DLRT_VBCAST(ep->act_a), v));
-    return v;
-}
+/* dlrt_epi_apply on the block's vectors acc[c][v] (channel ch0 + c, from column col0 + j[v]),
+ * for an image's epilogue from dlrt_conv_ep (a bias per channel, a residual by columns): the same
+ * operations in the same order, ReLU and Clip included (VMAX and VMIN compare as dlrt_act_apply
+ * does, NaNs and signed zeros included); other activations run after, on the stored row.
+ * Finishing in registers matters: reading back vectors the overlapping last one had partly
+ * rewritten stalled on store forwarding (10% of LeNet's first layer). Each step is one test, then
+ * a pass over the block: with the tests per vector the compiler kept the block on the stack (a
+ * tenth of MobileNetV2's first layer). A macro, so that cb and jv stay constants. */
+#define dlrt_direct_finish(ep, cb, jv, ch0, col0, j, acc)                                          \
+    do {                                                                                           \
+        if ((ep)->alpha != 1.0f) {                                                                 \
+            const dlrt_vf al_ = DLRT_VBCAST((ep)->alpha);                                          \
+            for (int c_ = 0; c_ < (cb); c_++)                                                      \
+                for (int v_ = 0; v_ < (jv); v_++) acc[c_][v_] = DLRT_VMUL(acc[c_][v_], al_);       \
+        }                                                                                          \
+        if ((ep)->bias)                                                                            \
+            for (int c_ = 0; c_ < (cb); c_++) {                                                    \
+                const dlrt_vf b_ =                                                                 \
+                    DLRT_VBCAST((ep)->beta * (ep)->bias[((ch0) + c_) * (ep)->bias_rs]);            \
+                for (int v_ = 0; v_ < (jv); v_++) acc[c_][v_] = DLRT_VADD(acc[c_][v_], b_);        \
+            }                                                                                      \
+        if ((ep)->residual)                                                                        \
+            for (int c_ = 0; c_ < (cb); c_++)                                                      \
+                for (int v_ = 0; v_ < (jv); v_++)                                                  \
+                    acc[c_][v_] = DLRT_VADD(acc[c_][v_], DLRT_VLOAD((ep)->residual +               \
+                                                                    ((ch0) + c_) * (ep)->res_rs +  \
+                                                                    (col0) + (j)[v_]));            \
+        if ((ep)->act == DLRT_ACT_RELU)                                                            \
+            for (int c_ = 0; c_ < (cb); c_++)                                                      \
+                for (int v_ = 0; v_ < (jv); v_++)                                                  \
+                    acc[c_][v_] = DLRT_VMAX(acc[c_][v_], DLRT_VZERO());                            \
+        if ((ep)->act == DLRT_ACT_CLIP) {                                                          \
+            const dlrt_vf lo_ = DLRT_VBCAST((ep)->act_a), hi_ = DLRT_VBCAST((ep)->act_b);          \
+            for (int c_ = 0; c_ < (cb); c_++)                                                      \
+                for (int v_ = 0; v_ < (jv); v_++)                                                  \
+                    acc[c_][v_] = DLRT_VMIN(hi_, DLRT_VMAX(lo_, acc[c_][v_]));                     \
+        }                                                                                          \
+    } while (0)
 #endif
 
-/* Channels [0, cb) of the row at the output columns j[0..jv) (one vector each): rows[r] is the
- * input row of channel r / k_h and tap row r % k_h (NULL: outside the image), read from column
- * kw on by tap column kw; wb the block's weights, taps floats per channel. cb and jv are
- * constants after inlining, so the cb x jv accumulators stay in registers; each tap's weight is
- * broadcast once for the jv vectors. */
-static DLRT_INLINE void dlrt_direct_vecs(int cb, int jv, const int64_t *j, const float *const *rows,
+/* Channels [0, cb) of the row at the output columns j[0..jv) (one vector each): tp[r * k_w + kw]
+ * is where tap column kw of input channel r / k_h and tap row r % k_h reads output 0's input
+ * (NULL for the whole tap row: outside the image), consecutive outputs reading consecutive
+ * floats; wb the block's weights, taps floats per channel. cb and jv are constants after
+ * inlining, so the cb x jv accumulators stay in registers; each tap's weight is broadcast once
+ * for the jv vectors. */
+static DLRT_INLINE void dlrt_direct_vecs(int cb, int jv, const int64_t *j, const float *const *tp,
                                          int64_t nrows, int64_t k_w, int64_t taps, const float *wb,
                                          const dlrt_direct_out *o) {
     dlrt_cdv acc[DLRT_DIRECT_CB][DLRT_DIRECT_JV];
     for (int c = 0; c < cb; c++)
         for (int v = 0; v < jv; v++) acc[c][v] = DLRT_CD_ZERO();
     for (int64_t r = 0; r < nrows; r++) {
-        if (!rows[r]) continue;
+        if (!tp[r * k_w]) continue;
         const float *wr = wb + r * k_w;
         for (int64_t kw = 0; kw < k_w; kw++) {
             dlrt_cdv x[DLRT_DIRECT_JV];
-            for (int v = 0; v < jv; v++) x[v] = DLRT_CD_LOAD(rows[r] + j[v] + kw);
+            for (int v = 0; v < jv; v++) x[v] = DLRT_CD_LOAD(tp[r * k_w + kw] + j[v]);
             for (int c = 0; c < cb; c++) {
                 const dlrt_cdv wv = DLRT_CD_BCAST(wr[c * taps + kw]);
                 for (int v = 0; v < jv; v++) acc[c][v] = DLRT_CD_FMA(x[v], wv, acc[c][v]);
             }
         }
     }
-    for (int c = 0; c < cb; c++)
-        for (int v = 0; v < jv; v++) {
 #ifdef DLRT_GEMM_VW
-            if (o->ep) acc[c][v] = dlrt_direct_finish(o->ep, o->c0 + c, o->col0 + j[v], acc[c][v]);
+    if (o->ep) dlrt_direct_finish(o->ep, cb, jv, o->c0, o->col0, j, acc);
 #endif
-            DLRT_CD_STORE(o->out + c * o->out_s + j[v], acc[c][v]);
-        }
+    for (int c = 0; c < cb; c++)
+        for (int v = 0; v < jv; v++) DLRT_CD_STORE(o->out + c * o->out_s + j[v], acc[c][v]);
 }
 
 /* The cb channels of a row of ow_n outputs: its vectors DLRT_DIRECT_JV at a time, the last one
  * at ow_n - VW (overlapping the one before when VW does not divide ow_n). */
-static DLRT_INLINE void dlrt_direct_row(int cb, const float *const *rows, int64_t nrows,
-                                        int64_t k_w, int64_t taps, const float *wb, int64_t ow_n,
+static DLRT_INLINE void dlrt_direct_row(int cb, const float *const *tp, int64_t nrows, int64_t k_w,
+                                        int64_t taps, const float *wb, int64_t ow_n,
                                         const dlrt_direct_out *o) {
     const int64_t nv = (ow_n + DLRT_DIRECT_VW - 1) / DLRT_DIRECT_VW;
     int64_t v0 = 0;
@@ -144,11 +209,11 @@ static DLRT_INLINE void dlrt_direct_row(int cb, const float *const *rows, int64_
         int64_t j[DLRT_DIRECT_JV];
         for (int v = 0; v < DLRT_DIRECT_JV; v++)
             j[v] = DLRT_MIN((v0 + v) * DLRT_DIRECT_VW, ow_n - DLRT_DIRECT_VW);
-        dlrt_direct_vecs(cb, DLRT_DIRECT_JV, j, rows, nrows, k_w, taps, wb, o);
+        dlrt_direct_vecs(cb, DLRT_DIRECT_JV, j, tp, nrows, k_w, taps, wb, o);
     }
     for (; v0 < nv; v0++) {
         const int64_t j = DLRT_MIN(v0 * DLRT_DIRECT_VW, ow_n - DLRT_DIRECT_VW);
-        dlrt_direct_vecs(cb, 1, &j, rows, nrows, k_w, taps, wb, o);
+        dlrt_direct_vecs(cb, 1, &j, tp, nrows, k_w, taps, wb, o);
     }
 }
 
@@ -156,24 +221,31 @@ static DLRT_INLINE void dlrt_direct_row(int cb, const float *const *rows, int64_
 static void dlrt_direct_unit(const dlrt_conv *p, const dlrt_win3 *g, const float *x, const float *w,
                              float *y, const dlrt_epilogue *ep, int64_t b, int64_t oh) {
     const int64_t k_h = g->k[1], k_w = g->k[2], ow_n = g->out[2], in_w = g->in[2];
-    const int64_t pw = g->pad[2], len = ow_n + k_w - 1, taps = p->c_in * k_h * k_w;
-    const float *rows[DLRT_DIRECT_TAPS];
+    const int64_t pw = g->pad[2], taps = p->c_in * k_h * k_w, s = g->stride[1];
+    const int64_t len = s == 2 ? dlrt_direct_phase_len(g) : ow_n + k_w - 1;
+    const float *tp[DLRT_DIRECT_TAPS];
     float padded[DLRT_DIRECT_PADDED];
     const int pad_w = dlrt_direct_pads_w(g);
     for (int64_t ci = 0; ci < p->c_in; ci++)
         for (int64_t kh = 0; kh < k_h; kh++) {
-            const int64_t ih = oh - g->pad[1] + kh, at = ci * k_h + kh;
+            const int64_t ih = oh * s - g->pad[1] + kh, at = ci * k_h + kh;
+            const float **t = tp + at * k_w;
             if (ih < 0 || ih >= g->in[1]) {
-                rows[at] = NULL;
+                t[0] = NULL;
                 continue;
             }
             const float *src = x + ((b * p->c_in + ci) * g->in[1] + ih) * in_w;
-            if (!pad_w) {
-                rows[at] = src;
+            if (s == 2) { /* tap kw: column kw / 2 on of the phase kw % 2 */
+                float *ev = padded + 2 * at * len, *od = ev + len;
+                dlrt_direct_phases(src, in_w, pw, len, ev, od);
+                for (int64_t kw = 0; kw < k_w; kw++) t[kw] = (kw % 2 ? od : ev) + kw / 2;
                 continue;
             }
-            dlrt_pad_row(src, in_w, pw, len, padded + at * len);
-            rows[at] = padded + at * len;
+            if (pad_w) {
+                dlrt_pad_row(src, in_w, pw, len, padded + at * len);
+                src = padded + at * len;
+            }
+            for (int64_t kw = 0; kw < k_w; kw++) t[kw] = src + kw;
         }
     dlrt_epilogue e;
     const dlrt_epilogue *eb = dlrt_conv_ep(p, g->out_sp, ep, b, 0, &e);
@@ -198,7 +270,7 @@ static void dlrt_direct_unit(const dlrt_conv *p, const dlrt_win3 *g, const float
         switch (cb) {
 #define DLRT_DIRECT_CASE(CB)                                                                       \
     case CB:                                                                                       \
-        dlrt_direct_row(CB, rows, p->c_in *k_h, k_w, taps, wb, ow_n, &o);                          \
+        dlrt_direct_row(CB, tp, p->c_in *k_h, k_w, taps, wb, ow_n, &o);                            \
         break;
             DLRT_DIRECT_CASE(1)
             DLRT_DIRECT_CASE(2)

@@ -143,7 +143,8 @@ static inline void dlrt_pad_row(const float *row, int64_t in_w, int64_t pad, int
 }
 
 /* conv-direct.c: 2-D convolutions with stride 1 and at most 32 taps per output (c_in x k_h x
- * k_w, k_w >= 2), one group, output rows of a vector to 512 wide, computed directly. */
+ * k_w, k_w >= 2), or stride 2, at most 8 input channels and 160 taps; one group, output rows of
+ * a vector to 512 wide, computed directly. */
 int dlrt_conv_direct_ok(const dlrt_conv *p);
 void dlrt_conv_direct(const dlrt_conv *p, const float *x, const float *w, float *y,
                       const dlrt_epilogue *ep);
