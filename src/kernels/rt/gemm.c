@@ -506,21 +506,33 @@ static int64_t dlrt_gemm_max_load(int64_t M, int64_t N, int64_t mu, int64_t tm, 
  * (that repacks nothing), then columns, never below two panels. Even tiles matter: 784 columns
  * cut at 256 were 256+256+256+16, two tiles a thread but 512 columns against 272. Each
  * element's sum runs the same whatever the cut, so results do not depend on it. */
-static void dlrt_gemm_split(int64_t M, int64_t N, int64_t mu, int64_t threads, int64_t *tm,
-                            int64_t *tn) {
+static int dlrt_gemm_split(int64_t M, int64_t N, int64_t mu, int64_t threads, int64_t *tm,
+                           int64_t *tn) {
     int64_t mcut = DLRT_GEMM_MC, ncut = DLRT_GEMM_NC;
     for (;;) {
         *tm = (M + mcut - 1) / mcut, *tn = (N + ncut - 1) / ncut;
         if (threads <= 1 ||
             8 * dlrt_gemm_max_load(M, N, mu, *tm, *tn, threads) <= 9 * M * N / threads)
-            return;
+            return 1;
         if (mcut > mu && *tm < (M + mu - 1) / mu)
             mcut = (mcut / 2 + mu - 1) / mu * mu;
         else if (ncut >= 4 * DLRT_GEMM_NR)
             ncut /= 2;
         else
-            return;
+            return 0;
     }
+}
+
+/* dlrt_gemm_split with rows in units of *mu: a transposed product's in whole vector-square
+ * blocks of its store (MT, dlrt_gemm_store_cols), so that only the product's last rows take the
+ * scalar path (its 132-row tiles had left 4 or 14 rows each there: 3% of conv1's time), unless
+ * those units cannot share the product out evenly over the threads (a 7x7 plane's 49 rows:
+ * 48 + 1 on 2 threads, MobileNetV2's 960 -> 160 0.043 -> 0.068 ms); else MR. */
+static void dlrt_gemm_split_rows(int64_t M, int64_t N, int c_trans, int64_t threads, int64_t *mu,
+                                 int64_t *tm, int64_t *tn) {
+    *mu = c_trans ? DLRT_GEMM_MT : DLRT_GEMM_MR;
+    if (!dlrt_gemm_split(M, N, *mu, threads, tm, tn) && *mu != DLRT_GEMM_MR)
+        dlrt_gemm_split(M, N, *mu = DLRT_GEMM_MR, threads, tm, tn);
 }
 
 /* Whether B's full panels (NR columns of rows ldb floats apart) are read in place rather than
@@ -582,12 +594,8 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
     /* a product inside a parallel region (a Winograd frequency, a chunk of images) gets no
      * threads of its own, so it is not cut for them */
     const int64_t threads = par && !dlrt_in_parallel() ? dlrt_max_threads() : 1;
-    /* rows are cut in units of mu: a transposed product's in whole vector-square blocks of its
-     * store (dlrt_gemm_store_cols), so that only the product's last rows take the scalar path
-     * (its 132-row tiles had left 4 or 14 rows each there: 3% of conv1's time) */
-    const int64_t mu = g->c_trans ? DLRT_GEMM_MT : DLRT_GEMM_MR;
-    int64_t tm, tn;
-    dlrt_gemm_split(M, N, mu, threads, &tm, &tn);
+    int64_t mu, tm, tn;
+    dlrt_gemm_split_rows(M, N, g->c_trans, threads, &mu, &tm, &tn);
     const int64_t tiles = tm * tn;
     /* B, unless prepacked, is read by every row of tiles and A by every column: packed by each
      * tile, it was packed once per row (column) of tiles. With a workspace it is packed once.
