@@ -1056,6 +1056,49 @@ static void test_pool_exact(void) {
 /* Unpadded 2x2 stride-2 max pooling (dlrt_pool_forward's own path): rows of windows by 8, by 4
  * (4 to 7 windows, LeNet's 8x8 to 4x4) and one at a time (1 to 3), each with and without a last
  * step overlapping the one before; leftover rows and columns; a 3-D pool with one depth tap. */
+/* 3x3 stride-2 max pooling padded by one, read straight from the rows on AVX-512 builds
+ * (pool-s2.h): bit for bit against the plain loops over NaNs, infinities and ties, on widths
+ * even and odd, rows of exactly 16 windows and ragged ones, floor and ceil modes, a 3-D pool
+ * with one tap in depth; where the rule takes a pool and where it leaves it. */
+static void test_pool_s2(void) {
+    static const int64_t one[3] = {1, 1, 1}, k3[3] = {1, 3, 3}, s2[3] = {1, 2, 2};
+    static const int64_t p1[3] = {0, 1, 1};
+    static const int64_t sizes[][2] = {{20, 112}, {9, 33}, {16, 31}, {7, 32}, {5, 64}, {3, 47}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        for (int ceil_mode = 0; ceil_mode < 2; ceil_mode++)
+            pool_exact(0, 2, sizes[i], k3 + 1, s2 + 1, one, p1 + 1, p1 + 1, ceil_mode, 0);
+    static const int64_t in3[3] = {3, 9, 40};
+    pool_exact(0, 3, in3, k3, s2, one, p1, p1, 0, 0);
+    /* the rule: taken for ResNet's stem pool, left for narrower rows, other windows, strides,
+     * pads, averages */
+    for (int c = 0; c < 6; c++) {
+        dlrt_pool p = {.nsp = 2, .kind = 0, .n = 1, .c = 1};
+        for (int d = 0; d < 2; d++) {
+            p.in[d] = 112, p.k[d] = 3, p.stride[d] = 2, p.dil[d] = 1;
+            p.pad_begin[d] = p.pad_end[d] = 1;
+        }
+        if (c == 1) p.in[1] = 29; /* 15 windows a row */
+        if (c == 2) p.k[0] = p.k[1] = 2;
+        if (c == 3) p.stride[0] = p.stride[1] = 3;
+        if (c == 4) p.pad_begin[0] = p.pad_begin[1] = p.pad_end[0] = p.pad_end[1] = 0;
+        if (c == 5) p.kind = 1;
+        for (int d = 0; d < 2; d++)
+            p.out[d] =
+                pool_out_dim(p.in[d], p.k[d], p.stride[d], 1, p.pad_begin[d], p.pad_end[d], 0);
+        dlrt_win3 g;
+        int64_t pe[3];
+        dlrt_pool_geom(&p, &g, pe);
+        char what[80];
+        snprintf(what, sizeof what, "3x3 stride-2 max pool path: case %d %s", c,
+                 c ? "left to the general one" : "taken");
+#if defined(__AVX512F__)
+        check(dlrt_pool_s2(&p, &g) == (c == 0), what);
+#else
+        check(!dlrt_pool_s2(&p, &g), what);
+#endif
+    }
+}
+
 static void test_pool_pair(void) {
     static const int64_t one[3] = {1, 1, 1}, zero[3] = {0, 0, 0}, k2[3] = {1, 2, 2};
     static const int64_t s2[3] = {1, 2, 2};
@@ -1092,6 +1135,7 @@ static void test_pool(void) {
     test_pool_wide();
     test_pool_exact();
     test_pool_pair();
+    test_pool_s2();
 }
 
 /* ---- softmax and layer normalization ---- */

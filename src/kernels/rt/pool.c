@@ -12,7 +12,8 @@
  * time: for the rows [ha, hb) a column at a time, with the tap range worked out once. Lp takes
  * every output one at a time.
  *
- * Unpadded 2x2 stride-2 max pooling takes its own path (pool-pair.h).
+ * Unpadded 2x2 stride-2 max pooling takes its own path (pool-pair.h), and so does 3x3 stride-2
+ * max pooling padded by one (pool-s2.h, AVX-512 builds).
  *
  * Every path visits an output's taps in the reference's order (depth, height, width), so the
  * results are bit-identical to it: max starts from the first tap inside the input and replaces
@@ -21,6 +22,7 @@
  * values in the same order, and the average divides by the same count. */
 #include "dlrt-impl.h"
 #include "pool-pair.h"
+#include "pool-s2.h"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define DLRT_POOL_INLINE inline __attribute__((always_inline))
@@ -471,6 +473,10 @@ void dlrt_pool_forward(const dlrt_pool *p, const float *x, float *y) {
     if (planes <= 0 || g.out_sp <= 0) return;
     if (dlrt_pool_pair(p, &g)) {
         dlrt_pool_pair_forward(&g, planes * g.out[0], x, y);
+        return;
+    }
+    if (dlrt_pool_s2(p, &g)) {
+        dlrt_pool_s2_forward(&g, planes * g.out[0], x, y);
         return;
     }
     int64_t span[4];
