@@ -362,14 +362,18 @@ static void dw_planes(const dlrt_conv *p, const float *x, const float *w, float 
  * kernel, with a bias and clip, with an in-place residual and ReLU, and with alpha and a sigmoid
  * applied after the store. */
 static void test_depthwise_rows(void) {
-    static const int64_t taken[][3] = {{28, 28, 1}, {56, 56, 2}, {2, 30, 1},  {1, 33, 1},
-                                       {5, 55, 2},  {9, 57, 2},  {3, 112, 2}, {4, 113, 1}};
+    /* height, width, stride, padding after (both dims): 1, or 0 and 2 (ONNX's explicit pads may
+     * differ from the 1 before; the rows are then not as wide as the input) */
+    static const int64_t taken[][4] = {{28, 28, 1, 1}, {56, 56, 2, 1}, {2, 30, 1, 1},
+                                       {1, 33, 1, 1},  {5, 55, 2, 1},  {9, 57, 2, 1},
+                                       {3, 112, 2, 1}, {4, 113, 1, 1}, {30, 30, 1, 0},
+                                       {28, 28, 1, 2}, {7, 60, 2, 0},  {6, 59, 2, 2}};
     for (size_t c = 0; c < sizeof taken / sizeof taken[0]; c++) {
         dlrt_conv p = {.nsp = 2, .n = 1 + (int64_t)(c % 2)};
         p.group = p.c_in = p.c_out = 3 + (int64_t)c % 3;
         for (int d = 0; d < 2; d++) {
             p.in[d] = taken[c][d], p.k[d] = 3, p.stride[d] = taken[c][2], p.dil[d] = 1;
-            p.pad_begin[d] = 1, p.out[d] = (p.in[d] + 2 - 3) / p.stride[d] + 1;
+            p.pad_begin[d] = 1, p.out[d] = (p.in[d] + 1 + taken[c][3] - 3) / p.stride[d] + 1;
         }
         dlrt_win3 g;
         dlrt_conv_geom(&p, &g);
@@ -397,8 +401,10 @@ static void test_depthwise_rows(void) {
             dw_planes(&p, x, w, y0, &e0);
             char what[120];
             snprintf(what, sizeof what,
-                     "depthwise rows %lldx%lld stride %lld, epilogue %d: the plane kernel's bits",
-                     (long long)p.in[0], (long long)p.in[1], (long long)p.stride[0], k);
+                     "depthwise rows %lldx%lld stride %lld pad after %lld, epilogue %d: the plane "
+                     "kernel's bits",
+                     (long long)p.in[0], (long long)p.in[1], (long long)p.stride[0],
+                     (long long)taken[c][3], k);
             CHECK(what, !memcmp(y, y0, (size_t)yn * sizeof(float)));
         }
         free(x), free(w), free(bias), free(y), free(y0), free(r);

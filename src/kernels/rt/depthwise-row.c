@@ -12,7 +12,8 @@
  *   (x[2j+1], tap 2) lanes (vpermt2ps); tap 0, x[2j-1], is the odd vector shifted by one lane
  *   with the last odd lane of the step before.
  * Inputs outside the plane are zeros: rows above and below by a zero vector, columns past the
- * end by masked loads, the column left of the plane by the zero carried into the first step.
+ * row's end (any padding after it) by masked loads bounded by the input's width, the column left
+ * of the plane by the zero carried into the first step. The row reads are rowvec.h's.
  * MobileNetV2's layers, one thread (layer alone, blocked kernel -> this one): 96 ch 112x112
  * stride 2 0.174 -> 0.106 ms, 32 ch 112x112 0.131 -> 0.071, 144 ch 56x56 0.139 -> 0.103, 144 ch
  * 56x56 stride 2 0.066 -> 0.045, 192 ch 28x28 0.046 -> 0.041; on 14x14 planes the blocked
@@ -26,32 +27,13 @@
 #include "gemm-micro.h" /* dlrt_gemm_epi_vec, dlrt_gemm_act_after */
 
 #if defined(__AVX512F__) && !defined(DLRT_GEMM_GENERIC)
-#include <immintrin.h>
+#include "rowvec.h"
 
 enum {
     DLRT_DWR_VEC = 16,
     DLRT_DWR_MIN_WIDTH = 28, /* output rows narrower than this stay with the blocked kernel */
     DLRT_DWR_UNITS = 64      /* planes below this are cut into row blocks */
 };
-
-/* The first n (<= 16, may be <= 0) floats at p, zeros after them; nothing past them is read. */
-static DLRT_INLINE __m512 dlrt_dwr_load(const float *p, int64_t n) {
-    if (n >= DLRT_DWR_VEC) return _mm512_loadu_ps(p);
-    if (n <= 0) return _mm512_setzero_ps();
-    return _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1u), p);
-}
-
-/* Lanes 15 of lo and 0..14 of hi (x[j-1] from the vectors holding x[j-16..] and x[j..]). */
-static DLRT_INLINE __m512 dlrt_dwr_back1(__m512 hi, __m512 lo) {
-    return _mm512_castsi512_ps(
-        _mm512_alignr_epi32(_mm512_castps_si512(hi), _mm512_castps_si512(lo), 15));
-}
-
-/* Lanes 1..15 of lo and 0 of hi (x[j+1] from the vectors holding x[j..] and x[j+16..]). */
-static DLRT_INLINE __m512 dlrt_dwr_next1(__m512 hi, __m512 lo) {
-    return _mm512_castsi512_ps(
-        _mm512_alignr_epi32(_mm512_castps_si512(hi), _mm512_castps_si512(lo), 1));
-}
 
 /* The epilogue on output vector v of row oc, columns j.. (n valid), then the store. The
  * residual is read before the store (it may be y itself) and, in a row's last vector, only
@@ -62,7 +44,7 @@ static DLRT_INLINE void dlrt_dwr_store(const dlrt_epilogue *ep, int64_t oc, int6
         const float *rp = ep->residual ? ep->residual + oc * ep->res_rs + j : NULL;
         float part[DLRT_DWR_VEC];
         if (rp && n < DLRT_DWR_VEC) {
-            _mm512_storeu_ps(part, dlrt_dwr_load(rp, n));
+            _mm512_storeu_ps(part, dlrt_rv_load(rp, 0, n));
             rp = part;
         }
         v = dlrt_gemm_epi_vec(ep, v, ep->bias ? ep->bias + oc * ep->bias_rs : NULL, rp, 0);
@@ -70,21 +52,22 @@ static DLRT_INLINE void dlrt_dwr_store(const dlrt_epilogue *ep, int64_t oc, int6
     if (n >= DLRT_DWR_VEC)
         _mm512_storeu_ps(dst, v);
     else
-        _mm512_mask_storeu_ps(dst, (__mmask16)((1u << n) - 1u), v);
+        _mm512_mask_storeu_ps(dst, dlrt_rv_lanes(n), v);
 }
 
-/* One output row at stride 1: r[ky] the window's input rows (NULL: padding), w the 9 taps; the
- * row's outputs are columns j0.. of the plane (for the epilogue). */
-static void dlrt_dwr_row1(const float *const *r, const __m512 *w, int64_t wn, float *y,
-                          const dlrt_epilogue *ep, int64_t oc, int64_t j0) {
+/* One output row at stride 1: wn outputs from rows of in_w inputs (wn differs from in_w when the
+ * padding after the row is not 1), r[ky] the window's input rows (NULL: padding), w the 9 taps;
+ * the row's outputs are columns j0.. of the plane (for the epilogue). */
+static void dlrt_dwr_row1(const float *const *r, const __m512 *w, int64_t in_w, int64_t wn,
+                          float *y, const dlrt_epilogue *ep, int64_t oc, int64_t j0) {
     const __m512 z = _mm512_setzero_ps();
     __m512 prev[3] = {z, z, z}, cur[3];
-    for (int ky = 0; ky < 3; ky++) cur[ky] = r[ky] ? dlrt_dwr_load(r[ky], wn) : z;
+    for (int ky = 0; ky < 3; ky++) cur[ky] = r[ky] ? dlrt_rv_load(r[ky], 0, in_w) : z;
     for (int64_t j = 0; j < wn; j += DLRT_DWR_VEC) {
         __m512 acc = z;
         for (int ky = 0; ky < 3; ky++) {
-            const __m512 nx = r[ky] ? dlrt_dwr_load(r[ky] + j + DLRT_DWR_VEC, wn - j - 16) : z;
-            const __m512 a = dlrt_dwr_back1(cur[ky], prev[ky]), c = dlrt_dwr_next1(nx, cur[ky]);
+            const __m512 nx = r[ky] ? dlrt_rv_load(r[ky], j + DLRT_DWR_VEC, in_w) : z;
+            const __m512 a = dlrt_rv_back1(cur[ky], prev[ky]), c = dlrt_rv_next1(nx, cur[ky]);
             acc = ky ? _mm512_fmadd_ps(w[3 * ky], a, acc) : _mm512_mul_ps(w[0], a);
             acc = _mm512_fmadd_ps(w[3 * ky + 1], cur[ky], acc);
             acc = _mm512_fmadd_ps(w[3 * ky + 2], c, acc);
@@ -97,24 +80,13 @@ static void dlrt_dwr_row1(const float *const *r, const __m512 *w, int64_t wn, fl
 /* One output row at stride 2 (wn outputs from rows of in_w inputs). */
 static void dlrt_dwr_row2(const float *const *r, const __m512 *w, int64_t in_w, int64_t wn,
                           float *y, const dlrt_epilogue *ep, int64_t oc, int64_t j0) {
-    const __m512i even =
-        _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
     const __m512 z = _mm512_setzero_ps();
     __m512 prev[3] = {z, z, z}; /* the odd lanes of the step before: lane 15 is x[2j - 1] */
     for (int64_t j = 0; j < wn; j += DLRT_DWR_VEC) {
-        const int64_t x0 = 2 * j;
         __m512 acc = z;
         for (int ky = 0; ky < 3; ky++) {
             __m512 a = z, b = z, c = z;
-            if (r[ky]) {
-                const __m512 lo = dlrt_dwr_load(r[ky] + x0, in_w - x0);
-                const __m512 hi = dlrt_dwr_load(r[ky] + x0 + 16, in_w - x0 - 16);
-                b = _mm512_permutex2var_ps(lo, even, hi);
-                c = _mm512_permutex2var_ps(lo, odd, hi);
-                a = dlrt_dwr_back1(c, prev[ky]);
-                prev[ky] = c;
-            }
+            if (r[ky]) dlrt_rv_taps2(r[ky], in_w, j, &prev[ky], &a, &b, &c);
             acc = ky ? _mm512_fmadd_ps(w[3 * ky], a, acc) : _mm512_mul_ps(w[0], a);
             acc = _mm512_fmadd_ps(w[3 * ky + 1], b, acc);
             acc = _mm512_fmadd_ps(w[3 * ky + 2], c, acc);
@@ -159,7 +131,7 @@ int dlrt_conv_dw_row(const dlrt_conv *p, const dlrt_win3 *g, const float *x, con
                 rows[ky] = ih >= 0 && ih < ih_n ? xp + ih * iw_n : NULL;
             }
             if (s == 1)
-                dlrt_dwr_row1(rows, wv, ow_n, yp + oh * ow_n, eb, oc, oh * ow_n);
+                dlrt_dwr_row1(rows, wv, iw_n, ow_n, yp + oh * ow_n, eb, oc, oh * ow_n);
             else
                 dlrt_dwr_row2(rows, wv, iw_n, ow_n, yp + oh * ow_n, eb, oc, oh * ow_n);
             if (dlrt_gemm_act_after(eb)) /* the rest of dlrt_epi_apply, on the stored row */

@@ -531,8 +531,10 @@ static int dlrt_gemm_split(int64_t M, int64_t N, int64_t mu, int64_t threads, in
 static void dlrt_gemm_split_rows(int64_t M, int64_t N, int c_trans, int64_t threads, int64_t *mu,
                                  int64_t *tm, int64_t *tn) {
     *mu = c_trans ? DLRT_GEMM_MT : DLRT_GEMM_MR;
-    if (!dlrt_gemm_split(M, N, *mu, threads, tm, tn) && *mu != DLRT_GEMM_MR)
-        dlrt_gemm_split(M, N, *mu = DLRT_GEMM_MR, threads, tm, tn);
+    if (!dlrt_gemm_split(M, N, *mu, threads, tm, tn) && *mu != DLRT_GEMM_MR) {
+        *mu = DLRT_GEMM_MR;
+        dlrt_gemm_split(M, N, *mu, threads, tm, tn);
+    }
 }
 
 /* Whether B's full panels (NR columns of rows ldb floats apart) are read in place rather than
@@ -670,7 +672,7 @@ static double dlrt_gemm_cycles(const dlrt_gemm_tiles *t, int64_t M, int64_t N, i
                          (double)N * (double)K * 0.25
                    : (double)M * (double)N * 0.1;
     if (rows == 1)
-        return (double)cols * (double)K / 16.0 + store_pack; /* the unpacked vector path */
+        return (double)cols * (double)K / 16.0 + store_pack; /* the one-row vector paths */
     double per_k;
     if (t->vw) { /* the last panel computes only the vectors it needs, the last row tile of
                   * full-width panels only its rows */

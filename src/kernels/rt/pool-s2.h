@@ -19,7 +19,7 @@
 #include "dlrt-impl.h"
 
 #if defined(__AVX512F__) && !defined(DLRT_GEMM_GENERIC)
-#include <immintrin.h>
+#include "rowvec.h"
 
 /* Whether p is such a pool: 3x3 max windows at stride 2, undilated, one row and column of
  * padding before, rows of 16 windows or more, every window's first tap row and column inside
@@ -36,19 +36,6 @@ static inline int dlrt_pool_s2(const dlrt_pool *p, const dlrt_win3 *g) {
     return 1;
 }
 
-/* The first n (<= 16, may be <= 0) floats at p, zeros after them; nothing past them is read. */
-static inline __m512 dlrt_pool_s2_load(const float *p, int64_t n) {
-    if (n >= 16) return _mm512_loadu_ps(p);
-    if (n <= 0) return _mm512_setzero_ps();
-    return _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1u), p);
-}
-
-/* Lanes j .. j+15 below the limit lim (lanes j + l < lim), as a mask. */
-static inline __mmask16 dlrt_pool_s2_below(int64_t j, int64_t lim) {
-    const int64_t n = lim - j;
-    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
-}
-
 /* u > v ? u : v per lane: vmaxps returns its second operand unless the first compares greater
  * (a NaN in either gives the second), the fold's exact rule. */
 static inline __m512 dlrt_pool_s2_max(__m512 v, __m512 u) {
@@ -63,26 +50,12 @@ static inline __m512 dlrt_pool_s2_fold(__m512 v, __m512 u, __mmask16 m, __mmask1
     return _mm512_mask_max_ps(v, m, u, v);
 }
 
-/* The taps of window row ky for the 16 windows from j: a (column 2j - 1), b (2j), c (2j + 1);
- * prev[ky] carries the step before's odd columns. */
-#define DLRT_POOL_S2_TAPS(r, ky, x0, in_w, prev, a, b, c)                                          \
-    const __m512 lo_ = dlrt_pool_s2_load((r)[ky] + (x0), (in_w) - (x0));                           \
-    const __m512 hi_ = dlrt_pool_s2_load((r)[ky] + (x0) + 16, (in_w) - (x0)-16);                   \
-    const __m512 b = _mm512_permutex2var_ps(lo_, even, hi_);                                       \
-    const __m512 c = _mm512_permutex2var_ps(lo_, odd, hi_);                                        \
-    const __m512 a = _mm512_castsi512_ps(                                                          \
-        _mm512_alignr_epi32(_mm512_castps_si512(c), _mm512_castps_si512((prev)[ky]), 15));         \
-    (prev)[ky] = c
-
 /* One output row of wn windows: r[ky] the window rows (NULL: padding) of in_w floats. Steps
  * whose stored lanes have every column tap inside the input (all but a row's first, and its
  * last on odd widths) fold without masks, in a loop of their own: with the mask bookkeeping on
  * every tap, or behind a test in one loop, this path was slower than the general one (0.17-0.2
  * vs 0.115 ms on ResNet-50's pool). */
 static inline void dlrt_pool_s2_row(const float *const *r, int64_t in_w, int64_t wn, float *y) {
-    const __m512i even =
-        _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
     /* window j's taps: column 2j - 1 inside while j < in_w / 2 + 1 (and j >= 1), 2j while
      * j < (in_w + 1) / 2, 2j + 1 while j < in_w / 2: steps from 16 on are clean while all their
      * stored windows are below in_w / 2 */
@@ -90,13 +63,13 @@ static inline void dlrt_pool_s2_row(const float *const *r, int64_t in_w, int64_t
     const int64_t clean_end = 16 + DLRT_MAX((int64_t)0, (DLRT_MIN(wn, lim2) - 16) / 16 * 16);
     __m512 prev[3] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int64_t j = 0; j < wn; j += 16) {
-        const int64_t x0 = 2 * j;
         if (j >= 16 && j < clean_end) {
             __m512 v = _mm512_setzero_ps();
             int first = 1;
             for (int ky = 0; ky < 3; ky++) {
                 if (!r[ky]) continue;
-                DLRT_POOL_S2_TAPS(r, ky, x0, in_w, prev, a, b, c);
+                __m512 a, b, c;
+                dlrt_rv_taps2(r[ky], in_w, j, &prev[ky], &a, &b, &c);
                 v = first ? a : dlrt_pool_s2_max(v, a);
                 v = dlrt_pool_s2_max(dlrt_pool_s2_max(v, b), c);
                 first = 0;
@@ -104,18 +77,19 @@ static inline void dlrt_pool_s2_row(const float *const *r, int64_t in_w, int64_t
             _mm512_storeu_ps(y + j, v);
             continue;
         }
-        const __mmask16 m0 = dlrt_pool_s2_below(j, lim0) & (__mmask16)(j ? 0xFFFF : 0xFFFE);
-        const __mmask16 m1 = dlrt_pool_s2_below(j, lim1), m2 = dlrt_pool_s2_below(j, lim2);
+        const __mmask16 m0 = dlrt_rv_lanes(lim0 - j) & (__mmask16)(j ? 0xFFFF : 0xFFFE);
+        const __mmask16 m1 = dlrt_rv_lanes(lim1 - j), m2 = dlrt_rv_lanes(lim2 - j);
         __m512 v = _mm512_setzero_ps();
         __mmask16 st = 0;
         for (int ky = 0; ky < 3; ky++) {
             if (!r[ky]) continue;
-            DLRT_POOL_S2_TAPS(r, ky, x0, in_w, prev, a, b, c);
+            __m512 a, b, c;
+            dlrt_rv_taps2(r[ky], in_w, j, &prev[ky], &a, &b, &c);
             v = dlrt_pool_s2_fold(v, a, m0, &st);
             v = dlrt_pool_s2_fold(v, b, m1, &st);
             v = dlrt_pool_s2_fold(v, c, m2, &st);
         }
-        _mm512_mask_storeu_ps(y + j, dlrt_pool_s2_below(j, wn), v);
+        _mm512_mask_storeu_ps(y + j, dlrt_rv_lanes(wn - j), v);
     }
 }
 
