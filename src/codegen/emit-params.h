@@ -31,10 +31,10 @@ typedef struct dl_sexpr {
     int sym[DL_MAX_RANK];
 } dl_sexpr;
 
-/* Whether a product's B operand v is a weight the runtime packs once at load (a float
- * constant): its calls' workspace then holds A packed once, else A and B (dlrt_gemm_run packs
- * into it what several tiles would otherwise each pack: a training step's weight gradients,
- * the products of two activations). */
+/* Whether a product's operand v is a weight the runtime packs once at load (a float constant;
+ * request_pack asks for it, in emit.c): a Gemm or MatMul group's workspace then holds A packed
+ * once, else A and B (dlrt_gemm_run packs into it what several tiles would otherwise each
+ * pack: a training step's weight gradients, the products of two activations). */
 bool dl_gemm_b_weight(const dl_value *v);
 
 /* The product of dims [from, to) of v (1 when empty; a value has at most DL_MAX_RANK symbols). */

@@ -109,7 +109,7 @@ int dlrt_conv_direct_ok(const dlrt_conv *p) {
 }
 
 /* Where a channel block's row goes: channel c's to out + c * out_s. With ep (vector builds), the
- * results are finished in registers by dlrt_direct_finish, the block's channels being c0.. and
+ * results are finished in registers (DLRT_EPI_BLOCK), the block's channels being c0.. and
  * the row's first output at column col0 of the plane. */
 typedef struct dlrt_direct_out {
     float *out;
@@ -117,47 +117,6 @@ typedef struct dlrt_direct_out {
     const dlrt_epilogue *ep;
     int64_t c0, col0;
 } dlrt_direct_out;
-
-#ifdef DLRT_GEMM_VW
-/* dlrt_epi_apply on the block's vectors acc[c][v] (channel ch0 + c, from column col0 + j[v]),
- * for an image's epilogue from dlrt_conv_ep (a bias per channel, a residual by columns): the same
- * operations in the same order, ReLU and Clip included (VMAX and VMIN compare as dlrt_act_apply
- * does, NaNs and signed zeros included); other activations run after, on the stored row.
- * Finishing in registers matters: reading back vectors the overlapping last one had partly
- * rewritten stalled on store forwarding (10% of LeNet's first layer). Each step is one test, then
- * a pass over the block: with the tests per vector the compiler kept the block on the stack (a
- * tenth of MobileNetV2's first layer). A macro, so that cb and jv stay constants. */
-#define dlrt_direct_finish(ep, cb, jv, ch0, col0, j, acc)                                          \
-    do {                                                                                           \
-        if ((ep)->alpha != 1.0f) {                                                                 \
-            const dlrt_vf al_ = DLRT_VBCAST((ep)->alpha);                                          \
-            for (int c_ = 0; c_ < (cb); c_++)                                                      \
-                for (int v_ = 0; v_ < (jv); v_++) acc[c_][v_] = DLRT_VMUL(acc[c_][v_], al_);       \
-        }                                                                                          \
-        if ((ep)->bias)                                                                            \
-            for (int c_ = 0; c_ < (cb); c_++) {                                                    \
-                const dlrt_vf b_ =                                                                 \
-                    DLRT_VBCAST((ep)->beta * (ep)->bias[((ch0) + c_) * (ep)->bias_rs]);            \
-                for (int v_ = 0; v_ < (jv); v_++) acc[c_][v_] = DLRT_VADD(acc[c_][v_], b_);        \
-            }                                                                                      \
-        if ((ep)->residual)                                                                        \
-            for (int c_ = 0; c_ < (cb); c_++)                                                      \
-                for (int v_ = 0; v_ < (jv); v_++)                                                  \
-                    acc[c_][v_] = DLRT_VADD(acc[c_][v_], DLRT_VLOAD((ep)->residual +               \
-                                                                    ((ch0) + c_) * (ep)->res_rs +  \
-                                                                    (col0) + (j)[v_]));            \
-        if ((ep)->act == DLRT_ACT_RELU)                                                            \
-            for (int c_ = 0; c_ < (cb); c_++)                                                      \
-                for (int v_ = 0; v_ < (jv); v_++)                                                  \
-                    acc[c_][v_] = DLRT_VMAX(acc[c_][v_], DLRT_VZERO());                            \
-        if ((ep)->act == DLRT_ACT_CLIP) {                                                          \
-            const dlrt_vf lo_ = DLRT_VBCAST((ep)->act_a), hi_ = DLRT_VBCAST((ep)->act_b);          \
-            for (int c_ = 0; c_ < (cb); c_++)                                                      \
-                for (int v_ = 0; v_ < (jv); v_++)                                                  \
-                    acc[c_][v_] = DLRT_VMIN(hi_, DLRT_VMAX(lo_, acc[c_][v_]));                     \
-        }                                                                                          \
-    } while (0)
-#endif
 
 /* Channels [0, cb) of the row at the output columns j[0..jv) (one vector each): tp[r * k_w + kw]
  * is where tap column kw of input channel r / k_h and tap row r % k_h reads output 0's input
@@ -184,7 +143,13 @@ static DLRT_INLINE void dlrt_direct_vecs(int cb, int jv, const int64_t *j, const
         }
     }
 #ifdef DLRT_GEMM_VW
-    if (o->ep) dlrt_direct_finish(o->ep, cb, jv, o->c0, o->col0, j, acc);
+    /* dlrt_epi_apply's operations in registers (an image's epilogue from dlrt_conv_ep: a bias per
+     * channel, the residual by columns); reading back vectors the overlapping last one had partly
+     * rewritten stalled on store forwarding (10% of LeNet's first layer) */
+    if (o->ep)
+        DLRT_EPI_BLOCK(o->ep, acc, cb, jv, o->c0 + i_,
+                       o->ep->bias + (o->c0 + i_) * o->ep->bias_rs + o->col0 + j[j_],
+                       o->ep->residual + (o->c0 + i_) * o->ep->res_rs + o->col0 + j[j_]);
 #endif
     for (int c = 0; c < cb; c++)
         for (int v = 0; v < jv; v++) DLRT_CD_STORE(o->out + c * o->out_s + j[v], acc[c][v]);

@@ -97,6 +97,14 @@ size_t dlrt_conv_algo_workspace(const dlrt_conv *p, int algo);
 void dlrt_conv_forward_algo(const dlrt_conv *p, int algo, const float *x, const float *w, float *y,
                             void *workspace, const dlrt_epilogue *ep);
 
+/* Row blocks per plane for the depthwise kernels' units of work (plane x block): 1 with 64
+ * planes or more, else as many as make about 64 units, blocks of at least 4 rows. */
+static inline int64_t dlrt_conv_row_blocks(int64_t planes, int64_t rows) {
+    enum { UNITS = 64 };
+    if (planes >= UNITS) return 1;
+    return DLRT_MAX((int64_t)1, DLRT_MIN((UNITS + planes - 1) / planes, rows / 4));
+}
+
 /* depthwise.c: c_in == group, any channel multiplier, any rank; no workspace. */
 void dlrt_conv_depthwise(const dlrt_conv *p, const float *x, const float *w, float *y,
                          const dlrt_epilogue *ep);

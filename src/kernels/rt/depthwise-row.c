@@ -31,8 +31,7 @@
 
 enum {
     DLRT_DWR_VEC = 16,
-    DLRT_DWR_MIN_WIDTH = 28, /* output rows narrower than this stay with the blocked kernel */
-    DLRT_DWR_UNITS = 64      /* planes below this are cut into row blocks */
+    DLRT_DWR_MIN_WIDTH = 28 /* output rows narrower than this stay with the blocked kernel */
 };
 
 /* The epilogue on output vector v of row oc, columns j.. (n valid), then the store. The
@@ -108,9 +107,7 @@ int dlrt_conv_dw_row(const dlrt_conv *p, const dlrt_win3 *g, const float *x, con
     if (!dlrt_conv_dw_row_applies(p, g)) return 0;
     const int64_t planes = p->n * p->c_out, oh_n = g->out[1], ow_n = g->out[2];
     const int64_t ih_n = g->in[1], iw_n = g->in[2], s = g->stride[1];
-    int64_t blocks = 1; /* row blocks per plane */
-    if (planes < DLRT_DWR_UNITS)
-        blocks = DLRT_MAX((int64_t)1, DLRT_MIN((DLRT_DWR_UNITS + planes - 1) / planes, oh_n / 4));
+    const int64_t blocks = dlrt_conv_row_blocks(planes, oh_n);
     const int64_t units = planes * blocks;
     const int par = units > 1 && (double)planes * (double)g->out_sp * 9.0 >= DLRT_PAR_MIN / 4;
     (void)par;

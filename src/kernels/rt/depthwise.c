@@ -22,7 +22,6 @@
 #ifndef DLRT_DW_BUF
 #define DLRT_DW_BUF 8192
 #endif
-enum { DLRT_DW_UNITS = 64 /* planes below this are cut into row blocks */ };
 
 /* Multiply-add, fused where the target has it (ISO C mode does not contract a*b + c). */
 #ifdef __FMA__
@@ -268,9 +267,7 @@ void dlrt_conv_depthwise(const dlrt_conv *p, const float *x, const float *w, flo
     const int64_t mult = p->c_out / p->c_in, planes = p->n * c_rest;
     if (planes <= 0) return;
     const int64_t rows = g.out[0] * g.out[1];
-    int64_t blocks = 1; /* row blocks per plane */
-    if (planes < DLRT_DW_UNITS)
-        blocks = DLRT_MAX((int64_t)1, DLRT_MIN((DLRT_DW_UNITS + planes - 1) / planes, rows / 4));
+    const int64_t blocks = dlrt_conv_row_blocks(planes, rows);
     const int64_t units = planes * blocks;
     dlrt_dw_plan plan;
     const int fast = dlrt_conv_dw_plan(&g, DLRT_DW_BUF, &plan);

@@ -350,6 +350,48 @@ static DLRT_INLINE dlrt_vf dlrt_gemm_epi_vec(const dlrt_epilogue *ep, dlrt_vf v,
 }
 
 /* Whether an activation is left to dlrt_act_apply on the stored values. */
+/* dlrt_gemm_epi_vec's steps (alpha, beta * bias, residual, ReLU / Clip) on a block of register
+ * vectors acc[i_][j_] (rows x cols, constants) finishing rows of C, ep not NULL: each step one
+ * test, then a pass over the whole block. With the tests per vector (inside the row loop) the
+ * compiler kept that loop rolled and the block on the stack: 1x1 convolutions with K = 64 spent
+ * ~20% of their time storing, MobileNetV2's first (direct) layer a tenth. Expressions of i_ and
+ * j_: brow, the epilogue row of block row i_ (a bias per row, bias_cs 0); bcol, where vector
+ * (i_, j_)'s bias starts (bias_cs 1); res, where its residual starts. Other activations are the
+ * caller's, after its stores (dlrt_gemm_act_after): a call with the block live spills it too. */
+#define DLRT_EPI_BLOCK(ep, acc, rows, cols, brow, bcol, res)                                       \
+    do {                                                                                           \
+        if ((ep)->alpha != 1.0f) {                                                                 \
+            const dlrt_vf al_ = DLRT_VBCAST((ep)->alpha);                                          \
+            for (int i_ = 0; i_ < (rows); i_++)                                                    \
+                for (int j_ = 0; j_ < (cols); j_++) acc[i_][j_] = DLRT_VMUL(acc[i_][j_], al_);     \
+        }                                                                                          \
+        if ((ep)->bias && (ep)->bias_cs == 0) {                                                    \
+            for (int i_ = 0; i_ < (rows); i_++) {                                                  \
+                const dlrt_vf b_ = DLRT_VBCAST((ep)->beta * (ep)->bias[(brow) * (ep)->bias_rs]);   \
+                for (int j_ = 0; j_ < (cols); j_++) acc[i_][j_] = DLRT_VADD(acc[i_][j_], b_);      \
+            }                                                                                      \
+        } else if ((ep)->bias) { /* bias_cs 1 (dlrt_gemm_epi_direct) */                            \
+            const dlrt_vf be_ = DLRT_VBCAST((ep)->beta);                                           \
+            for (int i_ = 0; i_ < (rows); i_++)                                                    \
+                for (int j_ = 0; j_ < (cols); j_++)                                                \
+                    acc[i_][j_] = DLRT_VFMA(be_, DLRT_VLOAD(bcol), acc[i_][j_]);                   \
+        }                                                                                          \
+        if ((ep)->residual)                                                                        \
+            for (int i_ = 0; i_ < (rows); i_++)                                                    \
+                for (int j_ = 0; j_ < (cols); j_++)                                                \
+                    acc[i_][j_] = DLRT_VADD(acc[i_][j_], DLRT_VLOAD(res));                         \
+        if ((ep)->act == DLRT_ACT_RELU) {                                                          \
+            for (int i_ = 0; i_ < (rows); i_++)                                                    \
+                for (int j_ = 0; j_ < (cols); j_++)                                                \
+                    acc[i_][j_] = DLRT_VMAX(acc[i_][j_], DLRT_VZERO());                            \
+        } else if ((ep)->act == DLRT_ACT_CLIP) {                                                   \
+            const dlrt_vf lo_ = DLRT_VBCAST((ep)->act_a), hi_ = DLRT_VBCAST((ep)->act_b);          \
+            for (int i_ = 0; i_ < (rows); i_++)                                                    \
+                for (int j_ = 0; j_ < (cols); j_++)                                                \
+                    acc[i_][j_] = DLRT_VMIN(hi_, DLRT_VMAX(lo_, acc[i_][j_]));                     \
+        }                                                                                          \
+    } while (0)
+
 static inline int dlrt_gemm_act_after(const dlrt_epilogue *ep) {
     return ep && ep->act != DLRT_ACT_NONE && ep->act != DLRT_ACT_RELU && ep->act != DLRT_ACT_CLIP;
 }
@@ -364,43 +406,18 @@ static inline void dlrt_gemm_micro_store(int kc, const float *restrict a, const 
                                          const dlrt_epilogue *ep, int64_t i0, int64_t j0) {
     dlrt_vf c[DLRT_GEMM_MR][DLRT_GEMM_NV];
     DLRT_GEMM_MAC(kc, a, b, bstep, c, DLRT_GEMM_MR, DLRT_GEMM_NV);
-    /* dlrt_gemm_epi_vec's steps, each one test then a pass over the whole tile: with the tests
-     * inside the row loop the compiler kept that loop rolled and the tile on the stack, and
-     * 1x1 convolutions with K = 64 spent ~20% of their time storing */
-#define DLRT_GEMM_TILE_EACH(stmt)                                                                  \
-    for (int i = 0; i < DLRT_GEMM_MR; i++)                                                         \
-        for (int j = 0; j < DLRT_GEMM_NV; j++) stmt
     if (part)
-        DLRT_GEMM_TILE_EACH(
-            c[i][j] = DLRT_VADD(DLRT_VLOAD(part + i * DLRT_GEMM_NR + j * DLRT_GEMM_VW), c[i][j]));
-    if (ep && ep->alpha != 1.0f) {
-        const dlrt_vf al = DLRT_VBCAST(ep->alpha);
-        DLRT_GEMM_TILE_EACH(c[i][j] = DLRT_VMUL(c[i][j], al));
-    }
-    if (ep && ep->bias && ep->bias_cs == 0) {
-        for (int i = 0; i < DLRT_GEMM_MR; i++) {
-            const dlrt_vf bv = DLRT_VBCAST(ep->beta * ep->bias[(i0 + i) * ep->bias_rs]);
-            for (int j = 0; j < DLRT_GEMM_NV; j++) c[i][j] = DLRT_VADD(c[i][j], bv);
-        }
-    } else if (ep && ep->bias) { /* bias_cs 1 (dlrt_gemm_epi_direct) */
-        const dlrt_vf be = DLRT_VBCAST(ep->beta);
-        const float *bp = ep->bias + i0 * ep->bias_rs + j0;
-        DLRT_GEMM_TILE_EACH(
-            c[i][j] = DLRT_VFMA(be, DLRT_VLOAD(bp + i * ep->bias_rs + j * DLRT_GEMM_VW), c[i][j]));
-    }
-    if (ep && ep->residual) {
-        const float *rp = ep->residual + i0 * ep->res_rs + j0;
-        DLRT_GEMM_TILE_EACH(
-            c[i][j] = DLRT_VADD(c[i][j], DLRT_VLOAD(rp + i * ep->res_rs + j * DLRT_GEMM_VW)));
-    }
-    if (ep && ep->act == DLRT_ACT_RELU) {
-        DLRT_GEMM_TILE_EACH(c[i][j] = DLRT_VMAX(c[i][j], DLRT_VZERO()));
-    } else if (ep && ep->act == DLRT_ACT_CLIP) {
-        const dlrt_vf lo = DLRT_VBCAST(ep->act_a), hi = DLRT_VBCAST(ep->act_b);
-        DLRT_GEMM_TILE_EACH(c[i][j] = DLRT_VMIN(hi, DLRT_VMAX(lo, c[i][j])));
-    }
-    DLRT_GEMM_TILE_EACH(DLRT_VSTORE(C + (i0 + i) * ldc + j0 + j * DLRT_GEMM_VW, c[i][j]));
-#undef DLRT_GEMM_TILE_EACH
+        for (int i = 0; i < DLRT_GEMM_MR; i++)
+            for (int j = 0; j < DLRT_GEMM_NV; j++)
+                c[i][j] =
+                    DLRT_VADD(DLRT_VLOAD(part + i * DLRT_GEMM_NR + j * DLRT_GEMM_VW), c[i][j]);
+    if (ep)
+        DLRT_EPI_BLOCK(ep, c, DLRT_GEMM_MR, DLRT_GEMM_NV, i0 + i_,
+                       ep->bias + (i0 + i_) * ep->bias_rs + j0 + j_ * DLRT_GEMM_VW,
+                       ep->residual + (i0 + i_) * ep->res_rs + j0 + j_ * DLRT_GEMM_VW);
+    for (int i = 0; i < DLRT_GEMM_MR; i++)
+        for (int j = 0; j < DLRT_GEMM_NV; j++)
+            DLRT_VSTORE(C + (i0 + i) * ldc + j0 + j * DLRT_GEMM_VW, c[i][j]);
     /* after every row is stored: no call while the tile is live (every vector register is
      * caller-saved) */
     if (dlrt_gemm_act_after(ep))

@@ -507,9 +507,9 @@ static int64_t dlrt_gemm_max_load(int64_t M, int64_t N, int64_t mu, int64_t tm, 
  * read from memory) and 2 panels a thread or more, columns first, so that each thread streams
  * only its share of the weights instead of all of them (BERT-base 60.0 -> 56.6 ms and GPT-2
  * 83.9 -> 81.8 on 2 threads; MobileNetV2's 320 -> 1280 on 7x7 0.115 -> 0.093 ms). Even tiles
- * matter: 784 columns
- * cut at 256 were 256+256+256+16, two tiles a thread but 512 columns against 272. Each
- * element's sum runs the same whatever the cut, so results do not depend on it. */
+ * matter: 784 columns cut at 256 were 256+256+256+16, two tiles a thread but 512 columns
+ * against 272. Each element's sum runs the same whatever the cut, so results do not depend on
+ * it. */
 static int dlrt_gemm_split(int64_t M, int64_t N, int64_t mu, int64_t threads, int cols_first,
                            int64_t *tm, int64_t *tn) {
     int64_t mcut = DLRT_GEMM_MC, ncut = DLRT_GEMM_NC;
