@@ -14,6 +14,9 @@
  * Inputs outside the plane are zeros: rows above and below by a zero vector, columns past the
  * row's end (any padding after it) by masked loads bounded by the input's width, the column left
  * of the plane by the zero carried into the first step. The row reads are rowvec.h's.
+ * Stride-1 rows of 28 to 40 (pad 1 all round) run flat instead: the plane is read as one row of
+ * H*W floats, the window's rows in_w apart, and the taps that would cross a row's edge are lanes
+ * masked to zero, so every vector is full and nothing restarts at each row (dlrt_dwf_range).
  * MobileNetV2's layers, one thread (layer alone, blocked kernel -> this one): 96 ch 112x112
  * stride 2 0.174 -> 0.106 ms, 32 ch 112x112 0.131 -> 0.071, 144 ch 56x56 0.139 -> 0.103, 144 ch
  * 56x56 stride 2 0.066 -> 0.045, 192 ch 28x28 0.046 -> 0.041; on 14x14 planes the blocked
@@ -31,7 +34,8 @@
 
 enum {
     DLRT_DWR_VEC = 16,
-    DLRT_DWR_MIN_WIDTH = 28 /* output rows narrower than this stay with the blocked kernel */
+    DLRT_DWR_MIN_WIDTH = 28, /* output rows narrower than this stay with the blocked kernel */
+    DLRT_DWF_MAX_WIDTH = 40  /* stride-1 rows up to this wide run flat (dlrt_dwf_range) */
 };
 
 /* The epilogue on output vector v of row oc, columns j.. (n valid), then the store. The
@@ -94,6 +98,71 @@ static void dlrt_dwr_row2(const float *const *r, const __m512 *w, int64_t in_w, 
     }
 }
 
+/* A plane's floats [at, at + 16) of n (n >= 16), zeros outside [0, n): rows above and below the
+ * plane, for the flat kernel. Near the plane's ends the 16 floats at its start or end are read and
+ * moved into place, so no pointer outside the plane is formed. */
+static DLRT_INLINE __m512 dlrt_dwf_load(const float *x, int64_t n, int64_t at) {
+    if (at >= 0 && at + DLRT_DWR_VEC <= n) return _mm512_loadu_ps(x + at);
+    if (at <= -DLRT_DWR_VEC || at >= n) return _mm512_setzero_ps();
+    const int64_t base = at < 0 ? 0 : n - DLRT_DWR_VEC, lo = at < 0 ? -at : 0;
+    const __m512i idx = _mm512_add_epi32(dlrt_rv_iota(), _mm512_set1_epi32((int)(at - base)));
+    const __mmask16 keep = (__mmask16)(dlrt_rv_lanes(n - at) & ~dlrt_rv_lanes(lo));
+    return _mm512_maskz_permutexvar_ps(keep, idx, _mm512_loadu_ps(x + base));
+}
+
+/* Outputs [q0, q1) of one plane at stride 1, the plane (in_w wide, n floats, as many outputs)
+ * taken as one row of n floats: the window rows of output q start at q - in_w, q and q + in_w,
+ * and a tap left of column 0 or right of the last column is a lane masked to zero (the column
+ * of each lane is carried from vector to vector). Rows of 28 to 40 fill whole vectors this way
+ * where the row kernel leaves lanes idle and restarts at every row. */
+static void dlrt_dwf_range(const float *x, int64_t n, int64_t in_w, const __m512 *w, float *y,
+                           const dlrt_epilogue *ep, int64_t oc, int64_t q0, int64_t q1) {
+    const __m512 z = _mm512_setzero_ps();
+    const __m512i width = _mm512_set1_epi32((int)in_w), last = _mm512_set1_epi32((int)in_w - 1);
+    const __m512i step = _mm512_set1_epi32((int)(DLRT_DWR_VEC % in_w));
+    /* lane l's column, (q0 + l) % in_w, by subtraction: sixteen divisions per run of a plane
+     * measured slower */
+    __m512i col = _mm512_add_epi32(dlrt_rv_iota(), _mm512_set1_epi32((int)(q0 % in_w)));
+    for (int64_t k = 0; k <= DLRT_DWR_VEC / in_w; k++)
+        col = _mm512_mask_sub_epi32(col, _mm512_cmpge_epi32_mask(col, width), col, width);
+    __m512 prev[3], cur[3];
+    for (int ky = 0; ky < 3; ky++) {
+        const int64_t at = q0 + (ky - 1) * in_w;
+        prev[ky] = dlrt_dwf_load(x, n, at - DLRT_DWR_VEC);
+        cur[ky] = dlrt_dwf_load(x, n, at);
+    }
+    for (int64_t q = q0; q < q1; q += DLRT_DWR_VEC) {
+        const __mmask16 left = _mm512_cmpneq_epi32_mask(col, _mm512_setzero_si512());
+        const __mmask16 right = _mm512_cmpneq_epi32_mask(col, last);
+        __m512 acc = z;
+        for (int ky = 0; ky < 3; ky++) {
+            const __m512 nx = dlrt_dwf_load(x, n, q + (ky - 1) * in_w + DLRT_DWR_VEC);
+            const __m512 a = _mm512_castsi512_ps(_mm512_maskz_alignr_epi32(
+                left, _mm512_castps_si512(cur[ky]), _mm512_castps_si512(prev[ky]), 15));
+            const __m512 c = _mm512_castsi512_ps(_mm512_maskz_alignr_epi32(
+                right, _mm512_castps_si512(nx), _mm512_castps_si512(cur[ky]), 1));
+            acc = ky ? _mm512_fmadd_ps(w[3 * ky], a, acc) : _mm512_mul_ps(w[0], a);
+            acc = _mm512_fmadd_ps(w[3 * ky + 1], cur[ky], acc);
+            acc = _mm512_fmadd_ps(w[3 * ky + 2], c, acc);
+            prev[ky] = cur[ky], cur[ky] = nx;
+        }
+        dlrt_dwr_store(ep, oc, q, acc, y + q, q1 - q);
+        col = _mm512_add_epi32(col, step);
+        col = _mm512_mask_sub_epi32(col, _mm512_cmpge_epi32_mask(col, width), col, width);
+    }
+}
+
+/* Whether the flat kernel takes a stride-1 layer the row kernel applies to: pad 1 on every side
+ * (outputs as many as inputs) and rows of at most DLRT_DWF_MAX_WIDTH, where rows that fill
+ * vectors badly cost most. Layer alone, one thread, row -> flat: 192 ch 28x28 0.045 -> 0.042 ms,
+ * 128 ch 40x40 0.058 -> 0.055; 96 ch 48x48 0.050 -> 0.057 and 144 ch 56x56 0.110 -> 0.116 stay
+ * with rows; below 28 the blocked kernel is as fast (192 ch 24x24 0.031 vs 0.032). In
+ * MobileNetV2, whose 28x28 input comes from the cache, 0.049 -> 0.040. */
+static int dlrt_dwf_applies(const dlrt_win3 *g) {
+    return g->stride[1] == 1 && g->out[1] == g->in[1] && g->out[2] == g->in[2] &&
+           g->in_sp >= DLRT_DWR_VEC && g->in[2] <= DLRT_DWF_MAX_WIDTH;
+}
+
 int dlrt_conv_dw_row_applies(const dlrt_conv *p, const dlrt_win3 *g) {
     if (p->nsp != 2 || p->c_in != p->group || p->c_out != p->c_in) return 0;
     for (int d = 1; d < 3; d++)
@@ -107,7 +176,9 @@ int dlrt_conv_dw_row(const dlrt_conv *p, const dlrt_win3 *g, const float *x, con
     if (!dlrt_conv_dw_row_applies(p, g)) return 0;
     const int64_t planes = p->n * p->c_out, oh_n = g->out[1], ow_n = g->out[2];
     const int64_t ih_n = g->in[1], iw_n = g->in[2], s = g->stride[1];
-    const int64_t blocks = dlrt_conv_row_blocks(planes, oh_n);
+    const int flat = dlrt_dwf_applies(g);
+    const int64_t nvec = (g->out_sp + DLRT_DWR_VEC - 1) / DLRT_DWR_VEC;
+    const int64_t blocks = dlrt_conv_row_blocks(planes, flat ? nvec : oh_n);
     const int64_t units = planes * blocks;
     const int par = units > 1 && (double)planes * (double)g->out_sp * 9.0 >= DLRT_PAR_MIN / 4;
     (void)par;
@@ -121,6 +192,14 @@ int dlrt_conv_dw_row(const dlrt_conv *p, const dlrt_win3 *g, const float *x, con
         const dlrt_epilogue *eb = dlrt_conv_ep(p, g->out_sp, ep, b, 0, &e);
         __m512 wv[9];
         for (int t = 0; t < 9; t++) wv[t] = _mm512_set1_ps(w[oc * 9 + t]);
+        if (flat) {
+            const int64_t q0 = nvec * blk / blocks * DLRT_DWR_VEC,
+                          q1 = DLRT_MIN(nvec * (blk + 1) / blocks * DLRT_DWR_VEC, g->out_sp);
+            dlrt_dwf_range(xp, g->in_sp, iw_n, wv, yp, eb, oc, q0, q1);
+            if (dlrt_gemm_act_after(eb))
+                dlrt_act_apply(eb->act, eb->act_a, eb->act_b, yp + q0, q1 - q0);
+            continue;
+        }
         for (int64_t oh = r0; oh < r1; oh++) {
             const float *rows[3];
             for (int ky = 0; ky < 3; ky++) {

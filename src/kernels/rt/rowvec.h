@@ -14,6 +14,11 @@ static inline __mmask16 dlrt_rv_lanes(int64_t n) {
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
 }
 
+/* The lane numbers 0..15. */
+static inline __m512i dlrt_rv_iota(void) {
+    return _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+}
+
 /* row[at .. at + 16) of a row of len floats (0 <= at), zeros past its end; nothing past it is
  * read, nor is a pointer past it formed. */
 static inline __m512 dlrt_rv_load(const float *row, int64_t at, int64_t len) {
