@@ -601,6 +601,18 @@ static void test_gemm(void) {
     static const int64_t inp[][3] = {{16, 200, 40},  {13, 128, 300}, {1, 64, 9},
                                      {64, 3136, 40}, {130, 70, 250}, {97, 3, 67}};
     for (int s = 0; s < 6; s++) in_place_case(inp[s][0], inp[s][1], inp[s][2]);
+    /* transposed products (on the vector builds), whose row panels are then B's columns read in
+     * place (full ones; a short last one packed): 49 = 8 x 6 + 1 rows over several K blocks with
+     * a two-vector last panel run two row panels at once (a 1x1 convolution on 7x7), 22 = 6 + 6
+     * + 6 + 4, and 10 and 49 rows against more columns than a tile holds (no workspace here) */
+    static const int64_t inp_t[][3] = {
+        {160, 49, 960}, {300, 22, 100}, {700, 10, 300}, {1100, 49, 50}};
+    for (int s = 0; s < 4; s++) {
+        check(dlrt_sgemm_transposes(inp_t[s][0], inp_t[s][1], inp_t[s][2]) ||
+                  !strcmp(dlrt_gemm_isa(), "generic"),
+              "gemm: the narrow in-place cases run transposed on the vector builds");
+        in_place_case(inp_t[s][0], inp_t[s][1], inp_t[s][2]);
+    }
     for (int t = 0; t < 4; t++) { /* K == 0: C = epilogue(0) */
         gemm_cfg c = {.alpha = 2,
                       .beta = 0.5f,

@@ -160,15 +160,16 @@ static DLRT_INLINE void dlrt_gemm_vtranspose(__m512 r[16]) {
  * and above, so they stay in registers. */
 #define DLRT_GEMM_NV (DLRT_GEMM_NR / DLRT_GEMM_VW)
 /* c[rows][nv] = the sum over p < kc of the outer products of the first rows of a's panel and
- * the first nv vectors of b's (panels are MR wide whatever rows; b's depths are bstep floats
- * apart: NR in a packed panel, ldb where a full panel is read in place). A macro, not a
+ * the first nv vectors of b's (a's depths are astep floats apart: MR in a packed panel, lda
+ * where a full row panel is read in place; b's bstep: NR in a packed panel, ldb where a full
+ * panel is read in place). A macro, not a
  * function taking c, so that with constant rows and nv the accumulators certainly stay in
  * registers. */
-#define DLRT_GEMM_MAC(kc, a, b, bstep, c, rows, nv)                                                \
+#define DLRT_GEMM_MAC(kc, a, astep, b, bstep, c, rows, nv)                                         \
     do {                                                                                           \
         for (int i_ = 0; i_ < (rows); i_++)                                                        \
             for (int j_ = 0; j_ < (nv); j_++) c[i_][j_] = DLRT_VZERO();                            \
-        for (int p_ = 0; p_ < (kc); p_++, a += DLRT_GEMM_MR, b += (bstep)) {                       \
+        for (int p_ = 0; p_ < (kc); p_++, a += (astep), b += (bstep)) {                            \
             dlrt_vf bv_[nv];                                                                       \
             for (int j_ = 0; j_ < (nv); j_++) bv_[j_] = DLRT_VLOAD(b + j_ * DLRT_GEMM_VW);         \
             for (int i_ = 0; i_ < (rows); i_++) {                                                  \
@@ -192,10 +193,11 @@ static DLRT_INLINE void dlrt_gemm_vtranspose(__m512 r[16]) {
  * acc[rows x nv vectors] (rows NR floats apart; later rows untouched) = or += the block. Each
  * element sums in the same order whatever rows and nv: the same bits as the full kernel. */
 #define DLRT_GEMM_MICRO_PART(name, rows, nv)                                                       \
-    static inline void name(int kc, const float *restrict a, const float *restrict b,              \
-                            int64_t bstep, float *restrict acc, int add) {                         \
+    static inline void name(int kc, const float *restrict a, int64_t astep,                        \
+                            const float *restrict b, int64_t bstep, float *restrict acc,           \
+                            int add) {                                                             \
         dlrt_vf c[rows][nv];                                                                       \
-        DLRT_GEMM_MAC(kc, a, b, bstep, c, rows, nv);                                               \
+        DLRT_GEMM_MAC(kc, a, astep, b, bstep, c, rows, nv);                                        \
         DLRT_GEMM_ACC_STORE(acc, c, rows, nv, add);                                                \
     }
 
@@ -219,24 +221,24 @@ DLRT_GEMM_MICRO_PART(dlrt_gemm_micro_m5, 5, DLRT_GEMM_NV)
 #error "dlrt_gemm_micro_short covers the short tiles of a 6-row kernel"
 #endif
 /* Rows 1 .. MR - 1 of a full-width panel (rows is the tile's valid row count). */
-static inline void dlrt_gemm_micro_short(int rows, int kc, const float *restrict a,
+static inline void dlrt_gemm_micro_short(int rows, int kc, const float *restrict a, int64_t astep,
                                          const float *restrict b, int64_t bstep,
                                          float *restrict acc, int add) {
     switch (rows) {
     case 1:
-        dlrt_gemm_micro_m1(kc, a, b, bstep, acc, add);
+        dlrt_gemm_micro_m1(kc, a, astep, b, bstep, acc, add);
         break;
     case 2:
-        dlrt_gemm_micro_m2(kc, a, b, bstep, acc, add);
+        dlrt_gemm_micro_m2(kc, a, astep, b, bstep, acc, add);
         break;
     case 3:
-        dlrt_gemm_micro_m3(kc, a, b, bstep, acc, add);
+        dlrt_gemm_micro_m3(kc, a, astep, b, bstep, acc, add);
         break;
     case 4:
-        dlrt_gemm_micro_m4(kc, a, b, bstep, acc, add);
+        dlrt_gemm_micro_m4(kc, a, astep, b, bstep, acc, add);
         break;
     default:
-        dlrt_gemm_micro_m5(kc, a, b, bstep, acc, add);
+        dlrt_gemm_micro_m5(kc, a, astep, b, bstep, acc, add);
         break;
     }
 }
@@ -247,12 +249,12 @@ static inline void dlrt_gemm_micro_short(int rows, int kc, const float *restrict
  * Each accumulator sums in the same order as in dlrt_gemm_micro_n##nv: the same bits. */
 #define DLRT_GEMM_MICRO_TALL(nv)                                                                   \
     static inline void dlrt_gemm_micro_tall_n##nv(                                                 \
-        int kc, const float *restrict a0, const float *restrict a1, const float *restrict b,       \
-        float *restrict acc, int add) {                                                            \
+        int kc, const float *restrict a0, const float *restrict a1, int64_t astep,                 \
+        const float *restrict b, float *restrict acc, int add) {                                   \
         dlrt_vf c[2 * DLRT_GEMM_MR][nv];                                                           \
         for (int i = 0; i < 2 * DLRT_GEMM_MR; i++)                                                 \
             for (int j = 0; j < (nv); j++) c[i][j] = DLRT_VZERO();                                 \
-        for (int p = 0; p < kc; p++, a0 += DLRT_GEMM_MR, a1 += DLRT_GEMM_MR, b += DLRT_GEMM_NR) {  \
+        for (int p = 0; p < kc; p++, a0 += astep, a1 += astep, b += DLRT_GEMM_NR) {                \
             dlrt_vf bv[nv];                                                                        \
             for (int j = 0; j < (nv); j++) bv[j] = DLRT_VLOAD(b + j * DLRT_GEMM_VW);               \
             for (int i = 0; i < DLRT_GEMM_MR; i++) {                                               \
@@ -401,11 +403,12 @@ static inline int dlrt_gemm_act_after(const dlrt_epilogue *ep) {
  * order dlrt_epi_apply uses, in registers, and the rows stored straight into C (row stride ldc):
  * no round trip through a buffer. ep must pass dlrt_gemm_epi_direct. Activations other than
  * ReLU and Clip run in place on the stored row, as dlrt_epi_apply would run them on its copy. */
-static inline void dlrt_gemm_micro_store(int kc, const float *restrict a, const float *restrict b,
-                                         int64_t bstep, const float *part, float *C, int64_t ldc,
-                                         const dlrt_epilogue *ep, int64_t i0, int64_t j0) {
+static inline void dlrt_gemm_micro_store(int kc, const float *restrict a, int64_t astep,
+                                         const float *restrict b, int64_t bstep, const float *part,
+                                         float *C, int64_t ldc, const dlrt_epilogue *ep, int64_t i0,
+                                         int64_t j0) {
     dlrt_vf c[DLRT_GEMM_MR][DLRT_GEMM_NV];
-    DLRT_GEMM_MAC(kc, a, b, bstep, c, DLRT_GEMM_MR, DLRT_GEMM_NV);
+    DLRT_GEMM_MAC(kc, a, astep, b, bstep, c, DLRT_GEMM_MR, DLRT_GEMM_NV);
     if (part)
         for (int i = 0; i < DLRT_GEMM_MR; i++)
             for (int j = 0; j < DLRT_GEMM_NV; j++)
@@ -429,11 +432,12 @@ static inline void dlrt_gemm_micro_store(int kc, const float *restrict a, const 
  * inside) is the one gcc and clang at -O3 turn into register accumulators with broadcast FMAs;
  * seemingly equivalent rewrites made one or the other spill the tile every iteration (30-50x
  * slower). Keep it so and re-measure after any change. */
-static inline void dlrt_gemm_micro(int kc, const float *restrict a, const float *restrict b,
-                                   int64_t bstep, float *restrict acc, int add) {
-    /* always NR: this build never reads B in place (dlrt_gemm_b_in_place), since a variable
-     * stride here cost 5% */
-    (void)bstep;
+static inline void dlrt_gemm_micro(int kc, const float *restrict a, int64_t astep,
+                                   const float *restrict b, int64_t bstep, float *restrict acc,
+                                   int add) {
+    /* always MR and NR: this build never reads an operand in place (dlrt_gemm_b_in_place), since
+     * a variable stride here cost 5% */
+    (void)astep, (void)bstep;
     float c[DLRT_GEMM_MR][DLRT_GEMM_NR] = {{0}};
     for (int p = 0; p < kc; p++) {
         const float *bp = b + p * DLRT_GEMM_NR;
