@@ -82,8 +82,8 @@ size_t dlrt_gemm_workspace(int64_t M, int64_t N, int64_t K, int a_packed, int b_
 void dlrt_sgemm_ws(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
                    int a_packed, const float *B, int64_t ldb, int trans_b, int b_packed, float *C,
                    int64_t ldc, const dlrt_epilogue *ep, void *ws, size_t ws_bytes);
-/* Whether dlrt_sgemm computes an M x N product transposed (narrow N): prepacking its left
- * operand then does not pay. */
+/* Whether dlrt_sgemm computes an M x N product transposed (narrow N) when B is not transposed
+ * (a convolution's image or columns): prepacking its left operand then does not pay. */
 int dlrt_sgemm_transposes(int64_t M, int64_t N, int64_t K);
 /* The same decision for the kernels of a build with vectors of vector_bytes (64: AVX-512,
  * 32: AVX2+FMA, else generic C), so a host built for another instruction set plans as the
