@@ -192,6 +192,38 @@ static DLRT_INLINE void dlrt_gemm_store_block(const dlrt_gemm_args *g, int64_t i
 }
 #endif
 
+#ifdef DLRT_GEMM_VW
+/* The same for the last rows (< VW) of VW columns: the missing rows transposed as zeros, each
+ * column's values finished in a vector (its bias and residual copied out of C's row first, so
+ * nothing past the row's end is read) and `rows` of them stored. The scalar path took one
+ * epilogue call per column: a twentieth of a 1x1 convolution on a 7x7 plane (49 = 3 x 16 + 1
+ * rows), whose last row went that way for each of its columns. */
+static void dlrt_gemm_store_block_rows(const dlrt_gemm_args *g, int64_t i0, int64_t j0,
+                                       const float *blk, int rows) {
+    const dlrt_epilogue *ep = g->ep;
+    dlrt_vf r[DLRT_GEMM_VW];
+    for (int l = 0; l < DLRT_GEMM_VW; l++)
+        r[l] = l < rows ? DLRT_VLOAD(blk + l * DLRT_GEMM_NR) : DLRT_VZERO();
+    dlrt_gemm_vtranspose(r);
+    const size_t bytes = (size_t)rows * sizeof(float);
+    for (int jj = 0; jj < DLRT_GEMM_VW; jj++) {
+        const int64_t row = j0 + jj;
+        float *dst = g->C + row * g->ldc + i0;
+        float bias[DLRT_GEMM_VW] = {0}, res[DLRT_GEMM_VW] = {0}, out[DLRT_GEMM_VW];
+        dlrt_vf v = r[jj];
+        if (ep) {
+            const float *bp = ep->bias ? ep->bias + row * ep->bias_rs + i0 * ep->bias_cs : NULL;
+            if (bp && ep->bias_cs != 0) memcpy(bias, bp, bytes), bp = bias;
+            if (ep->residual) memcpy(res, ep->residual + row * ep->res_rs + i0, bytes);
+            v = dlrt_gemm_epi_vec(ep, v, bp, ep->residual ? res : NULL, 0);
+        }
+        DLRT_VSTORE(out, v);
+        memcpy(dst, out, bytes);
+        if (dlrt_gemm_act_after(ep)) dlrt_act_apply(ep->act, ep->act_a, ep->act_b, dst, rows);
+    }
+}
+#endif
+
 /* Block blk (mr <= MC rows x nr, rows NR floats apart) at (i0, j0) of a transposed product: its
  * column jj is mr consecutive elements of row j0 + jj of C, finished there with the epilogue and
  * stored with one contiguous write. Whole VW x VW blocks are transposed in registers (the scalar
@@ -203,9 +235,14 @@ static void dlrt_gemm_store_cols(const dlrt_gemm_args *g, int64_t i0, int64_t j0
 #ifdef DLRT_GEMM_VW
     if (dlrt_gemm_epi_direct(g->ep)) {
         vr = mr / DLRT_GEMM_VW * DLRT_GEMM_VW, vc = nr / DLRT_GEMM_VW * DLRT_GEMM_VW;
-        for (int jj = 0; jj < vc; jj += DLRT_GEMM_VW)
+        for (int jj = 0; jj < vc; jj += DLRT_GEMM_VW) {
             for (int ii = 0; ii < vr; ii += DLRT_GEMM_VW)
                 dlrt_gemm_store_block(g, i0 + ii, j0 + jj, blk + ii * DLRT_GEMM_NR + jj);
+            if (vr < mr)
+                dlrt_gemm_store_block_rows(g, i0 + vr, j0 + jj, blk + vr * DLRT_GEMM_NR + jj,
+                                           mr - vr);
+        }
+        vr = mr; /* the columns of whole blocks are done */
     }
 #endif
     for (int jj = 0; jj < nr; jj++) {
