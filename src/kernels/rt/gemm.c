@@ -44,6 +44,42 @@ static DLRT_INLINE void dlrt_gemm_tr8(const float *src, int64_t ld, int nl, floa
 }
 #endif
 
+#if defined(__AVX512F__) && !defined(DLRT_GEMM_GENERIC)
+#define DLRT_GEMM_TR6X16
+/* Six lines stored by rows (line l at src + l * ld) over 16 depths, transposed into an A panel:
+ * dst[p * 6 + l] for p < 16, 96 consecutive floats. Lines are paired in depth order (line 2q's
+ * and 2q + 1's floats side by side: 64-bit units), then each output vector takes its units from
+ * the three pairs, two shuffles each: 18 shuffles a block where the 8x8 transposes of the AVX2
+ * path spent 48 and stored in pieces (packing was 4% of a 512-cube product). */
+static DLRT_INLINE void dlrt_gemm_tr6x16(const float *src, int64_t ld, float *dst) {
+    const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i hi =
+        _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    __m512d pair[3][2]; /* [line pair][depths 0-7, 8-15]: 8 units in depth order */
+    for (int q = 0; q < 3; q++) {
+        const __m512 a = _mm512_loadu_ps(src + 2 * q * ld),
+                     b = _mm512_loadu_ps(src + (2 * q + 1) * ld);
+        pair[q][0] = _mm512_castps_pd(_mm512_permutex2var_ps(a, lo, b));
+        pair[q][1] = _mm512_castps_pd(_mm512_permutex2var_ps(a, hi, b));
+    }
+    /* output unit u (of 48) is depth u / 3 of pair u % 3: per output vector k (and k + 3 for
+     * depths 8-15), pairs 0 and 1 through one two-source shuffle, pair 2 merged into its lanes */
+    const __m512i from01[3] = {_mm512_set_epi64(10, 2, 0, 9, 1, 0, 8, 0),
+                               _mm512_set_epi64(5, 0, 12, 4, 0, 11, 3, 0),
+                               _mm512_set_epi64(0, 15, 7, 0, 14, 6, 0, 13)};
+    const __m512i from2[3] = {_mm512_set_epi64(0, 0, 1, 0, 0, 0, 0, 0),
+                              _mm512_set_epi64(0, 4, 0, 0, 3, 0, 0, 2),
+                              _mm512_set_epi64(7, 0, 0, 6, 0, 0, 5, 0)};
+    const __mmask8 lanes2[3] = {0x24, 0x49, 0x92};
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 3; k++) {
+            __m512d v = _mm512_permutex2var_pd(pair[0][h], from01[k], pair[1][h]);
+            v = _mm512_mask_permutexvar_pd(v, lanes2[k], from2[k], pair[2][h]);
+            _mm512_storeu_pd((double *)(dst + (3 * h + k) * 16), v);
+        }
+}
+#endif
+
 /* The lines of a panel of w holding n that the microkernels read: all w, except that the narrow
  * kernels read only the vectors of a partial B panel that hold lines (gemm-micro.h), so the
  * zeros end with the last of those vectors. */
@@ -86,6 +122,10 @@ static void dlrt_gemm_pack(const float *X, int64_t ld, int by_rows, const dlrt_g
             for (; nl && ii + nl <= n; ii += nl) {
                 const float *src = X + (i0 + r + ii) * ld + p0;
                 int p = 0;
+#ifdef DLRT_GEMM_TR6X16
+                if (w == 6) /* a whole A panel (nl 6, ii 0) */
+                    for (; p + 16 <= kc; p += 16) dlrt_gemm_tr6x16(src + p, ld, dst + p * w);
+#endif
                 for (; p + 8 <= kc; p += 8) dlrt_gemm_tr8(src + p, ld, nl, dst + p * w + ii, w);
                 for (; p < kc; p++)
                     for (int l = 0; l < nl; l++) dst[p * w + ii + l] = src[l * ld + p];
