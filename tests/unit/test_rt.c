@@ -352,10 +352,11 @@ static void in_place_case(int64_t M, int64_t N, int64_t K) {
  * prepacked one, with a column bias scaled by beta (fused in full tiles), residual and ReLU. */
 static void test_gemm_threads(void) {
 #ifdef _OPENMP
-    static const int64_t shapes[][3] = {
-        {128, 768, 300}, {130, 700, 200}, {600, 49, 500}, {128, 784, 150}, {64, 3136, 40}};
+    /* (the last: transposed, its row panels B's columns read in place on the vector builds) */
+    static const int64_t shapes[][3] = {{128, 768, 300}, {130, 700, 200}, {600, 49, 500},
+                                        {128, 784, 150}, {64, 3136, 40},  {160, 49, 960}};
     const int saved = omp_get_max_threads();
-    for (int s = 0; s < 5; s++) {
+    for (int s = 0; s < 6; s++) {
         const int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
         float *a = rand_buf(M * K), *b = rand_buf(K * N), *bias = rand_buf(N);
         float *res = rand_buf(M * N), *ap = malloc(dlrt_gemm_packed_bytes(0, M, K) + 4);

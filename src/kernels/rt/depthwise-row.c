@@ -25,7 +25,8 @@
  * Each output is w[0]*x[0] followed by fused multiply-adds in tap order, padding taps included
  * as zeros, and the epilogue takes dlrt_epi_apply's steps on the vector (dlrt_gemm_epi_vec):
  * the bits of the plane kernel. Work is split over planes (image x channel), and over row
- * blocks when planes are few; each output is computed by one unit, whatever the thread count. */
+ * blocks (runs of vectors for the flat kernel) when planes are few; each output is computed by
+ * one unit, whatever the thread count. */
 #include "conv-impl.h"
 #include "gemm-micro.h" /* dlrt_gemm_epi_vec, dlrt_gemm_act_after */
 
@@ -58,6 +59,15 @@ static DLRT_INLINE void dlrt_dwr_store(const dlrt_epilogue *ep, int64_t oc, int6
         _mm512_mask_storeu_ps(dst, dlrt_rv_lanes(n), v);
 }
 
+/* acc after window row ky's taps a, b, c (left, centre, right) weighted by w[3 ky ..]: the first
+ * row starts the sum with a product, then fused multiply-adds in tap order (the plane kernel's). */
+static DLRT_INLINE __m512 dlrt_dwr_taps(const __m512 *w, int ky, __m512 a, __m512 b, __m512 c,
+                                        __m512 acc) {
+    acc = ky ? _mm512_fmadd_ps(w[3 * ky], a, acc) : _mm512_mul_ps(w[0], a);
+    acc = _mm512_fmadd_ps(w[3 * ky + 1], b, acc);
+    return _mm512_fmadd_ps(w[3 * ky + 2], c, acc);
+}
+
 /* One output row at stride 1: wn outputs from rows of in_w inputs (wn differs from in_w when the
  * padding after the row is not 1), r[ky] the window's input rows (NULL: padding), w the 9 taps;
  * the row's outputs are columns j0.. of the plane (for the epilogue). */
@@ -70,10 +80,8 @@ static void dlrt_dwr_row1(const float *const *r, const __m512 *w, int64_t in_w, 
         __m512 acc = z;
         for (int ky = 0; ky < 3; ky++) {
             const __m512 nx = r[ky] ? dlrt_rv_load(r[ky], j + DLRT_DWR_VEC, in_w) : z;
-            const __m512 a = dlrt_rv_back1(cur[ky], prev[ky]), c = dlrt_rv_next1(nx, cur[ky]);
-            acc = ky ? _mm512_fmadd_ps(w[3 * ky], a, acc) : _mm512_mul_ps(w[0], a);
-            acc = _mm512_fmadd_ps(w[3 * ky + 1], cur[ky], acc);
-            acc = _mm512_fmadd_ps(w[3 * ky + 2], c, acc);
+            acc = dlrt_dwr_taps(w, ky, dlrt_rv_back1(cur[ky], prev[ky]), cur[ky],
+                                dlrt_rv_next1(nx, cur[ky]), acc);
             prev[ky] = cur[ky], cur[ky] = nx;
         }
         dlrt_dwr_store(ep, oc, j0 + j, acc, y + j, wn - j);
@@ -90,9 +98,7 @@ static void dlrt_dwr_row2(const float *const *r, const __m512 *w, int64_t in_w, 
         for (int ky = 0; ky < 3; ky++) {
             __m512 a = z, b = z, c = z;
             if (r[ky]) dlrt_rv_taps2(r[ky], in_w, j, &prev[ky], &a, &b, &c);
-            acc = ky ? _mm512_fmadd_ps(w[3 * ky], a, acc) : _mm512_mul_ps(w[0], a);
-            acc = _mm512_fmadd_ps(w[3 * ky + 1], b, acc);
-            acc = _mm512_fmadd_ps(w[3 * ky + 2], c, acc);
+            acc = dlrt_dwr_taps(w, ky, a, b, c, acc);
         }
         dlrt_dwr_store(ep, oc, j0 + j, acc, y + j, wn - j);
     }
@@ -137,13 +143,8 @@ static void dlrt_dwf_range(const float *x, int64_t n, int64_t in_w, const __m512
         __m512 acc = z;
         for (int ky = 0; ky < 3; ky++) {
             const __m512 nx = dlrt_dwf_load(x, n, q + (ky - 1) * in_w + DLRT_DWR_VEC);
-            const __m512 a = _mm512_castsi512_ps(_mm512_maskz_alignr_epi32(
-                left, _mm512_castps_si512(cur[ky]), _mm512_castps_si512(prev[ky]), 15));
-            const __m512 c = _mm512_castsi512_ps(_mm512_maskz_alignr_epi32(
-                right, _mm512_castps_si512(nx), _mm512_castps_si512(cur[ky]), 1));
-            acc = ky ? _mm512_fmadd_ps(w[3 * ky], a, acc) : _mm512_mul_ps(w[0], a);
-            acc = _mm512_fmadd_ps(w[3 * ky + 1], cur[ky], acc);
-            acc = _mm512_fmadd_ps(w[3 * ky + 2], c, acc);
+            acc = dlrt_dwr_taps(w, ky, dlrt_rv_back1_z(left, cur[ky], prev[ky]), cur[ky],
+                                dlrt_rv_next1_z(right, nx, cur[ky]), acc);
             prev[ky] = cur[ky], cur[ky] = nx;
         }
         dlrt_dwr_store(ep, oc, q, acc, y + q, q1 - q);

@@ -59,6 +59,7 @@ void dlrt_gemm_pack_operand(int operand, int64_t lines, int64_t K, const float *
 /* Whether a product reads the full panels of a B that is not prepacked (rows ldb floats apart,
  * not transposed) where they are, rather than packing them, for K blocks of kc rows: unless
  * the rows' stride would crowd them into few cache sets, and never on the generic C build. The
+ * same rule decides for a transposed product's row panels, B's columns (depths ldb apart). The
  * results are the same either way. */
 int dlrt_gemm_b_in_place(int64_t ldb, int64_t kc);
 /* Where dlrt_gemm_pack_operand puts line `line` at depth p (in floats from dst), for packers that

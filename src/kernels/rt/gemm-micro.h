@@ -4,8 +4,11 @@
  * AVX-512 machine runs the AVX-512 kernel and tests can force the AVX2 and generic ones.
  *
  * Contract (all three): acc[MR x NR] (row-major, NR floats per row) = sum over p < kc of the
- * outer product of a[p*MR .. p*MR+MR) and b[p*NR .. p*NR+NR); when `add` is set the sums are
- * added to what acc holds (the partial sums of the previous K blocks), else acc is overwritten.
+ * outer product of a[p*astep .. p*astep+MR) and b[p*bstep .. p*bstep+NR) (astep MR and bstep NR
+ * in packed panels; the vector kernels also read full panels in place, with the operand's
+ * stride); when `add` is set the sums are added to what acc holds (the partial sums of the
+ * previous K blocks), else acc is overwritten. The depths are indexed, not stepped to: a pointer
+ * stepped past the last depth of an operand read in place would point outside it.
  *
  * Block sizes (MC multiple of MR, NC multiple of NR) were measured on a Zen 5 (AVX-512, 48 KiB
  * L1D, 1 MiB L2) with bench/gemm.sh: 6x64 tiles with NC 256 reach ~200 GFLOP/s on one thread
@@ -169,11 +172,12 @@ static DLRT_INLINE void dlrt_gemm_vtranspose(__m512 r[16]) {
     do {                                                                                           \
         for (int i_ = 0; i_ < (rows); i_++)                                                        \
             for (int j_ = 0; j_ < (nv); j_++) c[i_][j_] = DLRT_VZERO();                            \
-        for (int p_ = 0; p_ < (kc); p_++, a += (astep), b += (bstep)) {                            \
+        for (int64_t p_ = 0; p_ < (kc); p_++) {                                                    \
+            const float *ap_ = (a) + p_ * (astep), *bp_ = (b) + p_ * (bstep);                      \
             dlrt_vf bv_[nv];                                                                       \
-            for (int j_ = 0; j_ < (nv); j_++) bv_[j_] = DLRT_VLOAD(b + j_ * DLRT_GEMM_VW);         \
+            for (int j_ = 0; j_ < (nv); j_++) bv_[j_] = DLRT_VLOAD(bp_ + j_ * DLRT_GEMM_VW);       \
             for (int i_ = 0; i_ < (rows); i_++) {                                                  \
-                const dlrt_vf av_ = DLRT_VBCAST(a[i_]);                                            \
+                const dlrt_vf av_ = DLRT_VBCAST(ap_[i_]);                                          \
                 for (int j_ = 0; j_ < (nv); j_++) c[i_][j_] = DLRT_VFMA(av_, bv_[j_], c[i_][j_]);  \
             }                                                                                      \
         }                                                                                          \
@@ -254,15 +258,16 @@ static inline void dlrt_gemm_micro_short(int rows, int kc, const float *restrict
         dlrt_vf c[2 * DLRT_GEMM_MR][nv];                                                           \
         for (int i = 0; i < 2 * DLRT_GEMM_MR; i++)                                                 \
             for (int j = 0; j < (nv); j++) c[i][j] = DLRT_VZERO();                                 \
-        for (int p = 0; p < kc; p++, a0 += astep, a1 += astep, b += DLRT_GEMM_NR) {                \
+        for (int64_t p = 0; p < kc; p++) {                                                         \
+            const float *ap0 = a0 + p * astep, *ap1 = a1 + p * astep, *bp = b + p * DLRT_GEMM_NR;  \
             dlrt_vf bv[nv];                                                                        \
-            for (int j = 0; j < (nv); j++) bv[j] = DLRT_VLOAD(b + j * DLRT_GEMM_VW);               \
+            for (int j = 0; j < (nv); j++) bv[j] = DLRT_VLOAD(bp + j * DLRT_GEMM_VW);              \
             for (int i = 0; i < DLRT_GEMM_MR; i++) {                                               \
-                const dlrt_vf av = DLRT_VBCAST(a0[i]);                                             \
+                const dlrt_vf av = DLRT_VBCAST(ap0[i]);                                            \
                 for (int j = 0; j < (nv); j++) c[i][j] = DLRT_VFMA(av, bv[j], c[i][j]);            \
             }                                                                                      \
             for (int i = 0; i < DLRT_GEMM_MR; i++) {                                               \
-                const dlrt_vf av = DLRT_VBCAST(a1[i]);                                             \
+                const dlrt_vf av = DLRT_VBCAST(ap1[i]);                                            \
                 for (int j = 0; j < (nv); j++)                                                     \
                     c[DLRT_GEMM_MR + i][j] = DLRT_VFMA(av, bv[j], c[DLRT_GEMM_MR + i][j]);         \
             }                                                                                      \

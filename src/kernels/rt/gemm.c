@@ -3,7 +3,10 @@
  * Goto-style blocking. C is cut into MC x NC tiles, each computed by one thread from stack
  * buffers: an MC x KC block of op(A) and a KC x NC block of op(B) are packed (which also absorbs
  * the transpositions and the strides), and the register-tile microkernel of gemm-micro.h (AVX-512,
- * AVX2 or generic C, by the build's instruction set) walks them. K is consumed KC at a time;
+ * AVX2 or generic C, by the build's instruction set) walks them. Operands can also come packed
+ * once (layer weights at load time, or per call into a workspace when several tiles share them),
+ * and on the vector builds full panels whose lines are contiguous at each depth are read where
+ * they lie: B's columns, and a transposed product's rows. K is consumed KC at a time;
  * partial sums live in a tile-sized stack buffer, so C is written exactly once, by the epilogue,
  * after the residual at the same place was read (an in-place residual works). Rows and columns
  * past the edges are packed as zeros and never stored.
@@ -205,70 +208,53 @@ static void dlrt_gemm_store_row(const dlrt_gemm_args *g, int64_t i, int64_t j0, 
 }
 
 #ifdef DLRT_GEMM_VW
-/* Columns [0, VW) of a block of VW rows of blk (rows NR floats apart) at (i0, j0) of a
- * transposed product, transposed in registers: column jj is then one vector, VW consecutive
- * elements of row j0 + jj of C, finished there and stored whole, with dlrt_epi_apply's
- * operations (dlrt_gemm_epi_vec, unfused), so the results are those of the scalar path. */
+/* Columns [0, VW) of the first `rows` (<= VW) rows of blk (rows NR floats apart) at (i0, j0) of a
+ * transposed product, transposed in registers, the rows past `rows` as zeros: column jj is then
+ * one vector, `rows` consecutive elements of row j0 + jj of C, finished there with
+ * dlrt_epi_apply's operations (dlrt_gemm_epi_vec, unfused), so the results are those of the
+ * scalar path, and stored. A whole block (rows == VW: a constant where it is inlined) reads and
+ * stores whole vectors; a partial one copies its bias and residual out of C's row first and
+ * stores `rows` floats, so nothing past the row's end is touched. Partial blocks took one scalar
+ * epilogue call per column before: a twentieth of a 1x1 convolution on a 7x7 plane (49 = 3 x 16
+ * + 1 rows). */
 static DLRT_INLINE void dlrt_gemm_store_block(const dlrt_gemm_args *g, int64_t i0, int64_t j0,
-                                              const float *blk) {
-    const dlrt_epilogue *ep = g->ep;
-    dlrt_vf r[DLRT_GEMM_VW];
-    for (int l = 0; l < DLRT_GEMM_VW; l++) r[l] = DLRT_VLOAD(blk + l * DLRT_GEMM_NR);
-    dlrt_gemm_vtranspose(r);
-    for (int jj = 0; jj < DLRT_GEMM_VW; jj++) {
-        const int64_t row = j0 + jj;
-        float *dst = g->C + row * g->ldc + i0;
-        dlrt_vf v = r[jj];
-        if (ep)
-            v = dlrt_gemm_epi_vec(ep, v,
-                                  ep->bias ? ep->bias + row * ep->bias_rs + i0 * ep->bias_cs : NULL,
-                                  ep->residual ? ep->residual + row * ep->res_rs + i0 : NULL, 0);
-        DLRT_VSTORE(dst, v);
-    }
-    if (dlrt_gemm_act_after(ep)) /* after the stores: no call while r is live (it spilled) */
-        for (int jj = 0; jj < DLRT_GEMM_VW; jj++)
-            dlrt_act_apply(ep->act, ep->act_a, ep->act_b, g->C + (j0 + jj) * g->ldc + i0,
-                           DLRT_GEMM_VW);
-}
-#endif
-
-#ifdef DLRT_GEMM_VW
-/* The same for the last rows (< VW) of VW columns: the missing rows transposed as zeros, each
- * column's values finished in a vector (its bias and residual copied out of C's row first, so
- * nothing past the row's end is read) and `rows` of them stored. The scalar path took one
- * epilogue call per column: a twentieth of a 1x1 convolution on a 7x7 plane (49 = 3 x 16 + 1
- * rows), whose last row went that way for each of its columns. */
-static void dlrt_gemm_store_block_rows(const dlrt_gemm_args *g, int64_t i0, int64_t j0,
-                                       const float *blk, int rows) {
+                                              const float *blk, const int rows) {
     const dlrt_epilogue *ep = g->ep;
     dlrt_vf r[DLRT_GEMM_VW];
     for (int l = 0; l < DLRT_GEMM_VW; l++)
         r[l] = l < rows ? DLRT_VLOAD(blk + l * DLRT_GEMM_NR) : DLRT_VZERO();
     dlrt_gemm_vtranspose(r);
-    const size_t bytes = (size_t)rows * sizeof(float);
     for (int jj = 0; jj < DLRT_GEMM_VW; jj++) {
         const int64_t row = j0 + jj;
         float *dst = g->C + row * g->ldc + i0;
-        float bias[DLRT_GEMM_VW] = {0}, res[DLRT_GEMM_VW] = {0}, out[DLRT_GEMM_VW];
+        const float *bp = ep && ep->bias ? ep->bias + row * ep->bias_rs + i0 * ep->bias_cs : NULL;
+        const float *rp = ep && ep->residual ? ep->residual + row * ep->res_rs + i0 : NULL;
         dlrt_vf v = r[jj];
-        if (ep) {
-            const float *bp = ep->bias ? ep->bias + row * ep->bias_rs + i0 * ep->bias_cs : NULL;
-            if (bp && ep->bias_cs != 0) memcpy(bias, bp, bytes), bp = bias;
-            if (ep->residual) memcpy(res, ep->residual + row * ep->res_rs + i0, bytes);
-            v = dlrt_gemm_epi_vec(ep, v, bp, ep->residual ? res : NULL, 0);
+        if (rows == DLRT_GEMM_VW) {
+            if (ep) v = dlrt_gemm_epi_vec(ep, v, bp, rp, 0);
+            DLRT_VSTORE(dst, v);
+            continue;
         }
+        const size_t bytes = (size_t)rows * sizeof(float);
+        float bias[DLRT_GEMM_VW] = {0}, res[DLRT_GEMM_VW] = {0}, out[DLRT_GEMM_VW];
+        if (bp && ep->bias_cs != 0) memcpy(bias, bp, bytes), bp = bias;
+        if (rp) memcpy(res, rp, bytes), rp = res;
+        if (ep) v = dlrt_gemm_epi_vec(ep, v, bp, rp, 0);
         DLRT_VSTORE(out, v);
         memcpy(dst, out, bytes);
-        if (dlrt_gemm_act_after(ep)) dlrt_act_apply(ep->act, ep->act_a, ep->act_b, dst, rows);
     }
+    if (dlrt_gemm_act_after(ep)) /* after the stores: no call while r is live (it spilled) */
+        for (int jj = 0; jj < DLRT_GEMM_VW; jj++)
+            dlrt_act_apply(ep->act, ep->act_a, ep->act_b, g->C + (j0 + jj) * g->ldc + i0, rows);
 }
 #endif
 
 /* Block blk (mr <= MC rows x nr, rows NR floats apart) at (i0, j0) of a transposed product: its
  * column jj is mr consecutive elements of row j0 + jj of C, finished there with the epilogue and
- * stored with one contiguous write. Whole VW x VW blocks are transposed in registers (the scalar
- * gather cost about 1.5 cycles an element: a seventh of a 1x1 convolution on a 7x7 plane); the
- * rows and columns past them go element by element. */
+ * stored with one contiguous write. Blocks of VW columns are transposed in registers, VW rows at
+ * a time and then the rows left (the scalar gather cost about 1.5 cycles an element: a seventh of
+ * a 1x1 convolution on a 7x7 plane); the columns past them, and every column where the epilogue's
+ * strides do not allow vectors, go element by element. */
 static void dlrt_gemm_store_cols(const dlrt_gemm_args *g, int64_t i0, int64_t j0, const float *blk,
                                  int mr, int nr) {
     int vr = 0, vc = 0; /* rows and columns done by whole blocks */
@@ -277,10 +263,10 @@ static void dlrt_gemm_store_cols(const dlrt_gemm_args *g, int64_t i0, int64_t j0
         vr = mr / DLRT_GEMM_VW * DLRT_GEMM_VW, vc = nr / DLRT_GEMM_VW * DLRT_GEMM_VW;
         for (int jj = 0; jj < vc; jj += DLRT_GEMM_VW) {
             for (int ii = 0; ii < vr; ii += DLRT_GEMM_VW)
-                dlrt_gemm_store_block(g, i0 + ii, j0 + jj, blk + ii * DLRT_GEMM_NR + jj);
+                dlrt_gemm_store_block(g, i0 + ii, j0 + jj, blk + ii * DLRT_GEMM_NR + jj,
+                                      DLRT_GEMM_VW);
             if (vr < mr)
-                dlrt_gemm_store_block_rows(g, i0 + vr, j0 + jj, blk + vr * DLRT_GEMM_NR + jj,
-                                           mr - vr);
+                dlrt_gemm_store_block(g, i0 + vr, j0 + jj, blk + vr * DLRT_GEMM_NR + jj, mr - vr);
         }
         vr = mr; /* the columns of whole blocks are done */
     }
@@ -617,7 +603,8 @@ static int dlrt_gemm_split(int64_t M, int64_t N, int64_t mu, int64_t threads, in
 
 /* dlrt_gemm_split with rows in units of *mu: a transposed product's in whole vector-square
  * blocks of its store (MT, dlrt_gemm_store_cols), so that only the product's last rows take the
- * scalar path (its 132-row tiles had left 4 or 14 rows each there: 3% of conv1's time), unless
+ * partial-block path (then a scalar one; its 132-row tiles had left 4 or 14 rows each there: 3%
+ * of conv1's time), unless
  * those units cannot share the product out evenly over the threads (a 7x7 plane's 49 rows:
  * 48 + 1 on 2 threads, MobileNetV2's 960 -> 160 0.043 -> 0.068 ms); else MR. */
 static void dlrt_gemm_split_rows(int64_t M, int64_t N, int c_trans, int cols_first, int64_t threads,
@@ -630,10 +617,11 @@ static void dlrt_gemm_split_rows(int64_t M, int64_t N, int c_trans, int cols_fir
 }
 
 /* Whether B's full panels (NR columns of rows ldb floats apart) are read in place rather than
- * packed, for a K block of kc rows. Packing copies what the kernels then read, which is the
- * cost that matters when few row tiles read each panel: 1x1 convolutions with few output
- * channels (MobileNetV2's 144 -> 24 on 56x56 0.138 -> 0.114 ms, 32 -> 16 on 112x112 0.123 ->
- * 0.110; ResNet-50's 256 -> 64 on 56x56 0.532 -> 0.506, one thread, best of 4 alternating
+ * packed, for a K block of kc rows; the same rule decides for a transposed product's row panels
+ * (MR lines, depths lda apart: dlrt_gemm_run's a_direct). Packing copies what the kernels then
+ * read, which is the cost that matters when few row tiles read each panel: 1x1 convolutions with
+ * few output channels (MobileNetV2's 144 -> 24 on 56x56 0.138 -> 0.114 ms, 32 -> 16 on 112x112
+ * 0.123 -> 0.110; ResNet-50's 256 -> 64 on 56x56 0.532 -> 0.506, one thread, best of 4 alternating
  * rounds; Winograd's products and wide layers within 1%). What packing also buys is rows that
  * cannot evict each other: kc rows at a stride sharing a large power of two with the L2's way
  * size (1 MiB, 16 ways: 64 KiB) fall into few of its sets. Rows ldb floats apart start at
@@ -754,6 +742,9 @@ static dlrt_gemm_tiles dlrt_gemm_tiles_for(int vector_bytes) {
  * with at most this many columns has one column of tiles, which reads its row panels in place
  * (dlrt_gemm_run) where they are contiguous at each depth. */
 enum { DLRT_GEMM_VEC_NC = 256 };
+#ifdef DLRT_GEMM_VW
+_Static_assert(DLRT_GEMM_NC == DLRT_GEMM_VEC_NC, "the orientation model assumes this build's NC");
+#endif
 
 /* Estimated cycles of an M x N x K product on tiles t, computed in the orientation given
  * (transposed: the product is N x M, each of its elements stored to C through the column path).
@@ -761,15 +752,16 @@ enum { DLRT_GEMM_VEC_NC = 256 };
  * half-cycles (its FMAs or its loads, two of either per cycle), so a narrow last panel costs
  * less than a full one but more per column. A store costs about 0.1 cycle per element in C's
  * orientation (vectors); transposed, 0.25 where whole vector-square blocks are transposed in
- * registers and 1.5 for the rest (a scalar run through the epilogue), which decides small-K
- * products. Transposed, op(B) becomes the operand of the MR-row panels: read in place where
- * its columns are contiguous at each depth (b_lines: B not transposed, as a convolution's image
- * or columns) and one column of tiles reads them, else packed, a few floats per depth at about
- * 0.25 cycle each, where untransposed it is read in place or copied by whole vectors (op(A) is
- * taken as a layer's weights, prepacked either way). Packed, with few columns of tiles to share
- * it, that outweighs the narrow last panel the transposition saves; read in place it does not:
- * MobileNetV2's 384 -> 64 on 14x14, one thread, layer alone, 0.046 ms as is, 0.041 transposed
- * in place. */
+ * registers and 1.5 for the rest (a scalar run through the epilogue when this was measured;
+ * those rows now go by partial blocks, cheaper, but the figure is kept until re-measured: at 0.5
+ * no layer of the bench models would change orientation), which decides small-K products.
+ * Transposed, op(B) becomes the operand of the MR-row panels: read in place where its columns are
+ * contiguous at each depth (b_lines: B not transposed, as a convolution's image or columns) and one
+ * column of tiles reads them, else packed, a few floats per depth at about 0.25 cycle each, where
+ * untransposed it is read in place or copied by whole vectors (op(A) is taken as a layer's weights,
+ * prepacked either way). Packed, with few columns of tiles to share it, that outweighs the narrow
+ * last panel the transposition saves; read in place it does not: MobileNetV2's 384 -> 64 on 14x14,
+ * one thread, layer alone, 0.046 ms as is, 0.041 transposed in place. */
 static double dlrt_gemm_cycles(const dlrt_gemm_tiles *t, int64_t M, int64_t N, int64_t K,
                                int transposed, int b_lines) {
     const int64_t rows = transposed ? N : M, cols = transposed ? M : N;

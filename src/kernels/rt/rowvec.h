@@ -42,6 +42,17 @@ static inline __m512 dlrt_rv_next1(__m512 hi, __m512 lo) {
         _mm512_alignr_epi32(_mm512_castps_si512(hi), _mm512_castps_si512(lo), 1));
 }
 
+/* dlrt_rv_back1 and dlrt_rv_next1 with the lanes outside `keep` zeroed: taps that would cross
+ * the edge of a row when rows follow each other in one vector (depthwise-row.c's flat kernel). */
+static inline __m512 dlrt_rv_back1_z(__mmask16 keep, __m512 hi, __m512 lo) {
+    return _mm512_castsi512_ps(
+        _mm512_maskz_alignr_epi32(keep, _mm512_castps_si512(hi), _mm512_castps_si512(lo), 15));
+}
+static inline __m512 dlrt_rv_next1_z(__mmask16 keep, __m512 hi, __m512 lo) {
+    return _mm512_castsi512_ps(
+        _mm512_maskz_alignr_epi32(keep, _mm512_castps_si512(hi), _mm512_castps_si512(lo), 1));
+}
+
 /* The three taps of 16 windows 3 wide at stride 2 whose outputs j read columns 2j - 1 (*a),
  * 2j (*b) and 2j + 1 (*c) of a row of len floats, outputs from j0 on: the 32 columns from 2 j0
  * split into their even and odd lanes; *odd_prev carries the odd lanes from one step to the next
