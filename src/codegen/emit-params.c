@@ -140,7 +140,7 @@ dl_sexpr dl_dims_sexpr(const dl_value *v, int from, int to) {
     return e;
 }
 
-bool dl_gemm_b_weight(const dl_value *v) {
+bool dl_gemm_packed_weight(const dl_value *v) {
     return v->constant && v->constant->dtype == DL_F32;
 }
 
@@ -161,7 +161,7 @@ dl_status dl_gemm_params_of(dl_ctx *ctx, const dl_group *gr, dl_gemm_params *gp)
      * is a number, so a fused residual needs a known N */
     if (gr->epi.residual && gp->N < 0)
         return dl_fail(ctx, DL_ERR_UNSUPPORTED, "Gemm residual with a symbolic column count");
-    gp->b_weight = dl_gemm_b_weight(b);
+    gp->b_weight = dl_gemm_packed_weight(b);
     gp->a_slot = a->id;
     gp->b_slot = b->id;
     gp->y_slot = gr->out[0]->id;
@@ -227,7 +227,7 @@ dl_status dl_matmul_params_of(dl_ctx *ctx, const dl_group *gr, dl_matmul_params 
     mp->a_in = g->a_tr ? g->a_tr->in[0] : a;
     mp->b_in = g->b_tr ? g->b_tr->in[0] : b;
     mp->a_slot = mp->a_in->id;
-    mp->b_weight = br <= 2 && dl_gemm_b_weight(mp->b_in);
+    mp->b_weight = br <= 2 && dl_gemm_packed_weight(mp->b_in);
     mp->b_slot = mp->b_in->id;
     mp->y_slot = gr->out[0]->id;
     epi_defaults(&mp->epi);
@@ -440,7 +440,7 @@ void dl_attn_params_eval(const dl_attn_params *ap, const int64_t *syms, dlrt_att
 }
 
 /* The workspace of a Gemm or MatMul group's dlrt_sgemm_ws calls (emit_sgemm_call): its left
- * operand packed once, and its right one unless a weight (dl_gemm_b_weight), for the M x N x K
+ * operand packed once, and its right one unless a weight (dl_gemm_packed_weight), for the M x N x K
  * of each call (a MatMul's batch runs them in turn), from the same size expressions the
  * emitted call is written with. */
 static size_t gemm_group_workspace(const dl_group *gr, const int64_t *syms) {

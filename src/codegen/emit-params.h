@@ -35,7 +35,7 @@ typedef struct dl_sexpr {
  * request_pack asks for it, in emit.c): a Gemm or MatMul group's workspace then holds A packed
  * once, else A and B (dlrt_gemm_run packs into it what several tiles would otherwise each
  * pack: a training step's weight gradients, the products of two activations). */
-bool dl_gemm_b_weight(const dl_value *v);
+bool dl_gemm_packed_weight(const dl_value *v);
 
 /* The product of dims [from, to) of v (1 when empty; a value has at most DL_MAX_RANK symbols). */
 dl_sexpr dl_dims_sexpr(const dl_value *v, int from, int to);
@@ -44,7 +44,7 @@ typedef struct dl_gemm_params {
     int64_t N, K, ldb; /* N and K negative when symbolic */
     dl_sexpr m, n, k;  /* the product's sizes, as the emitted call and its workspace use them */
     int trans_a, trans_b;
-    bool b_weight; /* B is a float constant, packed once at load (dl_gemm_b_weight) */
+    bool b_weight; /* B is a float constant, packed once at load (dl_gemm_packed_weight) */
     int a_slot, b_slot, y_slot;
     dl_epi_params epi;
 } dl_gemm_params;
@@ -57,7 +57,8 @@ typedef struct dl_matmul_params {
     bool fold_batch;      /* B is a matrix and A plain: A's batch dims fold into M */
     int trans_a, trans_b; /* the value read holds the operand with its last two axes swapped */
     const dl_value *a_in, *b_in; /* the values read: a and b, or the absorbed Transposes' inputs */
-    bool b_weight; /* b_in is one float constant matrix, packed once at load (dl_gemm_b_weight) */
+    bool b_weight; /* b_in is one float constant matrix, packed once at load (dl_gemm_packed_weight)
+                    */
     int a_slot, b_slot, y_slot;
     dl_epi_params epi;
 } dl_matmul_params;

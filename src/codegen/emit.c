@@ -97,7 +97,7 @@ static void emit_batch(dl_sbuf *sb, int n_sym, int64_t n) {
 static dl_status request_pack(dl_ctx *ctx, dl_packs *pk, const dl_value *v, int operand,
                               int64_t lines, int64_t K, int64_t ld, int trans, int *index) {
     *index = -1;
-    if (!pk || !dl_gemm_b_weight(v) || lines <= 0 || K <= 0) return DL_OK;
+    if (!pk || !dl_gemm_packed_weight(v) || lines <= 0 || K <= 0) return DL_OK;
     for (int i = 0; i < pk->n; i++) { /* one weight read by several products is packed once */
         const dl_pack_req *r = &pk->items[i];
         if (r->src == v->id && r->operand == operand && r->lines == lines && r->K == K &&

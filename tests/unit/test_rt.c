@@ -1085,22 +1085,27 @@ static void test_pool_exact(void) {
         }
 }
 
-/* Unpadded 2x2 stride-2 max pooling (dlrt_pool_forward's own path): rows of windows by 8, by 4
- * (4 to 7 windows, LeNet's 8x8 to 4x4) and one at a time (1 to 3), each with and without a last
- * step overlapping the one before; leftover rows and columns; a 3-D pool with one depth tap. */
+/* Max pooling with window k, stride s and pads pad (depth first, one tap in depth), bit for bit
+ * against the plain loops: on each of the n planes sizes[] in floor and ceil modes, then on the
+ * 3-D input in3. */
+static void max_pool_cases(const int64_t (*sizes)[2], size_t n, const int64_t *k, const int64_t *s,
+                           const int64_t *pad, const int64_t *in3) {
+    static const int64_t one[3] = {1, 1, 1};
+    for (size_t i = 0; i < n; i++)
+        for (int ceil_mode = 0; ceil_mode < 2; ceil_mode++)
+            pool_exact(0, 2, sizes[i], k + 1, s + 1, one, pad + 1, pad + 1, ceil_mode, 0);
+    pool_exact(0, 3, in3, k, s, one, pad, pad, 0, 0);
+}
+
 /* 3x3 stride-2 max pooling padded by one, read straight from the rows on AVX-512 builds
  * (pool-s2.h): bit for bit against the plain loops over NaNs, infinities and ties, on widths
  * even and odd, rows of exactly 16 windows and ragged ones, floor and ceil modes, a 3-D pool
  * with one tap in depth; where the rule takes a pool and where it leaves it. */
 static void test_pool_s2(void) {
-    static const int64_t one[3] = {1, 1, 1}, k3[3] = {1, 3, 3}, s2[3] = {1, 2, 2};
-    static const int64_t p1[3] = {0, 1, 1};
+    static const int64_t k3[3] = {1, 3, 3}, s2[3] = {1, 2, 2}, p1[3] = {0, 1, 1};
     static const int64_t sizes[][2] = {{20, 112}, {9, 33}, {16, 31}, {7, 32}, {5, 64}, {3, 47}};
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        for (int ceil_mode = 0; ceil_mode < 2; ceil_mode++)
-            pool_exact(0, 2, sizes[i], k3 + 1, s2 + 1, one, p1 + 1, p1 + 1, ceil_mode, 0);
     static const int64_t in3[3] = {3, 9, 40};
-    pool_exact(0, 3, in3, k3, s2, one, p1, p1, 0, 0);
+    max_pool_cases(sizes, sizeof sizes / sizeof sizes[0], k3, s2, p1, in3);
     /* the rule: taken for ResNet's stem pool, left for narrower rows, other windows, strides,
      * pads, averages */
     for (int c = 0; c < 6; c++) {
@@ -1131,15 +1136,14 @@ static void test_pool_s2(void) {
     }
 }
 
+/* Unpadded 2x2 stride-2 max pooling (dlrt_pool_forward's own path): rows of windows by 8, by 4
+ * (4 to 7 windows, LeNet's 8x8 to 4x4) and one at a time (1 to 3), each with and without a last
+ * step overlapping the one before; leftover rows and columns; a 3-D pool with one depth tap. */
 static void test_pool_pair(void) {
-    static const int64_t one[3] = {1, 1, 1}, zero[3] = {0, 0, 0}, k2[3] = {1, 2, 2};
-    static const int64_t s2[3] = {1, 2, 2};
+    static const int64_t zero[3] = {0, 0, 0}, k2[3] = {1, 2, 2}, s2[3] = {1, 2, 2};
     static const int64_t sizes[][2] = {{24, 32}, {5, 34}, {8, 8}, {11, 13}, {40, 6}, {30, 3}};
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        for (int ceil_mode = 0; ceil_mode < 2; ceil_mode++)
-            pool_exact(0, 2, sizes[i], k2 + 1, s2 + 1, one, zero, zero, ceil_mode, 0);
     static const int64_t in3[3] = {3, 8, 18};
-    pool_exact(0, 3, in3, k2, s2, one, zero, zero, 0, 0);
+    max_pool_cases(sizes, sizeof sizes / sizeof sizes[0], k2, s2, zero, in3);
 }
 
 static void test_pool(void) {

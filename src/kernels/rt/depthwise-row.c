@@ -116,6 +116,12 @@ static DLRT_INLINE __m512 dlrt_dwf_load(const float *x, int64_t n, int64_t at) {
     return _mm512_maskz_permutexvar_ps(keep, idx, _mm512_loadu_ps(x + base));
 }
 
+/* col with in_w taken off the lanes that reached it: a column index kept below in_w after a
+ * step of less than in_w. */
+static DLRT_INLINE __m512i dlrt_dwf_wrap(__m512i col, __m512i width) {
+    return _mm512_mask_sub_epi32(col, _mm512_cmpge_epi32_mask(col, width), col, width);
+}
+
 /* Outputs [q0, q1) of one plane at stride 1, the plane (in_w wide, n floats, as many outputs)
  * taken as one row of n floats: the window rows of output q start at q - in_w, q and q + in_w,
  * and a tap left of column 0 or right of the last column is a lane masked to zero (the column
@@ -125,12 +131,11 @@ static void dlrt_dwf_range(const float *x, int64_t n, int64_t in_w, const __m512
                            const dlrt_epilogue *ep, int64_t oc, int64_t q0, int64_t q1) {
     const __m512 z = _mm512_setzero_ps();
     const __m512i width = _mm512_set1_epi32((int)in_w), last = _mm512_set1_epi32((int)in_w - 1);
-    const __m512i step = _mm512_set1_epi32((int)(DLRT_DWR_VEC % in_w));
-    /* lane l's column, (q0 + l) % in_w, by subtraction: sixteen divisions per run of a plane
-     * measured slower */
-    __m512i col = _mm512_add_epi32(dlrt_rv_iota(), _mm512_set1_epi32((int)(q0 % in_w)));
-    for (int64_t k = 0; k <= DLRT_DWR_VEC / in_w; k++)
-        col = _mm512_mask_sub_epi32(col, _mm512_cmpge_epi32_mask(col, width), col, width);
+    const __m512i step = _mm512_set1_epi32(DLRT_DWR_VEC);
+    /* lane l's column, (q0 + l) % in_w, by one subtraction (rows are wider than a vector:
+     * dlrt_dwf_applies): sixteen divisions per run of a plane measured slower */
+    __m512i col =
+        dlrt_dwf_wrap(_mm512_add_epi32(dlrt_rv_iota(), _mm512_set1_epi32((int)(q0 % in_w))), width);
     __m512 prev[3], cur[3];
     for (int ky = 0; ky < 3; ky++) {
         const int64_t at = q0 + (ky - 1) * in_w;
@@ -148,20 +153,20 @@ static void dlrt_dwf_range(const float *x, int64_t n, int64_t in_w, const __m512
             prev[ky] = cur[ky], cur[ky] = nx;
         }
         dlrt_dwr_store(ep, oc, q, acc, y + q, q1 - q);
-        col = _mm512_add_epi32(col, step);
-        col = _mm512_mask_sub_epi32(col, _mm512_cmpge_epi32_mask(col, width), col, width);
+        col = dlrt_dwf_wrap(_mm512_add_epi32(col, step), width);
     }
 }
 
 /* Whether the flat kernel takes a stride-1 layer the row kernel applies to: pad 1 on every side
- * (outputs as many as inputs) and rows of at most DLRT_DWF_MAX_WIDTH, where rows that fill
- * vectors badly cost most. Layer alone, one thread, row -> flat: 192 ch 28x28 0.045 -> 0.042 ms,
- * 128 ch 40x40 0.058 -> 0.055; 96 ch 48x48 0.050 -> 0.057 and 144 ch 56x56 0.110 -> 0.116 stay
- * with rows; below 28 the blocked kernel is as fast (192 ch 24x24 0.031 vs 0.032). In
- * MobileNetV2, whose 28x28 input comes from the cache, 0.049 -> 0.040. */
+ * (outputs as many as inputs), rows wider than a vector (the column wrap and the plane-end loads
+ * count on it) and at most DLRT_DWF_MAX_WIDTH, where rows that fill vectors badly cost most.
+ * Layer alone, one thread, row -> flat: 192 ch 28x28 0.045 -> 0.042 ms, 128 ch 40x40 0.058 ->
+ * 0.055; 96 ch 48x48 0.050 -> 0.057 and 144 ch 56x56 0.110 -> 0.116 stay with rows; below 28 the
+ * blocked kernel is as fast (192 ch 24x24 0.031 vs 0.032). In MobileNetV2, whose 28x28 input
+ * comes from the cache, 0.049 -> 0.040. */
 static int dlrt_dwf_applies(const dlrt_win3 *g) {
     return g->stride[1] == 1 && g->out[1] == g->in[1] && g->out[2] == g->in[2] &&
-           g->in_sp >= DLRT_DWR_VEC && g->in[2] <= DLRT_DWF_MAX_WIDTH;
+           g->in[2] > DLRT_DWR_VEC && g->in[2] <= DLRT_DWF_MAX_WIDTH;
 }
 
 int dlrt_conv_dw_row_applies(const dlrt_conv *p, const dlrt_win3 *g) {

@@ -356,7 +356,6 @@ static DLRT_INLINE dlrt_vf dlrt_gemm_epi_vec(const dlrt_epilogue *ep, dlrt_vf v,
     return v;
 }
 
-/* Whether an activation is left to dlrt_act_apply on the stored values. */
 /* dlrt_gemm_epi_vec's steps (alpha, beta * bias, residual, ReLU / Clip) on a block of register
  * vectors acc[i_][j_] (rows x cols, constants) finishing rows of C, ep not NULL: each step one
  * test, then a pass over the whole block. With the tests per vector (inside the row loop) the
@@ -399,6 +398,7 @@ static DLRT_INLINE dlrt_vf dlrt_gemm_epi_vec(const dlrt_epilogue *ep, dlrt_vf v,
         }                                                                                          \
     } while (0)
 
+/* Whether an activation is left to dlrt_act_apply on the stored values. */
 static inline int dlrt_gemm_act_after(const dlrt_epilogue *ep) {
     return ep && ep->act != DLRT_ACT_NONE && ep->act != DLRT_ACT_RELU && ep->act != DLRT_ACT_CLIP;
 }

@@ -339,11 +339,12 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
                 bnext = g->B + (size_t)j0 * (size_t)K + (size_t)(p0 + kc) * DLRT_GEMM_NR;
             for (int r = 0; r < mc; r += DLRT_GEMM_MR) {
                 float *pt = part + ((size_t)c * DLRT_GEMM_MC + (size_t)r * DLRT_GEMM_NR);
+                const int a_here = r < a_in_place; /* this row panel is read in place */
                 const float *ap =
                     g->a_packed ? g->A + (size_t)(i0 + r) * (size_t)K + (size_t)p0 * DLRT_GEMM_MR
-                    : r < a_in_place ? g->A + p0 * g->lda + i0 + r
-                                     : apack + (size_t)(r - a_in_place) * kc;
-                const int64_t astep = r < a_in_place ? g->lda : DLRT_GEMM_MR;
+                    : a_here    ? g->A + p0 * g->lda + i0 + r
+                                : apack + (size_t)(r - a_in_place) * kc;
+                const int64_t astep = a_here ? g->lda : DLRT_GEMM_MR;
                 int mr = DLRT_MIN(DLRT_GEMM_MR, mc - r);
                 if (bnext) {
                     const size_t at = (size_t)(r / DLRT_GEMM_MR) * share;
@@ -386,9 +387,9 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
                  * accumulators fit the registers: two vectors only with 32 of them */
                 const int tall =
                     (nv == 1 || (nv == 2 && DLRT_GEMM_NV > 2)) && r + 2 * DLRT_GEMM_MR <= mc;
-                const float *ap1 = ap + (g->a_packed      ? (size_t)DLRT_GEMM_MR * (size_t)K
-                                         : r < a_in_place ? (size_t)DLRT_GEMM_MR
-                                                          : (size_t)DLRT_GEMM_MR * kc);
+                const float *ap1 = ap + (g->a_packed ? (size_t)DLRT_GEMM_MR * (size_t)K
+                                         : a_here    ? (size_t)DLRT_GEMM_MR
+                                                     : (size_t)DLRT_GEMM_MR * kc);
                 if (tall && nv == 1)
                     dlrt_gemm_micro_tall_n1(kc, ap, ap1, astep, bp, pt, !first);
                 else if (tall)
@@ -604,9 +605,9 @@ static int dlrt_gemm_split(int64_t M, int64_t N, int64_t mu, int64_t threads, in
 /* dlrt_gemm_split with rows in units of *mu: a transposed product's in whole vector-square
  * blocks of its store (MT, dlrt_gemm_store_cols), so that only the product's last rows take the
  * partial-block path (then a scalar one; its 132-row tiles had left 4 or 14 rows each there: 3%
- * of conv1's time), unless
- * those units cannot share the product out evenly over the threads (a 7x7 plane's 49 rows:
- * 48 + 1 on 2 threads, MobileNetV2's 960 -> 160 0.043 -> 0.068 ms); else MR. */
+ * of conv1's time), unless those units cannot share the product out evenly over the threads (a
+ * 7x7 plane's 49 rows: 48 + 1 on 2 threads, MobileNetV2's 960 -> 160 0.043 -> 0.068 ms); else
+ * MR. */
 static void dlrt_gemm_split_rows(int64_t M, int64_t N, int c_trans, int cols_first, int64_t threads,
                                  int64_t *mu, int64_t *tm, int64_t *tn) {
     *mu = c_trans ? DLRT_GEMM_MT : DLRT_GEMM_MR;
