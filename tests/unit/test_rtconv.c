@@ -733,9 +733,13 @@ static void test_gather_same(void) {
                                       {16, 24, 30, 3, 2},
                                       {16, 150, 15, 3, 2},
                                       {4, 40, 33, 3, 1}, /* 36 taps: not direct */
-                                      {64, 256, 13, 3, 2}};
+                                      {64, 256, 13, 3, 2},
+                                      /* wide and deeper than a K block: panels of the made
+                                       * operand over all of K in the workspace, both ways */
+                                      {32, 200, 29, 3, 2},
+                                      {64, 320, 13, 3, 2}};
     int transposed = 0;
-    for (int r = 0; r < 5; r++) {
+    for (int r = 0; r < 7; r++) {
         dlrt_conv p = conv2d(rows[r][0], rows[r][1], 1, rows[r][2], rows[r][3], rows[r][4]);
         dlrt_win3 g;
         dlrt_conv_geom(&p, &g);

@@ -162,6 +162,16 @@ static DLRT_INLINE void dlrt_gemm_vtranspose(__m512 r[16]) {
 /* Intrinsics: MR x (NR / VW) vector accumulators indexed by constants, fully unrolled at -O2
  * and above, so they stay in registers. */
 #define DLRT_GEMM_NV (DLRT_GEMM_NR / DLRT_GEMM_VW)
+/* Keeps the nv vectors v[] in registers: with fewer rows than MR, gcc folded each B load into
+ * every FMA that uses it (a load per FMA instead of one per vector), and the last row tile of a
+ * product whose M is not a multiple of MR ran at half speed: one thread, layer alone,
+ * MobileNetV2's 32 -> 16 on 112x112 (rows 12-15 in that tile) 0.085 -> 0.067 ms, ResNet-50's
+ * 256 -> 64 on 56x56 0.440 -> 0.408. */
+#define DLRT_GEMM_IN_REGS(v, nv)                                                                   \
+    do {                                                                                           \
+        for (int q_ = 0; q_ < (nv); q_++) __asm__("" : "+v"(v[q_]));                               \
+    } while (0)
+
 /* c[rows][nv] = the sum over p < kc of the outer products of the first rows of a's panel and
  * the first nv vectors of b's (a's depths are astep floats apart: MR in a packed panel, lda
  * where a full row panel is read in place; b's bstep: NR in a packed panel, ldb where a full
@@ -176,6 +186,7 @@ static DLRT_INLINE void dlrt_gemm_vtranspose(__m512 r[16]) {
             const float *ap_ = (a) + p_ * (astep), *bp_ = (b) + p_ * (bstep);                      \
             dlrt_vf bv_[nv];                                                                       \
             for (int j_ = 0; j_ < (nv); j_++) bv_[j_] = DLRT_VLOAD(bp_ + j_ * DLRT_GEMM_VW);       \
+            DLRT_GEMM_IN_REGS(bv_, nv);                                                            \
             for (int i_ = 0; i_ < (rows); i_++) {                                                  \
                 const dlrt_vf av_ = DLRT_VBCAST(ap_[i_]);                                          \
                 for (int j_ = 0; j_ < (nv); j_++) c[i_][j_] = DLRT_VFMA(av_, bv_[j_], c[i_][j_]);  \
@@ -403,36 +414,70 @@ static inline int dlrt_gemm_act_after(const dlrt_epilogue *ep) {
     return ep && ep->act != DLRT_ACT_NONE && ep->act != DLRT_ACT_RELU && ep->act != DLRT_ACT_CLIP;
 }
 
-/* The last K block of a full MR x NR tile whose top-left element is (i0, j0) of the product
- * (always inlined: called out of line, as gcc chose once dlrt_gemm_tile grew, a 1x1 convolution
- * with K = 16 ran 0.185 -> 0.26 ms):
+/* The last K block of the first `rows` rows (a constant: MR, or fewer in a product's last row
+ * tile) of a full-width tile whose top-left element is (i0, j0) of the product (always inlined:
+ * called out of line, as gcc chose once dlrt_gemm_tile grew, a 1x1 convolution with K = 16 ran
+ * 0.185 -> 0.26 ms):
  * acc = part (the earlier blocks' partial sums, or none) + this block, then the epilogue in the
  * order dlrt_epi_apply uses, in registers, and the rows stored straight into C (row stride ldc):
  * no round trip through a buffer. ep must pass dlrt_gemm_epi_direct. Activations other than
  * ReLU and Clip run in place on the stored row, as dlrt_epi_apply would run them on its copy. */
-static DLRT_INLINE void dlrt_gemm_micro_store(int kc, const float *restrict a, int64_t astep,
-                                              const float *restrict b, int64_t bstep,
-                                              const float *part, float *C, int64_t ldc,
-                                              const dlrt_epilogue *ep, int64_t i0, int64_t j0) {
+static DLRT_INLINE void dlrt_gemm_micro_store_rows(int kc, const float *restrict a, int64_t astep,
+                                                   const float *restrict b, int64_t bstep,
+                                                   const float *part, float *C, int64_t ldc,
+                                                   const dlrt_epilogue *ep, int64_t i0, int64_t j0,
+                                                   const int rows) {
     dlrt_vf c[DLRT_GEMM_MR][DLRT_GEMM_NV];
-    DLRT_GEMM_MAC(kc, a, astep, b, bstep, c, DLRT_GEMM_MR, DLRT_GEMM_NV);
+    DLRT_GEMM_MAC(kc, a, astep, b, bstep, c, rows, DLRT_GEMM_NV);
     if (part)
-        for (int i = 0; i < DLRT_GEMM_MR; i++)
+        for (int i = 0; i < rows; i++)
             for (int j = 0; j < DLRT_GEMM_NV; j++)
                 c[i][j] =
                     DLRT_VADD(DLRT_VLOAD(part + i * DLRT_GEMM_NR + j * DLRT_GEMM_VW), c[i][j]);
     if (ep)
-        DLRT_EPI_BLOCK(ep, c, DLRT_GEMM_MR, DLRT_GEMM_NV, i0 + i_,
+        DLRT_EPI_BLOCK(ep, c, rows, DLRT_GEMM_NV, i0 + i_,
                        ep->bias + (i0 + i_) * ep->bias_rs + j0 + j_ * DLRT_GEMM_VW,
                        ep->residual + (i0 + i_) * ep->res_rs + j0 + j_ * DLRT_GEMM_VW);
-    for (int i = 0; i < DLRT_GEMM_MR; i++)
+    for (int i = 0; i < rows; i++)
         for (int j = 0; j < DLRT_GEMM_NV; j++)
             DLRT_VSTORE(C + (i0 + i) * ldc + j0 + j * DLRT_GEMM_VW, c[i][j]);
     /* after every row is stored: no call while the tile is live (every vector register is
      * caller-saved) */
     if (dlrt_gemm_act_after(ep))
-        for (int i = 0; i < DLRT_GEMM_MR; i++)
+        for (int i = 0; i < rows; i++)
             dlrt_act_apply(ep->act, ep->act_a, ep->act_b, C + (i0 + i) * ldc + j0, DLRT_GEMM_NR);
+}
+
+/* A whole MR-row tile. */
+static DLRT_INLINE void dlrt_gemm_micro_store(int kc, const float *restrict a, int64_t astep,
+                                              const float *restrict b, int64_t bstep,
+                                              const float *part, float *C, int64_t ldc,
+                                              const dlrt_epilogue *ep, int64_t i0, int64_t j0) {
+    dlrt_gemm_micro_store_rows(kc, a, astep, b, bstep, part, C, ldc, ep, i0, j0, DLRT_GEMM_MR);
+}
+
+/* The last row tile's 1 .. MR - 1 rows, out of line (one call a column panel, against five more
+ * inlined copies of the kernel in dlrt_gemm_tile). They went through the partial-sum buffer and
+ * a scalar epilogue per row before: MobileNetV2's 32 -> 16 on 112x112 (rows 12-15) 0.067 ->
+ * 0.065 ms. */
+static void __attribute__((noinline))
+dlrt_gemm_micro_store_short(int rows, int kc, const float *restrict a, int64_t astep,
+                            const float *restrict b, int64_t bstep, const float *part, float *C,
+                            int64_t ldc, const dlrt_epilogue *ep, int64_t i0, int64_t j0) {
+    switch (rows) { /* rows is a constant in each call: the tile stays in registers */
+#define DLRT_GEMM_STORE_ROWS(n)                                                                    \
+    case n:                                                                                        \
+        dlrt_gemm_micro_store_rows(kc, a, astep, b, bstep, part, C, ldc, ep, i0, j0, n);           \
+        break;
+        DLRT_GEMM_STORE_ROWS(1)
+        DLRT_GEMM_STORE_ROWS(2)
+        DLRT_GEMM_STORE_ROWS(3)
+        DLRT_GEMM_STORE_ROWS(4)
+    default:
+        dlrt_gemm_micro_store_rows(kc, a, astep, b, bstep, part, C, ldc, ep, i0, j0, 5);
+        break;
+#undef DLRT_GEMM_STORE_ROWS
+    }
 }
 #else
 /* Portable C. This exact shape (a 2-D local array, the i loop outside the j loop, ap[i] read

@@ -101,21 +101,49 @@ static void dlrt_gemm_pad_panel(float *restrict panel, int n, int w, int kc) {
         for (int ii = n; ii < pad; ii++) panel[p * w + ii] = 0.0f;
 }
 
-/* Packs lines [i0, i0+m) x depths [p0, p0+kc) of an operand into panels of w lines:
- * dst[panel * w * kc + p * w + ii] = line i0 + panel*w + ii at depth p0 + p, where line i at depth
+/* NR consecutive floats from src to dst, as vector moves where the build has them (a loop of
+ * NR was compiled to a memmove call: 256 bytes a call, 5% of a 1024-cube product on 2 threads). */
+static DLRT_INLINE void dlrt_gemm_copy_nr(const float *src, float *restrict dst) {
+#ifdef DLRT_GEMM_VW
+    for (int v = 0; v < DLRT_GEMM_NV; v++)
+        DLRT_VSTORE(dst + v * DLRT_GEMM_VW, DLRT_VLOAD(src + v * DLRT_GEMM_VW));
+#else
+    for (int ii = 0; ii < DLRT_GEMM_NR; ii++) dst[ii] = src[ii];
+#endif
+}
+
+/* Packs lines [i0, i0+m) x depths [p0, p0+kc) of an operand into panels of w lines, pstride
+ * floats apart (w * kc: one K block; w * K: panels over all of K):
+ * dst[panel * pstride + p * w + ii] = line i0 + panel*w + ii at depth p0 + p, where line i at depth
  * p is X[i * ld + p] when by_rows, else X[p * ld + i], or what gx makes when it is not NULL (an
  * operand never stored). Lines past m are zero as far as the kernels read them
  * (dlrt_gemm_pad_lines). A's lines are the rows of op(A) (by_rows = !trans_a, w = MR); B's lines
  * are the columns of op(B) (by_rows = trans_b, w = NR). */
 static void dlrt_gemm_pack(const float *X, int64_t ld, int by_rows, const dlrt_gemm_gather *gx,
-                           int64_t i0, int m, int64_t p0, int kc, int w, float *restrict dst) {
+                           int64_t i0, int m, int64_t p0, int kc, int w, size_t pstride,
+                           float *restrict dst) {
     if (gx) { /* all panels at once: the maker's work per depth is shared by all of them */
-        gx->lines(gx->ctx, i0, m, p0, kc, w, (size_t)w * (size_t)kc, dst);
+        gx->lines(gx->ctx, i0, m, p0, kc, w, pstride, dst);
         const int last = (m - 1) / w * w;
-        dlrt_gemm_pad_panel(dst + (size_t)last * kc, m - last, w, kc);
+        dlrt_gemm_pad_panel(dst + (size_t)(last / w) * pstride, m - last, w, kc);
         return;
     }
-    for (int r = 0; r < m; r += w, dst += (size_t)w * kc) {
+    int r = 0;
+    if (!by_rows && w == DLRT_GEMM_NR && m >= 2 * DLRT_GEMM_NR) {
+        /* full B panels of rows in place: depth by depth across them, so that each depth is one
+         * run of memory (a panel at a time read NR floats from each row, a page apart in large
+         * matrices, which the prefetchers did not follow: packing was a tenth of a 1024-cube
+         * product on 2 threads) */
+        const int full = m / DLRT_GEMM_NR;
+        for (int p = 0; p < kc; p++) {
+            const float *src = X + (p0 + p) * ld + i0;
+            for (int q = 0; q < full; q++)
+                dlrt_gemm_copy_nr(src + q * DLRT_GEMM_NR, dst + q * pstride + p * DLRT_GEMM_NR);
+        }
+        r = full * DLRT_GEMM_NR;
+        dst += (size_t)full * pstride;
+    }
+    for (; r < m; r += w, dst += pstride) {
         int n = DLRT_MIN(w, m - r);
         if (by_rows) {
             int ii = 0;
@@ -139,7 +167,8 @@ static void dlrt_gemm_pack(const float *X, int64_t ld, int by_rows, const dlrt_g
                 for (int p = 0; p < kc; p++) dst[p * w + ii] = src[p];
             }
         } else if (n == DLRT_GEMM_NR && w == DLRT_GEMM_NR) { /* a full B panel */
-            dlrt_gemm_pack_full(X + p0 * ld + i0 + r, ld, kc, dst, DLRT_GEMM_NR);
+            const float *src = X + p0 * ld + i0 + r;
+            for (int p = 0; p < kc; p++) dlrt_gemm_copy_nr(src + p * ld, dst + p * DLRT_GEMM_NR);
         } else if (n == DLRT_GEMM_MR && w == DLRT_GEMM_MR) { /* a full A panel of a transposed A:
                                                               * no memcpy call per 24 bytes */
             dlrt_gemm_pack_full(X + p0 * ld + i0 + r, ld, kc, dst, DLRT_GEMM_MR);
@@ -302,6 +331,11 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
 #ifdef DLRT_GEMM_DIRECT_STORE
     /* full tiles of a product stored in C's orientation skip the row-by-row store */
     const int direct = !g->c_trans && dlrt_gemm_epi_direct(g->ep);
+    /* and a last row tile of fewer than MR rows too, where the direct store's fused bias (one
+     * multiply-add) rounds as the row store's product-then-sum does: the one-row paths promise
+     * the tiles' bits (dlrt_gemm_row_packed) */
+    const dlrt_epilogue *ep = g->ep;
+    const int direct_short = direct && (!ep || !ep->bias || ep->bias_cs == 0 || ep->beta == 1.0f);
 #endif
     const int64_t kstep = g->one_pass ? K : g->kc;
     for (int64_t p0 = 0; p0 < K; p0 += kstep) {
@@ -312,13 +346,13 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
         const int a_in_place = g->a_direct ? mc / DLRT_GEMM_MR * DLRT_GEMM_MR : 0;
         if (!g->a_packed && !g->a_index && a_in_place < mc)
             dlrt_gemm_pack(g->A, g->lda, !g->trans_a, g->a_gather, i0 + a_in_place, mc - a_in_place,
-                           p0, kc, DLRT_GEMM_MR, apack);
+                           p0, kc, DLRT_GEMM_MR, (size_t)DLRT_GEMM_MR * kc, apack);
         /* read in place, only a last partial panel is packed (its kernels read whole vectors,
          * past the matrix on its last row) */
         const int in_place = g->b_direct ? nc / DLRT_GEMM_NR * DLRT_GEMM_NR : 0;
         if (!g->b_packed && in_place < nc)
             dlrt_gemm_pack(g->B, g->ldb, g->trans_b, g->b_gather, j0 + in_place, nc - in_place, p0,
-                           kc, DLRT_GEMM_NR, bpack);
+                           kc, DLRT_GEMM_NR, (size_t)DLRT_GEMM_NR * kc, bpack);
         for (int c = 0; c < nc; c += DLRT_GEMM_NR) {
             int nr = DLRT_MIN(DLRT_GEMM_NR, nc - c);
             /* a prepacked panel holds all of K: this block starts p0 lines in */
@@ -376,6 +410,11 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
                 if (last && direct && mr == DLRT_GEMM_MR && nr == DLRT_GEMM_NR) {
                     dlrt_gemm_micro_store(kc, ap, astep, bp, bstep, first ? NULL : pt, g->C, g->ldc,
                                           g->ep, i0 + r, j0 + c);
+                    continue;
+                }
+                if (last && direct_short && nr == DLRT_GEMM_NR) {
+                    dlrt_gemm_micro_store_short(mr, kc, ap, astep, bp, bstep, first ? NULL : pt,
+                                                g->C, g->ldc, g->ep, i0 + r, j0 + c);
                     continue;
                 }
 #endif
@@ -839,9 +878,11 @@ static void dlrt_gemm_pack_all(int operand, int64_t lines, int64_t K, const floa
      * (contiguous in X only when trans) */
     const int by_rows = operand == 0 ? !trans : trans;
     const int64_t panels = (lines + w - 1) / w;
-    /* a made operand goes NC lines at a time, which its maker's work per depth is shared by;
-     * the units of work are those groups of panels times the int-sized pieces of K */
-    const int64_t group = gx ? DLRT_MAX(DLRT_GEMM_NC / w, 1) : 1;
+    /* a made operand goes NC lines at a time, which its maker's work per depth is shared by,
+     * and so does one whose lines are columns (each depth then one run of memory: the panels
+     * are packed across, dlrt_gemm_pack); the units of work are those groups of panels times
+     * the int-sized pieces of K */
+    const int64_t group = gx || !by_rows ? DLRT_MAX(DLRT_GEMM_NC / w, 1) : 1;
     const int64_t groups = (panels + group - 1) / group;
     const int64_t pieces = (K + DLRT_GEMM_KC - 1) / DLRT_GEMM_KC;
     (void)par;
@@ -852,13 +893,7 @@ static void dlrt_gemm_pack_all(int operand, int64_t lines, int64_t K, const floa
         const int kc = (int)DLRT_MIN((int64_t)DLRT_GEMM_KC, K - p0);
         /* panels all of K deep, each the next w * K floats on */
         float *d = dst + (size_t)i0 * (size_t)K + (size_t)p0 * (size_t)w;
-        if (!gx) {
-            dlrt_gemm_pack(X, ld, by_rows, NULL, i0, (int)m, p0, kc, w, d);
-            continue;
-        }
-        gx->lines(gx->ctx, i0, (int)m, p0, kc, w, (size_t)w * (size_t)K, d);
-        const int64_t last = (m - 1) / w * w;
-        dlrt_gemm_pad_panel(d + (size_t)last * (size_t)K, (int)(m - last), w, kc);
+        dlrt_gemm_pack(X, ld, by_rows, gx, i0, (int)m, p0, kc, w, (size_t)w * (size_t)K, d);
     }
 }
 
