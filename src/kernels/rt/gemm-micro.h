@@ -46,7 +46,7 @@
 #define DLRT_GEMM_KC 192
 #endif
 #define DLRT_GEMM_MT 48 /* lcm(MR, VW): a transposed product's row unit (dlrt_gemm_run) */
-/* K block for prepacked B read by few row tiles (dlrt_gemm_run): a 48 KB micro-panel fills L1,
+/* K block for prepacked B (dlrt_gemm_run): a 48 KB micro-panel fills L1,
  * so the next one cannot be prefetched beside it; 16 KB ones can */
 #define DLRT_GEMM_KC_STREAM 64
 typedef __m512 dlrt_vf;

@@ -704,13 +704,16 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
     dlrt_gemm_args run = *g;
     run.one_pass =
         g->a_packed && N <= DLRT_GEMM_NR && K * DLRT_GEMM_NR <= DLRT_GEMM_KC * DLRT_GEMM_NC;
-    /* prepacked B (weights, from memory) read by few row tiles (a 7x7 plane run transposed: 49
-     * rows) gets short K blocks, so that the next block's prefetch fits in L1 beside the current
-     * one: cold 512 x 49 x 4608 122 -> 161 GFLOP/s, 1280 x 49 x 320 102 -> 131 (one thread,
-     * best of 3). The prefetches alone gave cold 1x1 convolutions (1024 x 196 x 256) 158 -> 174
-     * and BERT's 128 x 768 x 3072 176 -> 184. Decided for the product: every tile sums alike. */
-    run.kc = g->b_packed && (M + DLRT_GEMM_MR - 1) / DLRT_GEMM_MR < 12 ? DLRT_GEMM_KC_STREAM
-                                                                       : DLRT_GEMM_KC;
+    /* prepacked B (weights, from memory) gets short K blocks, so that the next block's prefetch
+     * fits in L1 beside the current one: read by few row tiles (a 7x7 plane run transposed: 49
+     * rows), cold 512 x 49 x 4608 122 -> 161 GFLOP/s, 1280 x 49 x 320 102 -> 131 (one thread,
+     * best of 3). By more, it pays too (weights cold, one thread, medians): BERT's 128 x 3072 x
+     * 768 2.67 -> 2.52 ms and 128 x 768 x 3072 2.57 -> 2.51 (2 threads 1.31 -> 1.27, 1.36 ->
+     * 1.35), ResNet-50's 1024 -> 256 on 14x14 (196 rows, transposed) 0.411 -> 0.395 ms,
+     * MobileNetV2's 576 -> 96 there 0.088 -> 0.087; K blocks of 96 or 128 measured alike. The
+     * prefetches alone gave cold 1x1 convolutions (1024 x 196 x 256) 158 -> 174 GFLOP/s and
+     * BERT's 128 x 768 x 3072 176 -> 184. Decided for the product: every tile sums alike. */
+    run.kc = g->b_packed ? DLRT_GEMM_KC_STREAM : DLRT_GEMM_KC;
     g = &run;
     const int par = (double)M * (double)N * (double)K >= DLRT_PAR_MIN;
     /* a product inside a parallel region (a Winograd frequency, a chunk of images) gets no
