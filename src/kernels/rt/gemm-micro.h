@@ -43,11 +43,15 @@
 #ifndef DLRT_GEMM_MC /* overridable for tuning */
 #define DLRT_GEMM_MC 144
 #define DLRT_GEMM_NC 256
-#define DLRT_GEMM_KC 192
+/* a B micro-panel of 128 depths is 32 KB, which leaves L1 room for the A panel and the partial
+ * sums; 192 (48 KB, all of L1) was as fast on convolutions but not on products packed per call:
+ * one thread, medians, SGEMM 512 237 -> 242 GFLOP/s, 2048 219-225 -> 230-232, 1024 on 2
+ * threads 440-448 -> 455-462; ResNet-50's 256 -> 64 on 56x56 0.40 -> 0.387 ms */
+#define DLRT_GEMM_KC 128
 #endif
 #define DLRT_GEMM_MT 48 /* lcm(MR, VW): a transposed product's row unit (dlrt_gemm_run) */
-/* K block for prepacked B (dlrt_gemm_run): a 48 KB micro-panel fills L1,
- * so the next one cannot be prefetched beside it; 16 KB ones can */
+/* K block for prepacked B (dlrt_gemm_run), which streams from memory: the next block is
+ * prefetched while one is read, and two 16 KB micro-panels fit in L1 beside the rest */
 #define DLRT_GEMM_KC_STREAM 64
 typedef __m512 dlrt_vf;
 #define DLRT_VZERO()       _mm512_setzero_ps()
