@@ -731,7 +731,7 @@ static void test_gather_same(void) {
     static const int64_t rows[][5] = {                   /* c_in, c_out, hw, k, stride */
                                       {9, 64, 40, 7, 2}, /* 9 channels: not direct */
                                       {16, 24, 30, 3, 2},
-                                      {16, 150, 15, 3, 2},
+                                      {16, 250, 15, 3, 2},
                                       {4, 40, 33, 3, 1}, /* 36 taps: not direct */
                                       {64, 256, 13, 3, 2},
                                       /* wide and deeper than a K block: panels of the made
@@ -797,7 +797,7 @@ static void test_gather_same(void) {
 static void test_gemm_workspace(void) {
     static const int64_t rows[][5] = {/* c_in, c_out, hw, k, stride */
                                       {20, 200, 9, 1, 1},
-                                      {16, 150, 15, 3, 2},
+                                      {16, 250, 15, 3, 2},
                                       {40, 300, 7, 1, 1},
                                       {24, 520, 7, 3, 1}};
     for (int r = 0; r < 4; r++) {
