@@ -440,9 +440,9 @@ static void test_gemm_row_packed(void) {
  * units of mu: MR, or MT for a transposed product, whose tiles then hold whole blocks of its
  * vector-square store but the last, unless MT cannot share the product out evenly. */
 static void test_gemm_split(void) {
-    static const int64_t shapes[][2] = {{128, 784},  {64, 3136}, {128, 768},   {600, 49},
-                                        {49, 512},   {7, 1000},  {2048, 2048}, {13, 130},
-                                        {12544, 64}, {784, 128}, {49, 160},    {49, 1280}};
+    static const int64_t shapes[][2] = {
+        {128, 784}, {64, 3136},  {128, 768}, {600, 49}, {49, 512},  {7, 1000}, {2048, 2048},
+        {13, 130},  {12544, 64}, {784, 128}, {49, 160}, {49, 1280}, {49, 320}};
     enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
     /* variant 2: B prepacked (weights), columns cut before rows */
     for (int variant = 0; variant < 3; variant++)
@@ -453,7 +453,7 @@ static void test_gemm_split(void) {
             dlrt_gemm_split_rows(M, N, transposed, cols_first, 2, &mu, &tm, &tn);
             /* MT where it shares out evenly: not a 7x7 plane's 49 rows over 160 columns (3
              * panels) when MT is over half of them (AVX-512's 48) */
-            const int mt = transposed && !(s == 10 && 2 * DLRT_GEMM_MT > 49);
+            const int mt = transposed && !((s == 10 || s == 12) && 2 * DLRT_GEMM_MT > 49);
             const int unit = mu == (mt ? DLRT_GEMM_MT : DLRT_GEMM_MR);
             int exact = dlrt_gemm_cut(M, mu, tm, 0) == 0 && dlrt_gemm_cut(M, mu, tm, tm) == M &&
                         dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, 0) == 0 &&
@@ -471,19 +471,32 @@ static void test_gemm_split(void) {
             }
             int64_t prev = 0;
             int ordered = 1;
-            for (int64_t t = 0; t < tm * tn; t++) { /* consecutive runs, from thread 0 to 1 */
-                const int64_t o = dlrt_gemm_owner(M, N, mu, tm, tn, t / tn, t % tn, 2);
+            /* consecutive runs, from thread 0 to 1, in the order the tiles are shared out
+             * (column-major with the weights as B); with the weights cut to a tile per panel
+             * and rows cut too, each thread's tiles cover at most one panel more than half */
+            int64_t cols[2][2] = {{N, 0}, {N, 0}}; /* each thread's first and end column */
+            for (int64_t t = 0; t < tm * tn; t++) {
+                int64_t bi, bj, w;
+                dlrt_gemm_tile_at(t, tm, tn, cols_first, &bi, &bj);
+                const int64_t o = dlrt_gemm_owner(M, N, mu, tm, tn, bi, bj, cols_first, 2);
                 ordered &= o >= prev && o <= 1 && (t > 0 || o == 0);
                 prev = o;
+                const int64_t j0 = dlrt_gemm_block(N, DLRT_GEMM_NR, tn, bj, &w);
+                cols[o][0] = DLRT_MIN(cols[o][0], j0), cols[o][1] = DLRT_MAX(cols[o][1], j0 + w);
             }
-            const int balanced = 8 * dlrt_gemm_max_load(M, N, mu, tm, tn, 2) <= 9 * M * N / 2;
-            /* rows M <= MC share out by columns, so B is not packed once per row block; with
-             * prepacked weights of 4 panels or more, columns always go first, so that each
-             * thread streams only its share of them (BERT's 128 x 768 at 2 threads: 60.0 ->
-             * 56.6 ms a model) */
             const int64_t panels = (N + DLRT_GEMM_NR - 1) / DLRT_GEMM_NR;
-            const int by_columns = (s > 1 || M > DLRT_GEMM_MC || tm == 1) &&
-                                   (!cols_first || panels < 4 || M > DLRT_GEMM_MC || tm == 1);
+            const int64_t half_panels = (panels + 1) / 2;
+            for (int o = 0; o < 2 && cols_first && tn == panels && tm > 1; o++)
+                ordered &= cols[o][1] - cols[o][0] <= (half_panels + 1) * DLRT_GEMM_NR;
+            const int balanced =
+                8 * dlrt_gemm_max_load(M, N, mu, tm, tn, cols_first, 2) <= 9 * M * N / 2;
+            /* rows M <= MC share out by columns, so B is not packed once per row block; with
+             * prepacked weights of 4 panels or more, columns always go first (rows are cut
+             * only once each column panel is a tile), so that each thread streams only its
+             * share of them (BERT's 128 x 768 at 2 threads: 60.0 -> 56.6 ms a model) */
+            const int by_columns =
+                (s > 1 || M > DLRT_GEMM_MC || tm == 1) &&
+                (!cols_first || panels < 4 || M > DLRT_GEMM_MC || tm == 1 || tn == panels);
             char what[160];
             snprintf(what, sizeof what,
                      "gemm split %lldx%lld over 2 threads, rows in units of %lld%s: %lldx%lld "
