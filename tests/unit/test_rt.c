@@ -352,30 +352,34 @@ static void in_place_case(int64_t M, int64_t N, int64_t K) {
  * prepacked one, with a column bias scaled by beta (fused in full tiles), residual and ReLU. */
 static void test_gemm_threads(void) {
 #ifdef _OPENMP
-    /* (the last: transposed, its row panels B's columns read in place on the vector builds) */
+    /* (the sixth: transposed, its row panels B's columns read in place on the vector builds;
+     * the last: B prepacked, its tiles shared out in column-major order) */
     static const int64_t shapes[][3] = {{128, 768, 300}, {130, 700, 200}, {600, 49, 500},
-                                        {128, 784, 150}, {64, 3136, 40},  {160, 49, 960}};
+                                        {128, 784, 150}, {64, 3136, 40},  {160, 49, 960},
+                                        {49, 320, 960}};
     const int saved = omp_get_max_threads();
-    for (int s = 0; s < 6; s++) {
+    for (int s = 0; s < 7; s++) {
         const int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
         float *a = rand_buf(M * K), *b = rand_buf(K * N), *bias = rand_buf(N);
         float *res = rand_buf(M * N), *ap = malloc(dlrt_gemm_packed_bytes(0, M, K) + 4);
+        float *bp = malloc(dlrt_gemm_packed_bytes(1, N, K) + 4);
         float *c1 = malloc((size_t)(M * N) * sizeof(float));
         float *ct = malloc((size_t)(M * N) * sizeof(float));
         dlrt_gemm_pack_operand(0, M, K, a, K, 0, ap);
+        dlrt_gemm_pack_operand(1, N, K, b, N, 0, bp);
         const dlrt_epilogue ep = col_bias_res_relu(0.5f, 1.5f, bias, res, N);
         int same = 1;
         for (int t = 1; t <= 4; t++) {
             omp_set_num_threads(t);
-            dlrt_sgemm_ex(M, N, K, s == 2 ? ap : a, K, 0, s == 2, b, N, 0, 0, t == 1 ? c1 : ct, N,
-                          &ep);
+            dlrt_sgemm_ex(M, N, K, s == 2 ? ap : a, K, 0, s == 2, s == 6 ? bp : b, N, 0, s == 6,
+                          t == 1 ? c1 : ct, N, &ep);
             if (t > 1) same = same && !memcmp(c1, ct, (size_t)(M * N) * sizeof(float));
         }
         char what[120];
         snprintf(what, sizeof what, "gemm %lldx%lldx%lld: identical on 1-4 threads", (long long)M,
                  (long long)N, (long long)K);
         check(same, what);
-        free(a), free(b), free(bias), free(res), free(ap), free(c1), free(ct);
+        free(a), free(b), free(bias), free(res), free(ap), free(bp), free(c1), free(ct);
     }
     omp_set_num_threads(saved);
 #endif
@@ -384,11 +388,16 @@ static void test_gemm_threads(void) {
 /* One row against a prepacked B (a classifier at batch 1) streams each panel whole
  * (dlrt_gemm_row_packed): the same bits as the tiled path gives that row in a two-row product,
  * the same on 1 and 2 threads, and within rounding of double sums; N and K on and off the panel
- * and K-block sizes, A read with a stride (trans_a), B packed from either orientation. */
+ * and K-block sizes, A read with a stride (trans_a), B packed from either orientation. The
+ * bias goes per column scaled by 1.5 (the two-row tile then takes the buffered store), per
+ * column unscaled and per row (its short tile stored straight into C: dlrt_gemm_micro_store_short
+ * must round as the row store does). */
 static void test_gemm_row_packed(void) {
     static const int64_t shapes[][4] = {
         {1000, 2048, 0, 1}, {37, 130, 1, 0}, {64, 64, 0, 0}, {130, 1, 1, 1}, {200, 777, 0, 1}};
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    for (size_t v = 0; v < 3 * sizeof shapes / sizeof shapes[0]; v++) {
+        const size_t s = v / 3;
+        const int bias_kind = (int)(v % 3); /* 0: per column x 1.5, 1: per column, 2: per row */
         const int64_t N = shapes[s][0], K = shapes[s][1];
         const int ta = (int)shapes[s][2], tb = (int)shapes[s][3];
         /* two rows of A: op(A) is 2 x K, stored K x 2 when transposed */
@@ -400,7 +409,8 @@ static void test_gemm_row_packed(void) {
         float *ct = malloc((size_t)N * sizeof(float));
         dlrt_gemm_pack_operand(1, N, K, b, tb ? K : N, tb, bp);
         const int64_t lda = ta ? 2 : K;
-        dlrt_epilogue ep = col_bias_res_relu(0.5f, 1.5f, bias, res, N);
+        dlrt_epilogue ep = col_bias_res_relu(0.5f, bias_kind == 1 ? 1.0f : 1.5f, bias, res, N);
+        if (bias_kind == 2) ep.bias_rs = 1, ep.bias_cs = 0;
         if (s % 2)
             ep.act = DLRT_ACT_SIGMOID, ep.residual = NULL; /* an activation after the store */
         dlrt_sgemm_ex(1, N, K, a, lda, ta, 0, bp, tb ? K : N, tb, 1, c1, N, &ep);
@@ -418,15 +428,16 @@ static void test_gemm_row_packed(void) {
             double acc = 0;
             for (int64_t p = 0; p < K; p++)
                 acc += (double)a[ta ? p * 2 : p] * (double)b[tb ? j * K + p : p * N + j];
-            acc = 0.5 * acc + 1.5 * (double)bias[j] + (ep.residual ? (double)res[j] : 0.0);
+            acc = 0.5 * acc + (double)ep.beta * (double)bias[bias_kind == 2 ? 0 : j] +
+                  (ep.residual ? (double)res[j] : 0.0);
             acc = s % 2 ? 1.0 / (1.0 + exp(-acc)) : (acc > 0 ? acc : 0);
             close = close_to(c1[j], (float)acc, 1e-5 * (1.0 + K / 100.0));
         }
         char what[140];
         snprintf(what, sizeof what,
-                 "gemm 1x%lldx%lld, B prepacked (ta %d, tb %d): as the tiles, on 2 threads, "
-                 "near the reference",
-                 (long long)N, (long long)K, ta, tb);
+                 "gemm 1x%lldx%lld, B prepacked (ta %d, tb %d, bias %d): as the tiles, on 2 "
+                 "threads, near the reference",
+                 (long long)N, (long long)K, ta, tb, bias_kind);
         check(!memcmp(c1, c2, (size_t)N * sizeof(float)) && same_threads && close, what);
         free(a), free(b), free(bias), free(res), free(bp), free(c1), free(c2), free(ct);
     }
@@ -510,21 +521,25 @@ static void test_gemm_split(void) {
 /* dlrt_gemm_packed_index names where dlrt_gemm_pack_operand put each value (lines past a
  * panel boundary, depths past a KC piece), for both operands. */
 static void test_packed_index(void) {
-    static const int64_t lines_k[][2] = {{1, 1}, {7, 5}, {70, 300}, {13, 600}};
-    for (int operand = 0; operand < 2; operand++)
+    static const int64_t lines_k[][2] = {{1, 1}, {7, 5}, {70, 300}, {13, 600}, {200, 300}};
+    /* mode 2: B's columns stored as columns (packed depth by depth across the panels) */
+    for (int mode = 0; mode < 3; mode++)
         for (size_t c = 0; c < sizeof lines_k / sizeof lines_k[0]; c++) {
+            const int operand = mode > 0, trans = mode == 1;
             const int64_t lines = lines_k[c][0], K = lines_k[c][1];
             float *x = rand_buf(lines * K),
                   *dst = malloc(dlrt_gemm_packed_bytes(operand, lines, K));
-            /* line i at depth p is x[i * K + p]: A's rows, or B's columns stored transposed */
-            dlrt_gemm_pack_operand(operand, lines, K, x, K, operand, dst);
+            /* line i at depth p is x[i * K + p] (A's rows, B's columns stored transposed), or
+             * x[p * lines + i] (B's columns as columns) */
+            dlrt_gemm_pack_operand(operand, lines, K, x, mode == 2 ? lines : K, trans, dst);
             int ok = 1;
             for (int64_t i = 0; i < lines && ok; i++)
                 for (int64_t q = 0; q < K && ok; q++)
-                    ok = dst[dlrt_gemm_packed_index(operand, i, q, K)] == x[i * K + q];
+                    ok = dst[dlrt_gemm_packed_index(operand, i, q, K)] ==
+                         x[mode == 2 ? q * lines + i : i * K + q];
             char what[96];
-            snprintf(what, sizeof what, "packed index: operand %d, %lld lines, K %lld", operand,
-                     (long long)lines, (long long)K);
+            snprintf(what, sizeof what, "packed index: operand %d (mode %d), %lld lines, K %lld",
+                     operand, mode, (long long)lines, (long long)K);
             check(ok, what);
             free(x), free(dst);
         }
@@ -569,7 +584,8 @@ static void test_gemm(void) {
                               .use_ep = 1};
                 gemm_case(7, 37, 19, a & 1, (a >> 1) & 1, &c);
                 /* full register tiles on every ISA (AVX-512: 6 x 64) with a partial edge and
-                 * two K blocks: the epilogue applied in registers and stored straight to C */
+                 * two K blocks on AVX-512 (one on AVX2): the epilogue applied in registers and
+                 * stored straight to C */
                 gemm_case(13, 150, 200, a & 1, (a >> 1) & 1, &c);
                 /* narrow N: computed transposed (C^T = B^T A^T) and stored back transposed */
                 gemm_case(97, 3, 67, a & 1, (a >> 1) & 1, &c);
@@ -590,14 +606,17 @@ static void test_gemm(void) {
         gemm_case(m, 128, 40, 0, 0, &plain);
         gemm_case(m, 128, 300, (int)(m & 1), 1, &relu);
     }
-    /* prepacked A and/or B give the same products as packing per call (the same microkernel
-     * sums in the same order: bit-identical when the plain call takes the tiled path) */
-    /* (the last two: A prepacked and one panel of B take all of K in one pass) */
+    /* prepacked A and/or B give the same products as packing per call (the same microkernel;
+     * bit-identical where both sum over K in the same blocks, else close: a prepacked B goes in
+     * blocks of KC_STREAM) */
+    /* (the last two: A prepacked and one panel of B take all of K in one pass, which the tile
+     * buffer allows while K * NR <= KC * NC) */
     static const int64_t pk[][3] = {{7, 37, 19},   {1, 300, 411},  {133, 65, 200},
-                                    {300, 2, 411}, {300, 60, 500}, {130, 60, 700}};
+                                    {300, 2, 411}, {300, 60, 500}, {130, 60, 512}};
     check(!dlrt_sgemm_transposes_for(64, 300, 60, 500) &&
-              !dlrt_sgemm_transposes_for(64, 130, 60, 700),
-          "gemm: the single-pass shapes are computed untransposed on AVX-512");
+              !dlrt_sgemm_transposes_for(64, 130, 60, 512) &&
+              512 * DLRT_GEMM_NR <= DLRT_GEMM_KC * DLRT_GEMM_NC,
+          "gemm: the single-pass shapes are computed untransposed on AVX-512, in one pass");
     /* the orientation model: a transposed product whose row panels (B's columns) are read in
      * place pays no packing, so MobileNetV2's 576 -> 96 on 14x14 runs transposed on AVX-512
      * when B is not transposed, and not when it is (its columns would be packed); with more

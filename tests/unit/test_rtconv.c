@@ -780,7 +780,14 @@ static void test_gather_same(void) {
         const dlrt_conv_cols cc = {&g, x};
         const dlrt_gemm_gather bg = {dlrt_conv_gather_cols, &cc};
         dlrt_sgemm_ws(p.c_out, N, K, w, K, 0, 0, col, N, 0, 0, want, N, &ep, gwork, gws);
+        memset(gwork, 0xA5, gws);
         dlrt_sgemm_gather(p.c_out, N, K, w, K, 0, 0, &bg, y, N, &ep, gwork, gws);
+        if (r >= 5) { /* the wide, deep rows: made panels really packed into the workspace */
+            int written = 0;
+            for (size_t i = 0; i < gws && !written; i++)
+                written = ((unsigned char *)gwork)[i] != 0xA5;
+            CHECK("dlrt_sgemm_gather packs the made operand into the workspace", written);
+        }
         transposed |= dlrt_sgemm_transposes(p.c_out, N, K);
         CHECK("dlrt_sgemm_gather gives the stored operand's results bit for bit",
               !memcmp(y, want, (size_t)yn * sizeof(float)));

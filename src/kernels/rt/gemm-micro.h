@@ -15,7 +15,9 @@
  * where 6x32 / NC 128 reached ~165; 12x32 and 14x32 were no better than 6x64. MC 132 (rather
  * than 96) keeps BERT's M = 128 in one row of tiles, so B is packed once: 172 vs 159 GFLOP/s
  * averaged over BERT, GPT-2 and ResNet-50 shapes. MC 144 rather than 132 is a multiple of MT
- * too, so that a transposed product's tiles hold whole 16-row blocks (dlrt_gemm_run). */
+ * too, so that a transposed product's tiles hold whole 16-row blocks (dlrt_gemm_run). On
+ * AVX-512, MC 192 and KC 128 since (figures at their definitions), and prepacked weights go in
+ * K blocks of KC_STREAM. */
 #ifndef DLRT_GEMM_MICRO_H
 #define DLRT_GEMM_MICRO_H
 
@@ -462,29 +464,6 @@ static DLRT_INLINE void dlrt_gemm_micro_store(int kc, const float *restrict a, i
     dlrt_gemm_micro_store_rows(kc, a, astep, b, bstep, part, C, ldc, ep, i0, j0, DLRT_GEMM_MR);
 }
 
-/* The last row tile's 1 .. MR - 1 rows, out of line (one call a column panel, against five more
- * inlined copies of the kernel in dlrt_gemm_tile). They went through the partial-sum buffer and
- * a scalar epilogue per row before: MobileNetV2's 32 -> 16 on 112x112 (rows 12-15) 0.067 ->
- * 0.065 ms. */
-static void __attribute__((noinline))
-dlrt_gemm_micro_store_short(int rows, int kc, const float *restrict a, int64_t astep,
-                            const float *restrict b, int64_t bstep, const float *part, float *C,
-                            int64_t ldc, const dlrt_epilogue *ep, int64_t i0, int64_t j0) {
-    switch (rows) { /* rows is a constant in each call: the tile stays in registers */
-#define DLRT_GEMM_STORE_ROWS(n)                                                                    \
-    case n:                                                                                        \
-        dlrt_gemm_micro_store_rows(kc, a, astep, b, bstep, part, C, ldc, ep, i0, j0, n);           \
-        break;
-        DLRT_GEMM_STORE_ROWS(1)
-        DLRT_GEMM_STORE_ROWS(2)
-        DLRT_GEMM_STORE_ROWS(3)
-        DLRT_GEMM_STORE_ROWS(4)
-    default:
-        dlrt_gemm_micro_store_rows(kc, a, astep, b, bstep, part, C, ldc, ep, i0, j0, 5);
-        break;
-#undef DLRT_GEMM_STORE_ROWS
-    }
-}
 #else
 /* Portable C. This exact shape (a 2-D local array, the i loop outside the j loop, ap[i] read
  * inside) is the one gcc and clang at -O3 turn into register accumulators with broadcast FMAs;

@@ -6,7 +6,8 @@
  * AVX2 or generic C, by the build's instruction set) walks them. Operands can also come packed
  * once (layer weights at load time, or per call into a workspace when several tiles share them),
  * and on the vector builds full panels whose lines are contiguous at each depth are read where
- * they lie: B's columns, and a transposed product's rows. K is consumed KC at a time;
+ * they lie: B's columns, and a transposed product's rows. K is consumed KC at a time
+ * (KC_STREAM for prepacked weights as B);
  * partial sums live in a tile-sized stack buffer, so C is written exactly once, by the epilogue,
  * after the residual at the same place was read (an in-place residual works). Rows and columns
  * past the edges are packed as zeros and never stored.
@@ -129,7 +130,7 @@ static void dlrt_gemm_pack(const float *X, int64_t ld, int by_rows, const dlrt_g
         return;
     }
     int r = 0;
-    if (!by_rows && w == DLRT_GEMM_NR && m >= 2 * DLRT_GEMM_NR) {
+    if (!by_rows && w == DLRT_GEMM_NR && m >= DLRT_GEMM_NR) {
         /* full B panels of rows in place: depth by depth across them, so that each depth is one
          * run of memory (a panel at a time read NR floats from each row, a page apart in large
          * matrices, which the prefetchers did not follow: packing was a tenth of a 1024-cube
@@ -166,9 +167,6 @@ static void dlrt_gemm_pack(const float *X, int64_t ld, int by_rows, const dlrt_g
                 const float *src = X + (i0 + r + ii) * ld + p0;
                 for (int p = 0; p < kc; p++) dst[p * w + ii] = src[p];
             }
-        } else if (n == DLRT_GEMM_NR && w == DLRT_GEMM_NR) { /* a full B panel */
-            const float *src = X + p0 * ld + i0 + r;
-            for (int p = 0; p < kc; p++) dlrt_gemm_copy_nr(src + p * ld, dst + p * DLRT_GEMM_NR);
         } else if (n == DLRT_GEMM_MR && w == DLRT_GEMM_MR) { /* a full A panel of a transposed A:
                                                               * no memcpy call per 24 bytes */
             dlrt_gemm_pack_full(X + p0 * ld + i0 + r, ld, kc, dst, DLRT_GEMM_MR);
@@ -310,6 +308,32 @@ static void dlrt_gemm_store_cols(const dlrt_gemm_args *g, int64_t i0, int64_t j0
     }
 }
 
+#ifdef DLRT_GEMM_DIRECT_STORE
+/* The last row tile's 1 .. MR - 1 rows, out of line (one call a column panel, against five more
+ * inlined copies of the kernel in dlrt_gemm_tile). They went through the partial-sum buffer and
+ * a scalar epilogue per row before: MobileNetV2's 32 -> 16 on 112x112 (rows 12-15) 0.067 ->
+ * 0.065 ms. */
+static void __attribute__((noinline))
+dlrt_gemm_micro_store_short(int rows, int kc, const float *restrict a, int64_t astep,
+                            const float *restrict b, int64_t bstep, const float *part, float *C,
+                            int64_t ldc, const dlrt_epilogue *ep, int64_t i0, int64_t j0) {
+    switch (rows) { /* rows is a constant in each call: the tile stays in registers */
+#define DLRT_GEMM_STORE_ROWS(n)                                                                    \
+    case n:                                                                                        \
+        dlrt_gemm_micro_store_rows(kc, a, astep, b, bstep, part, C, ldc, ep, i0, j0, n);           \
+        break;
+        DLRT_GEMM_STORE_ROWS(1)
+        DLRT_GEMM_STORE_ROWS(2)
+        DLRT_GEMM_STORE_ROWS(3)
+        DLRT_GEMM_STORE_ROWS(4)
+    default: /* 5: MR is 6 (gemm-micro.h's #error) */
+        dlrt_gemm_micro_store_rows(kc, a, astep, b, bstep, part, C, ldc, ep, i0, j0, 5);
+        break;
+#undef DLRT_GEMM_STORE_ROWS
+    }
+}
+#endif
+
 /* Asks for bytes [from, to) of the `bytes` at p to be brought towards the core (locality 2).
  * Prepacked operands are a layer's weights, read from memory once per call: the first row tile
  * that reads an A micro-panel or a B block would otherwise stall on each line, so dlrt_gemm_tile
@@ -409,12 +433,12 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
 #ifdef DLRT_GEMM_DIRECT_STORE
                 if (last && direct && mr == DLRT_GEMM_MR && nr == DLRT_GEMM_NR) {
                     dlrt_gemm_micro_store(kc, ap, astep, bp, bstep, first ? NULL : pt, g->C, g->ldc,
-                                          g->ep, i0 + r, j0 + c);
+                                          ep, i0 + r, j0 + c);
                     continue;
                 }
                 if (last && direct_short && nr == DLRT_GEMM_NR) {
                     dlrt_gemm_micro_store_short(mr, kc, ap, astep, bp, bstep, first ? NULL : pt,
-                                                g->C, g->ldc, g->ep, i0 + r, j0 + c);
+                                                g->C, g->ldc, ep, i0 + r, j0 + c);
                     continue;
                 }
 #endif
@@ -573,6 +597,7 @@ static int64_t dlrt_gemm_cut(int64_t len, int64_t w, int64_t n, int64_t b) {
     return DLRT_MIN(start * w, len);
 }
 
+_Static_assert(DLRT_GEMM_KC_STREAM <= DLRT_GEMM_KC, "a streamed K block fits the tile buffers");
 _Static_assert(DLRT_GEMM_MC % DLRT_GEMM_MT == 0 && DLRT_GEMM_MT % DLRT_GEMM_MR == 0,
                "a transposed product's row unit divides the tile height");
 
@@ -584,25 +609,25 @@ static int64_t dlrt_gemm_block(int64_t len, int64_t w, int64_t n, int64_t b, int
 }
 
 /* Tile t (bi, bj) of a tm x tn cut in the order the threads share the tiles out: row-major, or
- * column-major (by_cols) where B is prepacked weights, so that a thread's run of tiles covers as
+ * column-major (cols_first) where B is prepacked weights, so that a thread's run of tiles covers as
  * few of their columns as it can and streams only those: MobileNetV2's 960 -> 320 on 7x7 (49
  * rows, 5 panels: 2 x 5 tiles) gave each of 2 threads 24 or 25 rows of all 5 panels, which then
  * both read all 1.2 MB of weights: 2 threads, layer alone, 0.079-0.091 -> 0.073-0.080 ms. */
-static void dlrt_gemm_tile_at(int64_t t, int64_t tm, int64_t tn, int by_cols, int64_t *bi,
+static void dlrt_gemm_tile_at(int64_t t, int64_t tm, int64_t tn, int cols_first, int64_t *bi,
                               int64_t *bj) {
-    *bi = by_cols ? t % tm : t / tn;
-    *bj = by_cols ? t / tm : t % tn;
+    *bi = cols_first ? t % tm : t / tn;
+    *bj = cols_first ? t / tm : t % tn;
 }
 
 /* The thread (of `team`) that runs tile (bi, bj) of a tm x tn cut of an M x N product: tiles in
  * the order of dlrt_gemm_tile_at are shared out by area, each to the thread whose share holds
  * its middle. */
 static int64_t dlrt_gemm_owner(int64_t M, int64_t N, int64_t mu, int64_t tm, int64_t tn, int64_t bi,
-                               int64_t bj, int by_cols, int64_t team) {
+                               int64_t bj, int cols_first, int64_t team) {
     int64_t h, w;
     const int64_t i0 = dlrt_gemm_block(M, mu, tm, bi, &h);
     const int64_t j0 = dlrt_gemm_block(N, DLRT_GEMM_NR, tn, bj, &w);
-    const double mid = by_cols
+    const double mid = cols_first
                            ? (double)j0 * (double)M + (double)w * ((double)i0 + 0.5 * (double)h)
                            : (double)i0 * (double)N + (double)h * ((double)j0 + 0.5 * (double)w);
     return DLRT_MIN(team - 1, (int64_t)(mid * (double)team / ((double)M * (double)N)));
@@ -610,12 +635,12 @@ static int64_t dlrt_gemm_owner(int64_t M, int64_t N, int64_t mu, int64_t tm, int
 
 /* The largest area that dlrt_gemm_owner gives one of `team` threads. */
 static int64_t dlrt_gemm_max_load(int64_t M, int64_t N, int64_t mu, int64_t tm, int64_t tn,
-                                  int by_cols, int64_t team) {
+                                  int cols_first, int64_t team) {
     int64_t best = 0, load = 0, owner = 0;
     for (int64_t t = 0; t < tm * tn; t++) {
         int64_t bi, bj, h, w;
-        dlrt_gemm_tile_at(t, tm, tn, by_cols, &bi, &bj);
-        const int64_t o = dlrt_gemm_owner(M, N, mu, tm, tn, bi, bj, by_cols, team);
+        dlrt_gemm_tile_at(t, tm, tn, cols_first, &bi, &bj);
+        const int64_t o = dlrt_gemm_owner(M, N, mu, tm, tn, bi, bj, cols_first, team);
         if (o != owner) best = DLRT_MAX(best, load), load = 0, owner = o;
         dlrt_gemm_block(M, mu, tm, bi, &h);
         dlrt_gemm_block(N, DLRT_GEMM_NR, tn, bj, &w);
@@ -735,8 +760,8 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
      * threads of its own, so it is not cut for them */
     const int64_t threads = par && !dlrt_in_parallel() ? dlrt_max_threads() : 1;
     int64_t mu, tm, tn;
-    const int by_cols = g->b_packed; /* (before B may be packed into the workspace below) */
-    dlrt_gemm_split_rows(M, N, g->c_trans, by_cols, threads, &mu, &tm, &tn);
+    const int cols_first = g->b_packed; /* (before B may be packed into the workspace below) */
+    dlrt_gemm_split_rows(M, N, g->c_trans, cols_first, threads, &mu, &tm, &tn);
     const int64_t tiles = tm * tn;
     /* B, unless prepacked, is read by every row of tiles and A by every column: packed by each
      * tile, it was packed once per row (column) of tiles. With a workspace it is packed once.
@@ -774,8 +799,8 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
         const int64_t team = dlrt_team_size(), me = dlrt_thread_num();
         for (int64_t t = 0; t < tiles; t++) {
             int64_t bi, bj, mc, nc;
-            dlrt_gemm_tile_at(t, tm, tn, by_cols, &bi, &bj);
-            if (team > 1 && dlrt_gemm_owner(M, N, mu, tm, tn, bi, bj, by_cols, team) != me)
+            dlrt_gemm_tile_at(t, tm, tn, cols_first, &bi, &bj);
+            if (team > 1 && dlrt_gemm_owner(M, N, mu, tm, tn, bi, bj, cols_first, team) != me)
                 continue;
             const int64_t i0 = dlrt_gemm_block(M, mu, tm, bi, &mc);
             const int64_t j0 = dlrt_gemm_block(N, DLRT_GEMM_NR, tn, bj, &nc);
@@ -902,7 +927,7 @@ static void dlrt_gemm_pack_all(int operand, int64_t lines, int64_t K, const floa
      * and so does one whose lines are columns (each depth then one run of memory: the panels
      * are packed across, dlrt_gemm_pack); the units of work are those groups of panels times
      * the int-sized pieces of K */
-    const int64_t group = gx || !by_rows ? DLRT_MAX(DLRT_GEMM_NC / w, 1) : 1;
+    const int64_t group = gx || (!by_rows && w == DLRT_GEMM_NR) ? DLRT_MAX(DLRT_GEMM_NC / w, 1) : 1;
     const int64_t groups = (panels + group - 1) / group;
     const int64_t pieces = (K + DLRT_GEMM_KC - 1) / DLRT_GEMM_KC;
     (void)par;
