@@ -51,7 +51,7 @@ static DLRT_INLINE void dlrt_dwr_store(const dlrt_epilogue *ep, int64_t oc, int6
             _mm512_storeu_ps(part, dlrt_rv_load(rp, 0, n));
             rp = part;
         }
-        v = dlrt_gemm_epi_vec(ep, v, ep->bias ? ep->bias + oc * ep->bias_rs : NULL, rp, 0);
+        v = dlrt_gemm_epi_vec(ep, v, ep->bias ? ep->bias + oc * ep->bias_rs : NULL, rp);
     }
     if (n >= DLRT_DWR_VEC)
         _mm512_storeu_ps(dst, v);

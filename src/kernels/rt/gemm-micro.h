@@ -243,27 +243,36 @@ DLRT_GEMM_MICRO_PART(dlrt_gemm_micro_m5, 5, DLRT_GEMM_NV)
 #if DLRT_GEMM_MR != 6
 #error "dlrt_gemm_micro_short covers the short tiles of a 6-row kernel"
 #endif
+/* CALL(n) for n = rows, a tile's valid row count 1 .. MR - 1 (5 past 4: MR is 6), so that each
+ * call has a constant row count (its accumulators stay in registers). */
+#define DLRT_GEMM_SHORT_ROWS(rows, CALL)                                                           \
+    do {                                                                                           \
+        switch (rows) {                                                                            \
+        case 1:                                                                                    \
+            CALL(1);                                                                               \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            CALL(2);                                                                               \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            CALL(3);                                                                               \
+            break;                                                                                 \
+        case 4:                                                                                    \
+            CALL(4);                                                                               \
+            break;                                                                                 \
+        default:                                                                                   \
+            CALL(5);                                                                               \
+            break;                                                                                 \
+        }                                                                                          \
+    } while (0)
+
 /* Rows 1 .. MR - 1 of a full-width panel (rows is the tile's valid row count). */
 static inline void dlrt_gemm_micro_short(int rows, int kc, const float *restrict a, int64_t astep,
                                          const float *restrict b, int64_t bstep,
                                          float *restrict acc, int add) {
-    switch (rows) {
-    case 1:
-        dlrt_gemm_micro_m1(kc, a, astep, b, bstep, acc, add);
-        break;
-    case 2:
-        dlrt_gemm_micro_m2(kc, a, astep, b, bstep, acc, add);
-        break;
-    case 3:
-        dlrt_gemm_micro_m3(kc, a, astep, b, bstep, acc, add);
-        break;
-    case 4:
-        dlrt_gemm_micro_m4(kc, a, astep, b, bstep, acc, add);
-        break;
-    default:
-        dlrt_gemm_micro_m5(kc, a, astep, b, bstep, acc, add);
-        break;
-    }
+#define DLRT_GEMM_MICRO_M(n) dlrt_gemm_micro_m##n(kc, a, astep, b, bstep, acc, add)
+    DLRT_GEMM_SHORT_ROWS(rows, DLRT_GEMM_MICRO_M);
+#undef DLRT_GEMM_MICRO_M
 }
 
 /* Two row panels at once (a0, a1: MR rows each; acc1 follows acc0 in the partial-sum buffer) on
@@ -343,7 +352,7 @@ static inline void dlrt_gemm_micro_idx(int nv, int kc, const float *const *ab,
         dlrt_gemm_micro_idx_full(kc, ab, off, b, acc, add);
 }
 
-/* Whether dlrt_gemm_micro_store can apply ep in registers: a bias per row or per column and a
+/* Whether dlrt_gemm_micro_store_rows can apply ep in registers: a bias per row or per column and a
  * contiguous residual (the convolution and dense-layer cases); other strides take the row path. */
 #define DLRT_GEMM_DIRECT_STORE 1
 static inline int dlrt_gemm_epi_direct(const dlrt_epilogue *ep) {
@@ -353,18 +362,16 @@ static inline int dlrt_gemm_epi_direct(const dlrt_epilogue *ep) {
 
 /* The epilogue on one vector v of a row of C, as dlrt_epi_apply orders it: bp is where the row's
  * bias starts for this vector (NULL: none; one value when bias_cs is 0), rp its residual's (NULL:
- * none). `fused` (a constant) adds the bias as one multiply-add, the direct store's form;
- * otherwise as a product then a sum, dlrt_epi_apply's. ReLU and Clip are applied here (max(p, q)
+ * none). The bias goes as a product then a sum, dlrt_epi_apply's (the direct store of
+ * DLRT_EPI_BLOCK fuses it into one multiply-add). ReLU and Clip are applied here (max(p, q)
  * is p > q ? p : q and min(p, q) is p < q ? p : q: dlrt_act_apply's comparisons, NaNs and signed
  * zeros included); the other activations run after the store (dlrt_gemm_act_after). */
 static DLRT_INLINE dlrt_vf dlrt_gemm_epi_vec(const dlrt_epilogue *ep, dlrt_vf v, const float *bp,
-                                             const float *rp, const int fused) {
+                                             const float *rp) {
     if (ep->alpha != 1.0f) v = DLRT_VMUL(v, DLRT_VBCAST(ep->alpha));
     if (bp) {
         if (ep->bias_cs == 0)
             v = DLRT_VADD(v, DLRT_VBCAST(ep->beta * bp[0]));
-        else if (fused)
-            v = DLRT_VFMA(DLRT_VBCAST(ep->beta), DLRT_VLOAD(bp), v);
         else
             v = DLRT_VADD(v, DLRT_VMUL(DLRT_VBCAST(ep->beta), DLRT_VLOAD(bp)));
     }
@@ -454,14 +461,6 @@ static DLRT_INLINE void dlrt_gemm_micro_store_rows(int kc, const float *restrict
     if (dlrt_gemm_act_after(ep))
         for (int i = 0; i < rows; i++)
             dlrt_act_apply(ep->act, ep->act_a, ep->act_b, C + (i0 + i) * ldc + j0, DLRT_GEMM_NR);
-}
-
-/* A whole MR-row tile. */
-static DLRT_INLINE void dlrt_gemm_micro_store(int kc, const float *restrict a, int64_t astep,
-                                              const float *restrict b, int64_t bstep,
-                                              const float *part, float *C, int64_t ldc,
-                                              const dlrt_epilogue *ep, int64_t i0, int64_t j0) {
-    dlrt_gemm_micro_store_rows(kc, a, astep, b, bstep, part, C, ldc, ep, i0, j0, DLRT_GEMM_MR);
 }
 
 #else

@@ -271,7 +271,7 @@ static DLRT_INLINE void dlrt_gemm_store_block(const dlrt_gemm_args *g, int64_t i
         const float *rp = ep && ep->residual ? ep->residual + row * ep->res_rs + i0 : NULL;
         dlrt_vf v = r[jj];
         if (rows == DLRT_GEMM_VW) {
-            if (ep) v = dlrt_gemm_epi_vec(ep, v, bp, rp, 0);
+            if (ep) v = dlrt_gemm_epi_vec(ep, v, bp, rp);
             DLRT_VSTORE(dst, v);
             continue;
         }
@@ -279,7 +279,7 @@ static DLRT_INLINE void dlrt_gemm_store_block(const dlrt_gemm_args *g, int64_t i
         float bias[DLRT_GEMM_VW] = {0}, res[DLRT_GEMM_VW] = {0}, out[DLRT_GEMM_VW];
         if (bp && ep->bias_cs != 0) memcpy(bias, bp, bytes), bp = bias;
         if (rp) memcpy(res, rp, bytes), rp = res;
-        if (ep) v = dlrt_gemm_epi_vec(ep, v, bp, rp, 0);
+        if (ep) v = dlrt_gemm_epi_vec(ep, v, bp, rp);
         DLRT_VSTORE(out, v);
         memcpy(dst, out, bytes);
     }
@@ -330,20 +330,10 @@ static void __attribute__((noinline))
 dlrt_gemm_micro_store_short(int rows, int kc, const float *restrict a, int64_t astep,
                             const float *restrict b, int64_t bstep, const float *part, float *C,
                             int64_t ldc, const dlrt_epilogue *ep, int64_t i0, int64_t j0) {
-    switch (rows) { /* rows is a constant in each call: the tile stays in registers */
-#define DLRT_GEMM_STORE_ROWS(n)                                                                    \
-    case n:                                                                                        \
-        dlrt_gemm_micro_store_rows(kc, a, astep, b, bstep, part, C, ldc, ep, i0, j0, n);           \
-        break;
-        DLRT_GEMM_STORE_ROWS(1)
-        DLRT_GEMM_STORE_ROWS(2)
-        DLRT_GEMM_STORE_ROWS(3)
-        DLRT_GEMM_STORE_ROWS(4)
-    default: /* 5: MR is 6 (gemm-micro.h's #error) */
-        dlrt_gemm_micro_store_rows(kc, a, astep, b, bstep, part, C, ldc, ep, i0, j0, 5);
-        break;
-#undef DLRT_GEMM_STORE_ROWS
-    }
+#define DLRT_GEMM_STORE_M(n)                                                                       \
+    dlrt_gemm_micro_store_rows(kc, a, astep, b, bstep, part, C, ldc, ep, i0, j0, n)
+    DLRT_GEMM_SHORT_ROWS(rows, DLRT_GEMM_STORE_M);
+#undef DLRT_GEMM_STORE_M
 }
 #endif
 
@@ -445,8 +435,8 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
                 }
 #ifdef DLRT_GEMM_DIRECT_STORE
                 if (last && direct && mr == DLRT_GEMM_MR && nr == DLRT_GEMM_NR) {
-                    dlrt_gemm_micro_store(kc, ap, astep, bp, bstep, first ? NULL : pt, g->C, g->ldc,
-                                          ep, i0 + r, j0 + c);
+                    dlrt_gemm_micro_store_rows(kc, ap, astep, bp, bstep, first ? NULL : pt, g->C,
+                                               g->ldc, ep, i0 + r, j0 + c, DLRT_GEMM_MR);
                     continue;
                 }
                 if (last && direct_short && nr == DLRT_GEMM_NR) {
