@@ -1237,6 +1237,12 @@ static void softmax_run(int rank, const int64_t *dims, int axis, int log, int sp
                 b[j * inner] = -1e4f;
         if (n >= 3 && b[0] != m) b[0] = m - 95.0f;
     }
+    /* specials 3: one score per slice 300 above the rest, at a position that moves with the
+     * slice through every lane of the vectors (a maximum missed there overflows exp) */
+    for (int64_t sl = 0; specials == 3 && sl < outer * inner; sl++) {
+        float *b = x + sl / inner * n * inner + sl % inner;
+        b[(sl * 7 + sl / 16) % n * inner] = 300.0f;
+    }
     for (int64_t sl = 0; specials == 1 && sl < 4 && sl < outer * inner && n >= 2; sl++) {
         float *b = x + sl / inner * n * inner + sl % inner;
         if (sl == 0) b[0] = b[(n - 1) * inner] = INFINITY;
@@ -1358,6 +1364,8 @@ static void test_softmax_layernorm(void) {
         softmax_run(3, heads, 2, log, 2, 0);
         softmax_run(3, heads, 2, log, 2, 1);
         softmax_run(3, wide, 1, log, 2, 0);
+        softmax_run(3, heads, 2, log, 3, 0);
+        softmax_run(3, wide, 1, log, 3, 0);
     }
     int64_t l3[3] = {4, 7, 33}, l2[2] = {3, 1000};
     layernorm_run(3, l3, 2, 1, 1e-5f, 0);

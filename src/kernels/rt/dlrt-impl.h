@@ -13,6 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -140,13 +143,31 @@ static inline float dlrt_exp_neg(float x) {
  * that is what lets the compiler vectorize them without reassociating one sum. */
 #define DLRT_SM_LANES 16
 
-/* The maximum of x[0..n) by > comparisons (-inf for an empty row). */
+/* The maximum of x[0..n) by > comparisons (-inf for an empty row; NaNs never win one). The
+ * lanes' loop in vector instructions where the build has them: gcc (12, -std=c11) vectorizes
+ * no form of it in plain C and ran 16 scalar maxss per 16 scores, a third of BERT's fused
+ * attention's softmax. maxps(a, b) is a > b ? a : b, lane by lane, NaNs included. */
 static inline float dlrt_row_max(int64_t n, const float *x) {
     float ml[DLRT_SM_LANES];
-    for (int l = 0; l < DLRT_SM_LANES; l++) ml[l] = -INFINITY;
     int64_t j = 0;
+#if defined(__AVX512F__)
+    __m512 mv = _mm512_set1_ps(-INFINITY);
+    for (; j + DLRT_SM_LANES <= n; j += DLRT_SM_LANES)
+        mv = _mm512_max_ps(_mm512_loadu_ps(x + j), mv);
+    _mm512_storeu_ps(ml, mv);
+#elif defined(__AVX__)
+    __m256 mv0 = _mm256_set1_ps(-INFINITY), mv1 = mv0;
+    for (; j + DLRT_SM_LANES <= n; j += DLRT_SM_LANES) {
+        mv0 = _mm256_max_ps(_mm256_loadu_ps(x + j), mv0);
+        mv1 = _mm256_max_ps(_mm256_loadu_ps(x + j + 8), mv1);
+    }
+    _mm256_storeu_ps(ml, mv0);
+    _mm256_storeu_ps(ml + 8, mv1);
+#else
+    for (int l = 0; l < DLRT_SM_LANES; l++) ml[l] = -INFINITY;
     for (; j + DLRT_SM_LANES <= n; j += DLRT_SM_LANES)
         for (int l = 0; l < DLRT_SM_LANES; l++) ml[l] = x[j + l] > ml[l] ? x[j + l] : ml[l];
+#endif
     float m = -INFINITY;
     for (; j < n; j++) m = x[j] > m ? x[j] : m;
     for (int l = 0; l < DLRT_SM_LANES; l++) m = ml[l] > m ? ml[l] : m;
