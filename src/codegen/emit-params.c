@@ -31,7 +31,10 @@ static void epi_defaults(dl_epi_params *e) {
 static void epi_activation(const dl_group *gr, dl_epi_params *e) {
     const dl_node *a = gr->epi.act;
     if (!a) return;
-    if (dl_node_is(a, "Relu"))
+    if (gr->epi.gelu) {
+        e->act = DLRT_ACT_GELU;
+        e->act_a = gr->epi.gelu_div;
+    } else if (dl_node_is(a, "Relu"))
         e->act = DLRT_ACT_RELU;
     else if (dl_node_is(a, "Sigmoid"))
         e->act = DLRT_ACT_SIGMOID;

@@ -8,7 +8,8 @@
  * Then greedy over the remaining nodes in topological order:
  *  - a Conv / Gemm / MatMul absorbs the chain that follows it when each link is its only
  *    consumer: a constant per-channel (per-column) bias Add, then a same-shape residual Add, then
- *    one activation — the runtime GEMM applies these while the output tile is in cache;
+ *    one activation or torch's five-node erf GELU (match_gelu) — the runtime GEMM applies these
+ *    while the output tile is in cache;
  *  - an elementwise node joins the group of its producer when that producer's result feeds
  *    only this node and is not a graph output, so chains become one loop nest;
  *  - every other node is a group of its own.
@@ -20,15 +21,15 @@
 typedef struct fuser {
     dl_graph *g;
     dl_fusion *f;
-    int *uses;        /* by value id: number of node-input references */
+    int *uses;                /* by value id: number of node-input references */
     dl_node **first_consumer; /* by value id */
-    int *group_of;    /* by node position: group index or -1 */
-    int *last_pos;    /* by group: position of its last node */
+    int *group_of;            /* by node position: group index or -1 */
+    int *last_pos;            /* by group: position of its last node */
     int cap;
 } fuser;
 
-static const char *const activations[] = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh",
-                                          "HardSigmoid", "HardSwish", NULL};
+static const char *const activations[] = {"Relu", "Clip",        "LeakyRelu", "Sigmoid",
+                                          "Tanh", "HardSigmoid", "HardSwish", NULL};
 
 static bool is_activation(const dl_node *n) {
     for (int i = 0; activations[i]; i++)
@@ -128,6 +129,54 @@ static dl_node *sole_consumer(fuser *fu, const dl_value *v) {
     return fu->first_consumer[v->id];
 }
 
+static bool scalar_const(const dl_value *v, float *out) {
+    if (!v || !v->constant || v->constant->dtype != DL_F32 || v->constant->numel != 1) return false;
+    *out = ((const float *)v->constant->data)[0];
+    return true;
+}
+
+/* The sole consumer of v when it is an op of that name, not yet in a group, keeping v's type,
+ * whose other input is the scalar constant want. */
+static dl_node *chain_link(fuser *fu, const dl_value *v, const char *op, float want) {
+    dl_node *c = sole_consumer(fu, v);
+    float k;
+    if (!c || fu->group_of[c->id] >= 0 || !dl_node_is(c, op) || !c->out[0] ||
+        !same_type(&c->out[0]->type, &v->type))
+        return NULL;
+    return scalar_const(other_input(c, v), &k) && k == want ? c : NULL;
+}
+
+/* GELU as torch exports nn.GELU(): y = x * (erf(x / d) + 1) * 0.5, five nodes reading x from a
+ * Div and a Mul and nothing else (BERT's feed-forward layers). chain[] gets Div, Erf, Add, Mul,
+ * Mul and *d the divisor (sqrt(2)); the GEMM applies it to its rows as DLRT_ACT_GELU, in the
+ * same operations, so the values are the unfused chain's. */
+static bool match_gelu(fuser *fu, dl_value *x, dl_node **chain, float *d) {
+    if (x->is_output || fu->uses[x->id] != 2 || x->type.dtype != DL_F32) return false;
+    dl_node *div = NULL;
+    for (int k = 0; k < fu->g->nodes.len && !div; k++) {
+        dl_node *n = fu->g->nodes.items[k];
+        if (dl_node_is(n, "Div") && n->n_in == 2 && n->in[0] == x && n->in[1] != x &&
+            fu->group_of[n->id] < 0 && scalar_const(n->in[1], d) && n->out[0] &&
+            same_type(&n->out[0]->type, &x->type))
+            div = n;
+    }
+    if (!div) return false;
+    dl_node *erf = sole_consumer(fu, div->out[0]);
+    if (!erf || fu->group_of[erf->id] >= 0 || !dl_node_is(erf, "Erf") || !erf->out[0] ||
+        !same_type(&erf->out[0]->type, &x->type))
+        return false;
+    dl_node *add = chain_link(fu, erf->out[0], "Add", 1.0f);
+    dl_node *mul = add ? sole_consumer(fu, add->out[0]) : NULL;
+    if (!mul || fu->group_of[mul->id] >= 0 || !dl_node_is(mul, "Mul") ||
+        other_input(mul, add->out[0]) != x || !mul->out[0] ||
+        !same_type(&mul->out[0]->type, &x->type))
+        return false;
+    dl_node *half = chain_link(fu, mul->out[0], "Mul", 0.5f);
+    if (!half) return false;
+    chain[0] = div, chain[1] = erf, chain[2] = add, chain[3] = mul, chain[4] = half;
+    return true;
+}
+
 static dl_status absorb_epilogue(fuser *fu, int gi) {
     dl_group *gr = &fu->f->groups[gi];
     bool conv = gr->kind == DL_G_CONV;
@@ -136,6 +185,16 @@ static dl_status absorb_epilogue(fuser *fu, int gi) {
     bool has_bias = gr->kind != DL_G_MATMUL && anchor->n_in > 2 && anchor->in[2];
     dl_value *cur = anchor->out[0];
     for (;;) {
+        dl_node *chain[5];
+        float d;
+        if (!gr->epi.act && match_gelu(fu, cur, chain, &d)) {
+            for (int k = 0; k < 5; k++) DL_TRY(add_node(fu, gi, chain[k], chain[k]->id, false));
+            gr = &fu->f->groups[gi];
+            gr->epi.act = chain[4];
+            gr->epi.gelu = true;
+            gr->epi.gelu_div = d;
+            break;
+        }
         dl_node *c = sole_consumer(fu, cur);
         if (!c || fu->group_of[c->id] >= 0) break;
         if (dl_node_is(c, "Add") && !gr->epi.act) {
@@ -162,7 +221,8 @@ static dl_status absorb_epilogue(fuser *fu, int gi) {
     return DL_OK;
 }
 
-/* ---- attention: MatMul(q, k') [Mul/Div scalar] [Add mask | causal Where] Softmax MatMul(., v) ---- */
+/* ---- attention: MatMul(q, k') [Mul/Div scalar] [Add mask | causal Where] Softmax MatMul(., v)
+ * ---- */
 
 #define ATTN_MAX_NODES 16
 
@@ -174,12 +234,6 @@ typedef struct attn_match {
 
 static bool f32_ranked(const dl_value *v, int rank) {
     return v && v->type.dtype == DL_F32 && v->type.rank == rank;
-}
-
-static bool scalar_const(const dl_value *v, float *out) {
-    if (!v || !v->constant || v->constant->dtype != DL_F32 || v->constant->numel != 1) return false;
-    *out = ((const float *)v->constant->data)[0];
-    return true;
 }
 
 /* The producer of v when the pattern may absorb it: v feeds only `by`, is no graph output, and
@@ -219,8 +273,10 @@ static dl_value *scaled_input(const dl_node *n, float *scale) {
     dl_value *x = NULL;
     if (n->n_in != 2 || !n->in[0] || !n->in[1]) return NULL;
     if (dl_node_is(n, "Mul")) {
-        if (scalar_const(n->in[1], &c)) x = n->in[0];
-        else if (scalar_const(n->in[0], &c)) x = n->in[1];
+        if (scalar_const(n->in[1], &c))
+            x = n->in[0];
+        else if (scalar_const(n->in[0], &c))
+            x = n->in[1];
     } else if (dl_node_is(n, "Div") && scalar_const(n->in[1], &c)) {
         x = n->in[0];
         c = 1.0f / c;
@@ -314,7 +370,8 @@ static bool attn_dims_ok(const dl_value *v, const dl_type *s, int64_t rows, int6
 /* Absorbs a Transpose that is the only consumer of the result y. */
 static bool attn_output(fuser *fu, attn_match *m, dl_value *y, int rank) {
     dl_node *yt = sole_consumer(fu, y);
-    if (!yt || fu->group_of[yt->id] >= 0 || !valid_transpose(yt, rank) || yt->n_out != 1) return true;
+    if (!yt || fu->group_of[yt->id] >= 0 || !valid_transpose(yt, rank) || yt->n_out != 1)
+        return true;
     m->a.y_tr = yt;
     return attn_push(m, yt);
 }
@@ -338,8 +395,10 @@ static bool match_attention(fuser *fu, dl_node *sm, attn_match *m) {
     dl_node *n = absorbable(fu, sm->in[0], sm);
     const dl_type *st = &p->type;
     dl_value *x = NULL;
-    if (n && (x = causal_input(n, st)) != NULL) m->a.causal = true;
-    else if (n) x = masked_input(fu, n, &m->a.mask);
+    if (n && (x = causal_input(n, st)) != NULL)
+        m->a.causal = true;
+    else if (n)
+        x = masked_input(fu, n, &m->a.mask);
     if (n && x) {
         attn_push(m, n);
         n = absorbable(fu, x, n);
@@ -359,14 +418,16 @@ static bool match_attention(fuser *fu, dl_node *sm, attn_match *m) {
         return false;
     int64_t tq = st->dims[r - 2], tk = st->dims[r - 1], d = qv->type.dims[r - 1];
     int64_t dv = vv->type.dims[r - 1];
-    if (!attn_dims_ok(qv, st, tq, d) || !attn_dims_ok(kv, st, d, tk) || !attn_dims_ok(vv, st, tk, dv))
+    if (!attn_dims_ok(qv, st, tq, d) || !attn_dims_ok(kv, st, d, tk) ||
+        !attn_dims_ok(vv, st, tk, dv))
         return false;
     for (int i = 0; i < r; i++)
         if (y->type.dims[i] != (i < r - 1 ? st->dims[i] : dv)) return false;
     m->a.q = attn_operand(fu, m, qv, qk, &m->a.q_tr, true, r);
     m->a.k = attn_operand(fu, m, kv, qk, &m->a.k_tr, true, r);
     m->a.v = attn_operand(fu, m, vv, pv, &m->a.v_tr, false, r);
-    return f32_ranked(m->a.q, r) && f32_ranked(m->a.k, r) && f32_ranked(m->a.v, r) && attn_output(fu, m, y, r);
+    return f32_ranked(m->a.q, r) && f32_ranked(m->a.k, r) && f32_ranked(m->a.v, r) &&
+           attn_output(fu, m, y, r);
 }
 
 /* Groups every attention pattern of the graph before the greedy pass sees its nodes. */
@@ -447,9 +508,7 @@ static int joinable_group(fuser *fu, const dl_node *n) {
         int gi = fu->group_of[v->producer->id];
         if (gi < 0) continue;
         dl_group *gr = &fu->f->groups[gi];
-        if (gr->kind == DL_G_EW && gr->n_out == 1 && gr->out[0] == v &&
-            gr->n_nodes < 64)
-            return gi;
+        if (gr->kind == DL_G_EW && gr->n_out == 1 && gr->out[0] == v && gr->n_nodes < 64) return gi;
     }
     return -1;
 }
@@ -488,7 +547,8 @@ static dl_status set_inputs(dl_arena *arena, dl_group *gr) {
             dl_value *v = nd->in[i];
             bool skip = !v;
             for (int j = 0; j < k && !skip; j++)
-                for (int o = 0; o < gr->nodes[j]->n_out && !skip; o++) skip = gr->nodes[j]->out[o] == v;
+                for (int o = 0; o < gr->nodes[j]->n_out && !skip; o++)
+                    skip = gr->nodes[j]->out[o] == v;
             for (int j = 0; j < gr->n_in && !skip; j++) skip = gr->in[j] == v;
             if (!skip) gr->in[gr->n_in++] = v;
         }
@@ -510,7 +570,8 @@ dl_status dl_fusion_split(dl_ctx *ctx, dl_fusion *f, int gi) {
         gr->n_nodes = 1;
         gr->nodes = dl_arena_alloc(&f->arena, sizeof(dl_node *));
         gr->out = dl_arena_alloc(&f->arena, sizeof(dl_value *) * (size_t)(nd->n_out + 1));
-        if (!gr->nodes || !gr->out) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory splitting a group");
+        if (!gr->nodes || !gr->out)
+            return dl_fail(ctx, DL_ERR_NOMEM, "out of memory splitting a group");
         gr->nodes[0] = nd;
         for (int i = 0; i < nd->n_out; i++)
             if (nd->out[i]) gr->out[gr->n_out++] = nd->out[i];

@@ -33,6 +33,8 @@ typedef struct dl_gepi {
     dl_value *bias;     /* per output channel (conv) or per column (gemm/matmul); NULL: none */
     dl_value *residual; /* same shape as the output; NULL: none */
     const dl_node *act; /* activation node; NULL: none */
+    bool gelu;          /* act ends an erf GELU chain: x * (erf(x / gelu_div) + 1) * 0.5 */
+    float gelu_div;
 } dl_gepi;
 
 /* What an ATTENTION group computes: y = softmax(scale * q k^T + mask) v per head, where the

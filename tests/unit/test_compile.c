@@ -392,6 +392,49 @@ static void test_output_reuse(dl_ctx *ctx) {
     dl_graph_free(g);
 }
 
+/* GELU as torch exports it (x * (erf(x / sqrt 2) + 1) * 0.5) after a MatMul + bias becomes the
+ * GEMM's activation: one kernel, the unfused chain's values. A chain with another constant
+ * (0.25 for 0.5) is left to an elementwise kernel. */
+static void gelu_case(dl_ctx *ctx, float half, bool fused) {
+    dl_graph *g = dl_graph_new(ctx);
+    const int64_t xd[] = {5, 16}, wd[] = {16, 40}, bd[] = {40};
+    dl_value *x = dl_input(g, "x", DL_F32, 2, xd, NULL);
+    dl_value *h = dl_add(g, dl_matmul(g, x, dl_constant(g, "w", rand_tensor(ctx, 2, wd))),
+                         dl_constant(g, "b", rand_tensor(ctx, 1, bd)));
+    dl_value *e =
+        node1(g, "Erf", 1, (dl_value *[]){dl_div(g, h, scalar_const(ctx, g, "r2", 1.41421356f))}, 0,
+              NULL);
+    dl_value *y = dl_mul(g, dl_mul(g, h, dl_add(g, e, scalar_const(ctx, g, "one", 1.0f))),
+                         scalar_const(ctx, g, "half", half));
+    dl_output(g, y, "y");
+    dl_program *p = NULL;
+    char name[128];
+    if (dl_graph_status(g) != DL_OK || dl_compile(ctx, g, &opts, &p) != DL_OK) {
+        CHECK("gelu graph compiles", false);
+        printf("  %s\n", dl_errmsg(ctx));
+        dl_graph_free(g);
+        return;
+    }
+    snprintf(name, sizeof name, "gelu chain (last factor %g) %s the matmul's epilogue", half,
+             fused ? "is" : "is not");
+    CHECK(name, fused ? count_kind(p, DL_G_MATMUL, 7) == 1 && p->fusion->n == 1
+                      : count_kind(p, DL_G_MATMUL, 3) == 0 && p->fusion->n == 2);
+    dl_tensor *in[1] = {rand_tensor(ctx, 2, xd)};
+    for (int64_t i = 0; i < 5 * 16; i++) ((float *)dl_tensor_data(in[0]))[i] *= 3.0f;
+    double err = native_vs_ref(ctx, g, p, 1, in);
+    snprintf(name, sizeof name, "gelu chain (last factor %g) matches ref (max rel err %.2g)", half,
+             err);
+    CHECK(name, err < 1e-5);
+    dl_tensor_free(in[0]);
+    dl_program_free(p);
+    dl_graph_free(g);
+}
+
+static void test_gelu_fusion(dl_ctx *ctx) {
+    gelu_case(ctx, 0.5f, true);
+    gelu_case(ctx, 0.25f, false);
+}
+
 /* A graph output that is a Reshape of an intermediate (GPT-2's logits) has the intermediate
  * computed into its bytes, so the view step copies nothing; other readers of the intermediate
  * (a Relu, a second view output, which cannot share those bytes and is copied) still see its
@@ -480,6 +523,8 @@ int main(void) {
     test_output_reuse(ctx);
     dl_ctx_clear(ctx);
     test_output_view(ctx);
+    dl_ctx_clear(ctx);
+    test_gelu_fusion(ctx);
     dl_ctx_clear(ctx);
     test_transposes(ctx);
     dl_ctx_clear(ctx);

@@ -566,10 +566,10 @@ static void test_gemm(void) {
               (dlrt_sgemm_transposes(150, 49, 67) || !strcmp(dlrt_gemm_isa(), "generic")),
           "gemm: the shapes below take the transposed and the direct-store paths");
     static const float acts[][3] = {
-        {DLRT_ACT_NONE, 0, 0},        {DLRT_ACT_RELU, 0, 0},
-        {DLRT_ACT_CLIP, -0.5f, 0.7f}, {DLRT_ACT_LEAKY_RELU, 0.1f, 0},
-        {DLRT_ACT_SIGMOID, 0, 0},     {DLRT_ACT_TANH, 0, 0},
-        {DLRT_ACT_GELU, 0, 0},        {DLRT_ACT_HARD_SIGMOID, 0.3f, 0.4f},
+        {DLRT_ACT_NONE, 0, 0},           {DLRT_ACT_RELU, 0, 0},
+        {DLRT_ACT_CLIP, -0.5f, 0.7f},    {DLRT_ACT_LEAKY_RELU, 0.1f, 0},
+        {DLRT_ACT_SIGMOID, 0, 0},        {DLRT_ACT_TANH, 0, 0},
+        {DLRT_ACT_GELU, 1.41421356f, 0}, {DLRT_ACT_HARD_SIGMOID, 0.3f, 0.4f},
         {DLRT_ACT_HARD_SWISH, 0, 0}};
     for (int a = 0; a < 9; a++)
         for (int bk = 0; bk < BIAS_KINDS; bk++)

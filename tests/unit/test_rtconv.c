@@ -106,7 +106,7 @@ static double ref_act(int act, double v, double a, double b) {
     case DLRT_ACT_TANH:
         return tanh(v);
     case DLRT_ACT_GELU:
-        return 0.5 * v * (1 + erf(v / sqrt(2.0)));
+        return 0.5 * v * (1 + erf(v / a));
     case DLRT_ACT_HARD_SIGMOID:
         return fmax(0, fmin(1, a * v + b));
     case DLRT_ACT_HARD_SWISH:
@@ -131,7 +131,10 @@ static epi_case epi_pick(int kind) {
     if (kind >= EP_BIAS) {
         e.act = (int)irand(DLRT_ACT_NONE, DLRT_ACT_HARD_SWISH);
         e.beta = kind == EP_ALL ? 0.5f : 1.0f;
-        e.act_a = e.act == DLRT_ACT_CLIP ? -0.5f : e.act == DLRT_ACT_HARD_SIGMOID ? 0.2f : 0.1f;
+        e.act_a = e.act == DLRT_ACT_CLIP           ? -0.5f
+                  : e.act == DLRT_ACT_HARD_SIGMOID ? 0.2f
+                  : e.act == DLRT_ACT_GELU         ? 1.41421356f
+                                                   : 0.1f;
         e.act_b = e.act == DLRT_ACT_CLIP ? 0.7f : 0.5f;
     }
     return e;

@@ -224,9 +224,8 @@ static inline void dlrt_act_apply(int act, float a, float b, float *v, int64_t n
     case DLRT_ACT_TANH:
         for (int64_t j = 0; j < n; j++) v[j] = tanhf(v[j]);
         break;
-    case DLRT_ACT_GELU:
-        for (int64_t j = 0; j < n; j++)
-            v[j] = 0.5f * v[j] * (1.0f + erff(v[j] * 0.70710678118654752f));
+    case DLRT_ACT_GELU: /* the exported graph's operations, in its order */
+        for (int64_t j = 0; j < n; j++) v[j] = v[j] * (erff(v[j] / a) + 1.0f) * 0.5f;
         break;
     case DLRT_ACT_HARD_SIGMOID:
         for (int64_t j = 0; j < n; j++) {

@@ -18,7 +18,7 @@ enum {
     DLRT_ACT_LEAKY_RELU, /* x < 0 ? a*x : x */
     DLRT_ACT_SIGMOID,
     DLRT_ACT_TANH,
-    DLRT_ACT_GELU,         /* 0.5*x*(1+erf(x/sqrt(2))) */
+    DLRT_ACT_GELU,         /* x*(erf(x/a)+1)*0.5 (a = sqrt(2): GELU as torch exports it) */
     DLRT_ACT_HARD_SIGMOID, /* max(0, min(1, a*x + b)) */
     DLRT_ACT_HARD_SWISH,   /* x * max(0, min(1, x/6 + 1/2)) */
 };
