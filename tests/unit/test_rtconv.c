@@ -630,6 +630,25 @@ static void test_direct(void) {
         CHECK("direct applies at stride 2", dlrt_conv_algo_ok(&p, DLRT_CONV_DIRECT));
         conv_case(&p, (1u << EP_KINDS) - 1, "direct, stride 2");
     }
+    /* rows of 3 to 9 vectors (AVX-512: blocks of up to 6 channels, groups of 4 or 3 vectors,
+     * the last group ending at the row's end), exact and ragged widths, at both strides; 64
+     * channels (11 blocks of 6 and 5) and 13 (5 + 4 + 4) */
+    static const int64_t widths[] = {40, 48, 60, 64, 70, 100, 112, 130};
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        for (int s = 1; s <= 2; s++) {
+            const int64_t ow = widths[i], k = s == 1 ? 3 : 7;
+            dlrt_conv p = {.nsp = 2, .n = 1, .c_in = s == 1 ? 2 : 3, .group = 1};
+            p.c_out = i % 2 ? 13 : 64;
+            p.k[0] = p.k[1] = k, p.stride[0] = p.stride[1] = s, p.dil[0] = p.dil[1] = 1;
+            p.pad_begin[0] = p.pad_begin[1] = s == 1 ? 0 : 3;
+            p.out[0] = 3, p.out[1] = ow;
+            p.in[0] = s == 1 ? p.out[0] + k - 1 : 2 * p.out[0];
+            p.in[1] = s == 1 ? ow + k - 1 : 2 * ow;
+            char what[64];
+            snprintf(what, sizeof what, "direct, rows of %lld at stride %d", (long long)ow, s);
+            CHECK("direct applies to wide rows", dlrt_conv_algo_ok(&p, DLRT_CONV_DIRECT));
+            conv_case(&p, (1u << EP_KINDS) - 1, what);
+        }
     /* 16 input rows of 513 floats to copy: more than a unit's room for padded rows */
     dlrt_conv big = e;
     big.c_in = 8, big.k[0] = big.k[1] = 2, big.in[1] = 512, big.out[1] = 512, big.out[0] = 4;

@@ -12,9 +12,10 @@
  * epilogue (which may add a residual in place) runs once per output. Input rows outside the
  * image in height are skipped; rows reaching the padding in width are copied, zero-padded, first.
  * At stride 2 every input row is copied split into its even and odd columns, so that each tap
- * column again reads consecutive floats (tap kw: phase kw % 2 from column kw / 2 on).
- * Sums run over the taps in (channel, row, column) order, so the results depend on the
- * geometry only, not on the thread count. */
+ * column again reads consecutive floats (tap kw: phase kw % 2 from column kw / 2 on). The
+ * weights are first copied to the workspace interleaved, each block's tap by tap
+ * (dlrt_direct_interleave). Sums run over the taps in (channel, row, column) order, so the results
+ * depend on the geometry only, not on the thread count. */
 #include "conv-impl.h"
 #include "gemm-micro.h" /* DLRT_GEMM_VBYTES: the vectors of this build */
 
@@ -29,7 +30,6 @@ enum {
     DLRT_DIRECT_TAPS = 160,
     DLRT_DIRECT_TAPS_S1 = 32,
     DLRT_DIRECT_CIN_S2 = 8,
-    DLRT_DIRECT_JV = 2,    /* vectors of a row computed together, DLRT_DIRECT_CB each */
     DLRT_DIRECT_ROW = 512, /* the longest output row */
     /* the shortest: the widest vector of any build, so that every build (the host sizing the
      * workspace, generated code built for another target) makes the same choice */
@@ -37,12 +37,20 @@ enum {
     DLRT_DIRECT_PADDED = 8192 /* floats of zero-padded input rows a unit may need */
 };
 
-/* Output channels per block: their accumulators (DLRT_DIRECT_JV each), the inputs' vectors and
- * a weight fit in 32 registers (AVX-512) or 16. */
+/* Output channels per block and vectors of a row computed together: their accumulators, the
+ * inputs' vectors and a weight fit in 32 registers (AVX-512) or 16. On AVX-512 a row of three
+ * vectors or more takes blocks of up to DLRT_DIRECT_CB_WIDE channels, 4 or 3 vectors at a time
+ * (a 112-wide row as 4 + 3: 24 multiply-adds per 10 loads, where blocks of 8 as 2 + 2 + 2 + 1
+ * had 16 per 10, and 8 per 9 for the last vector); narrower rows keep blocks of 8 in pairs.
+ * Each output sums its taps in the same order either way. */
 #ifdef __AVX512F__
-#define DLRT_DIRECT_CB 8
+#define DLRT_DIRECT_CB      8
+#define DLRT_DIRECT_CB_WIDE 6
+#define DLRT_DIRECT_JV      4
 #else
-#define DLRT_DIRECT_CB 6
+#define DLRT_DIRECT_CB      6
+#define DLRT_DIRECT_CB_WIDE 6
+#define DLRT_DIRECT_JV      2
 #endif
 
 /* The vectors: the GEMM's intrinsics where the build has them (ISO C does not contract a * b + c
@@ -124,20 +132,26 @@ typedef struct dlrt_direct_out {
  * floats; wb the block's weights, taps floats per channel. cb and jv are constants after
  * inlining, so the cb x jv accumulators stay in registers; each tap's weight is broadcast once
  * for the jv vectors. */
-static DLRT_INLINE void dlrt_direct_vecs(int cb, int jv, const int64_t *j, const float *const *tp,
-                                         int64_t nrows, int64_t k_w, int64_t taps, const float *wb,
-                                         const dlrt_direct_out *o) {
+/* Where vector v of a group starts in the row: j[v], or j0 + v * VW when j is NULL. */
+#define DLRT_DIRECT_J(v) (j ? j[v] : j0 + (v) * (int64_t)DLRT_DIRECT_VW)
+
+static DLRT_INLINE void dlrt_direct_vecs(int cb, int jv, int64_t j0, const int64_t *j,
+                                         const float *const *tp, int64_t nrows, int64_t k_w,
+                                         const float *wb, const dlrt_direct_out *o) {
     dlrt_cdv acc[DLRT_DIRECT_CB][DLRT_DIRECT_JV];
     for (int c = 0; c < cb; c++)
         for (int v = 0; v < jv; v++) acc[c][v] = DLRT_CD_ZERO();
     for (int64_t r = 0; r < nrows; r++) {
         if (!tp[r * k_w]) continue;
-        const float *wr = wb + r * k_w;
-        for (int64_t kw = 0; kw < k_w; kw++) {
+        const float *wr = wb + r * k_w * cb;
+        for (int64_t kw = 0; kw < k_w; kw++, wr += cb) {
             dlrt_cdv x[DLRT_DIRECT_JV];
-            for (int v = 0; v < jv; v++) x[v] = DLRT_CD_LOAD(tp[r * k_w + kw] + j[v]);
+            /* a group of consecutive vectors (j NULL) from j0: one pointer, constant offsets */
+            const float *t = tp[r * k_w + kw] + (j ? 0 : j0);
+            for (int v = 0; v < jv; v++)
+                x[v] = DLRT_CD_LOAD(t + (j ? j[v] : v * (int64_t)DLRT_DIRECT_VW));
             for (int c = 0; c < cb; c++) {
-                const dlrt_cdv wv = DLRT_CD_BCAST(wr[c * taps + kw]);
+                const dlrt_cdv wv = DLRT_CD_BCAST(wr[c]);
                 for (int v = 0; v < jv; v++) acc[c][v] = DLRT_CD_FMA(x[v], wv, acc[c][v]);
             }
         }
@@ -148,30 +162,104 @@ static DLRT_INLINE void dlrt_direct_vecs(int cb, int jv, const int64_t *j, const
      * rewritten stalled on store forwarding (10% of LeNet's first layer) */
     if (o->ep)
         DLRT_EPI_BLOCK(o->ep, acc, cb, jv, o->c0 + i_,
-                       o->ep->bias + (o->c0 + i_) * o->ep->bias_rs + o->col0 + j[j_],
-                       o->ep->residual + (o->c0 + i_) * o->ep->res_rs + o->col0 + j[j_]);
+                       o->ep->bias + (o->c0 + i_) * o->ep->bias_rs + o->col0 + DLRT_DIRECT_J(j_),
+                       o->ep->residual + (o->c0 + i_) * o->ep->res_rs + o->col0 +
+                           DLRT_DIRECT_J(j_));
 #endif
     for (int c = 0; c < cb; c++)
-        for (int v = 0; v < jv; v++) DLRT_CD_STORE(o->out + c * o->out_s + j[v], acc[c][v]);
+        for (int v = 0; v < jv; v++)
+            DLRT_CD_STORE(o->out + c * o->out_s + DLRT_DIRECT_J(v), acc[c][v]);
 }
 
-/* The cb channels of a row of ow_n outputs: its vectors DLRT_DIRECT_JV at a time, the last one
- * at ow_n - VW (overlapping the one before when VW does not divide ow_n). */
+/* Vectors of a row's next group when r of its vectors remain, for blocks of up to
+ * DLRT_DIRECT_CB_WIDE channels on AVX-512: 4 or 3, never leaving a lone vector behind (5 = 3 +
+ * 2, 6 = 3 + 3, 7 = 4 + 3, 9 = 4 + 3 + 2), and no more than the row holds whole. */
+static DLRT_INLINE int dlrt_direct_group(int64_t r, int64_t ow_n) {
+    int jv = r == 4 || r >= 7 ? 4 : r >= 3 ? 3 : (int)r;
+    while (jv > 1 && jv * (int64_t)DLRT_DIRECT_VW > ow_n) jv--; /* 40 outputs: 2 + 1 */
+    return jv;
+}
+
+/* j[0..jv): the vectors [v0, v0 + jv) of a row of ow_n outputs, the last one at ow_n - VW
+ * (overlapping the one before when VW does not divide ow_n). */
+static DLRT_INLINE void dlrt_direct_at(int jv, int64_t v0, int64_t ow_n, int64_t *j) {
+    for (int v = 0; v < jv; v++) j[v] = DLRT_MIN((v0 + v) * DLRT_DIRECT_VW, ow_n - DLRT_DIRECT_VW);
+}
+
+/* The cb channels of a row of ow_n outputs, group by group of its vectors: on AVX-512, blocks of
+ * up to DLRT_DIRECT_CB_WIDE channels in groups of 4 or 3 (dlrt_direct_group); otherwise pairs,
+ * then the last one. wb: the block's weights interleaved, tap by tap (dlrt_direct_interleave). */
 static DLRT_INLINE void dlrt_direct_row(int cb, const float *const *tp, int64_t nrows, int64_t k_w,
-                                        int64_t taps, const float *wb, int64_t ow_n,
-                                        const dlrt_direct_out *o) {
+                                        const float *wb, int64_t ow_n, const dlrt_direct_out *o) {
     const int64_t nv = (ow_n + DLRT_DIRECT_VW - 1) / DLRT_DIRECT_VW;
-    int64_t v0 = 0;
-    for (; v0 + DLRT_DIRECT_JV <= nv; v0 += DLRT_DIRECT_JV) {
-        int64_t j[DLRT_DIRECT_JV];
-        for (int v = 0; v < DLRT_DIRECT_JV; v++)
-            j[v] = DLRT_MIN((v0 + v) * DLRT_DIRECT_VW, ow_n - DLRT_DIRECT_VW);
-        dlrt_direct_vecs(cb, DLRT_DIRECT_JV, j, tp, nrows, k_w, taps, wb, o);
+    int64_t j[DLRT_DIRECT_JV], v0 = 0;
+#if DLRT_DIRECT_JV == 4
+    if (cb <= DLRT_DIRECT_CB_WIDE && nv >= 3) {
+        while (v0 < nv) {
+            const int jv = dlrt_direct_group(nv - v0, ow_n);
+            /* consecutive vectors from j0; the last group ends at the row's end, its overlap
+             * recomputing outputs as the last vector of a row does */
+            const int64_t j0 = DLRT_MIN(v0 * DLRT_DIRECT_VW, ow_n - jv * DLRT_DIRECT_VW);
+            switch (jv) { /* constant counts, so the accumulators stay in registers */
+            case 4:
+                dlrt_direct_vecs(cb, 4, j0, NULL, tp, nrows, k_w, wb, o);
+                break;
+            case 3:
+                dlrt_direct_vecs(cb, 3, j0, NULL, tp, nrows, k_w, wb, o);
+                break;
+            case 2:
+                dlrt_direct_vecs(cb, 2, j0, NULL, tp, nrows, k_w, wb, o);
+                break;
+            default:
+                dlrt_direct_vecs(cb, 1, j0, NULL, tp, nrows, k_w, wb, o);
+            }
+            v0 += jv;
+        }
+        return;
+    }
+#endif
+    for (; v0 + 2 <= nv; v0 += 2) {
+        dlrt_direct_at(2, v0, ow_n, j);
+        dlrt_direct_vecs(cb, 2, 0, j, tp, nrows, k_w, wb, o);
     }
     for (; v0 < nv; v0++) {
-        const int64_t j = DLRT_MIN(v0 * DLRT_DIRECT_VW, ow_n - DLRT_DIRECT_VW);
-        dlrt_direct_vecs(cb, 1, &j, tp, nrows, k_w, taps, wb, o);
+        dlrt_direct_at(1, v0, ow_n, j);
+        dlrt_direct_vecs(cb, 1, 0, j, tp, nrows, k_w, wb, o);
     }
+}
+
+/* The channel blocks of p's output rows: nb blocks of sizes differing by at most 1 (6 channels:
+ * one block; 10: 5 + 5), of at most DLRT_DIRECT_CB_WIDE channels where rows have 3 vectors or
+ * more, else DLRT_DIRECT_CB. Block blk has dlrt_direct_cb(p, nb, blk) channels. */
+static int64_t dlrt_direct_blocks(const dlrt_conv *p, const dlrt_win3 *g) {
+    const int64_t nv = (g->out[2] + DLRT_DIRECT_VW - 1) / DLRT_DIRECT_VW;
+    const int64_t cbm = nv >= 3 ? DLRT_DIRECT_CB_WIDE : DLRT_DIRECT_CB;
+    return (p->c_out + cbm - 1) / cbm;
+}
+
+static int dlrt_direct_cb(const dlrt_conv *p, int64_t nb, int64_t blk) {
+    return (int)(p->c_out / nb + (blk < p->c_out % nb));
+}
+
+/* The weights [c_out][taps] block by block, each block's [taps][cb]: a tap's cb weights side by
+ * side, so the tap loop steps one pointer and reads them at constant offsets (with a row of
+ * weights per channel, gcc kept the channels' offsets on the stack once 4 vectors' offsets
+ * took the registers). */
+static void dlrt_direct_interleave(const dlrt_conv *p, const dlrt_win3 *g, const float *w,
+                                   float *wi) {
+    const int64_t taps = p->c_in * g->k[1] * g->k[2], nb = dlrt_direct_blocks(p, g);
+    for (int64_t blk = 0, c0 = 0; blk < nb; blk++) {
+        const int cb = dlrt_direct_cb(p, nb, blk);
+        for (int64_t t = 0; t < taps; t++)
+            for (int c = 0; c < cb; c++) wi[c0 * taps + t * cb + c] = w[(c0 + c) * taps + t];
+        c0 += cb;
+    }
+}
+
+size_t dlrt_conv_direct_workspace(const dlrt_conv *p) {
+    dlrt_win3 g;
+    dlrt_conv_geom(p, &g);
+    return (size_t)p->c_out * (size_t)(p->c_in * g.k[1] * g.k[2]) * sizeof(float);
 }
 
 /* Output row oh of image b: every channel block, through the epilogue into y. */
@@ -216,10 +304,9 @@ static void dlrt_direct_unit(const dlrt_conv *p, const dlrt_win3 *g, const float
     const int in_regs = 0;
 #endif
     float res[DLRT_DIRECT_CB * DLRT_DIRECT_ROW];
-    /* blocks of sizes differing by at most 1 (6 channels: one block; 10: 5 + 5) */
-    const int64_t nb = (p->c_out + DLRT_DIRECT_CB - 1) / DLRT_DIRECT_CB;
+    const int64_t nb = dlrt_direct_blocks(p, g);
     for (int64_t blk = 0, c0 = 0; blk < nb; blk++) {
-        const int cb = (int)(p->c_out / nb + (blk < p->c_out % nb));
+        const int cb = dlrt_direct_cb(p, nb, blk);
         const float *wb = w + c0 * taps;
         float *yb = y + (b * p->c_out + c0) * g->out_sp + oh * ow_n;
         const dlrt_direct_out o = {in_place ? res : yb, in_place ? DLRT_DIRECT_ROW : g->out_sp,
@@ -227,7 +314,7 @@ static void dlrt_direct_unit(const dlrt_conv *p, const dlrt_win3 *g, const float
         switch (cb) {
 #define DLRT_DIRECT_CASE(CB)                                                                       \
     case CB:                                                                                       \
-        dlrt_direct_row(CB, tp, p->c_in *k_h, k_w, taps, wb, ow_n, &o);                            \
+        dlrt_direct_row(CB, tp, p->c_in *k_h, k_w, wb, ow_n, &o);                                  \
         break;
             DLRT_DIRECT_CASE(1)
             DLRT_DIRECT_CASE(2)
@@ -254,10 +341,13 @@ static void dlrt_direct_unit(const dlrt_conv *p, const dlrt_win3 *g, const float
     }
 }
 
-void dlrt_conv_direct(const dlrt_conv *p, const float *x, const float *w, float *y,
+void dlrt_conv_direct(const dlrt_conv *p, const float *x, const float *w, float *y, void *workspace,
                       const dlrt_epilogue *ep) {
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
+    float *wi = (float *)workspace; /* dlrt_conv_direct_workspace */
+    dlrt_direct_interleave(p, &g, w, wi);
+    w = wi;
     const int64_t units = p->n * g.out[1];
     const int par =
         (double)units * (double)g.out[2] * (double)p->c_out * (double)(p->c_in * g.k_sp) >=

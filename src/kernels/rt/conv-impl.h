@@ -154,7 +154,9 @@ static inline void dlrt_pad_row(const float *row, int64_t in_w, int64_t pad, int
  * k_w, k_w >= 2), or stride 2, at most 8 input channels and 160 taps; one group, output rows of
  * a vector to 512 wide, computed directly. */
 int dlrt_conv_direct_ok(const dlrt_conv *p);
-void dlrt_conv_direct(const dlrt_conv *p, const float *x, const float *w, float *y,
+/* Its workspace holds the weights interleaved block by block (c_out x taps floats). */
+size_t dlrt_conv_direct_workspace(const dlrt_conv *p);
+void dlrt_conv_direct(const dlrt_conv *p, const float *x, const float *w, float *y, void *workspace,
                       const dlrt_epilogue *ep);
 
 /* conv-implicit.c: one group, any rank, stride, dilation and padding, as long as offsets in the

@@ -566,6 +566,7 @@ size_t dlrt_conv_algo_workspace(const dlrt_conv *p, int algo) {
     if (dlrt_conv_algo_tile(algo))
         return dlrt_conv_winograd_workspace(p, dlrt_conv_algo_tile(algo), 0);
     if (algo == DLRT_CONV_IMPLICIT) return dlrt_conv_implicit_workspace(p, 0);
+    if (algo == DLRT_CONV_DIRECT) return dlrt_conv_direct_workspace(p);
     if (algo != DLRT_CONV_IM2COL && algo != DLRT_CONV_GEMM_1X1) return 0;
     const dlrt_conv_chunking c = dlrt_conv_chunks_of(p, &g, algo == DLRT_CONV_IM2COL);
     int64_t at;
@@ -593,7 +594,7 @@ void dlrt_conv_forward_algo(const dlrt_conv *p, int algo, const float *x, const 
         dlrt_conv_depthwise(p, x, w, y, ep);
         break;
     case DLRT_CONV_DIRECT:
-        dlrt_conv_direct(p, x, w, y, ep);
+        dlrt_conv_direct(p, x, w, y, workspace, ep);
         break;
     case DLRT_CONV_WINOGRAD:
     case DLRT_CONV_WINOGRAD_F2:
