@@ -98,7 +98,7 @@ dl_status dl_check(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o, int n_
         goto done;
     if ((s = dl_compile(ctx, g, o, &p)) != DL_OK) goto done;
     checker ck = {.ctx = ctx, .src = g, .ref = keep, .rtol = rtol, .atol = atol, .out = out};
-    s = dl_program_run_hooked(ctx, p, n_inputs, names, inputs, nat_out, compare_step, &ck);
+    s = dl_program_run_hooked(ctx, p, n_inputs, names, inputs, nat_out, compare_step, &ck, NULL);
     if (s == DL_OK)
         fprintf(out,
                 "check: %d steps, %d values compared with the reference: all within rtol %g, "

@@ -233,8 +233,8 @@ static dl_status run_program(dl_ctx *ctx, dl_program *p, int n_inputs, const cha
 
 dl_status dl_program_run_hooked(dl_ctx *ctx, dl_program *p, int n_inputs, const char *const *names,
                                 dl_tensor *const *inputs, dl_tensor **outputs, dl_step_hook hook,
-                                void *user) {
-    return run_program(ctx, p, n_inputs, names, inputs, outputs, hook, user, NULL);
+                                void *user, dl_tensor *const *reuse) {
+    return run_program(ctx, p, n_inputs, names, inputs, outputs, hook, user, reuse);
 }
 
 dl_status dl_program_run_reuse(dl_ctx *ctx, dl_program *p, int n_inputs, const char *const *names,
@@ -357,5 +357,5 @@ done:
 dl_status dl_program_run(dl_ctx *ctx, dl_program *p, int n_inputs, const char *const *names,
                          dl_tensor *const *inputs, dl_tensor **outputs) {
     if (!p) return dl_fail(ctx, DL_ERR_INVALID, "dl_program_run: NULL program");
-    return dl_program_run_hooked(ctx, p, n_inputs, names, inputs, outputs, NULL, NULL);
+    return dl_program_run_hooked(ctx, p, n_inputs, names, inputs, outputs, NULL, NULL, NULL);
 }

@@ -482,7 +482,7 @@ static void test_output_view(dl_ctx *ctx) {
     dl_tensor *in[1] = {rand_tensor(ctx, 2, xd)}, *want[3] = {0}, *got[3] = {0};
     bool ok = dl_run(ctx, g, DL_BACKEND_REF, 1, NULL, in, want) == DL_OK;
     for (int round = 0; round < 2 && ok; round++) { /* twice: the outputs' bytes are fresh */
-        ok = dl_program_run_hooked(ctx, p, 1, NULL, in, got, note_view, &seen) == DL_OK;
+        ok = dl_program_run_hooked(ctx, p, 1, NULL, in, got, note_view, &seen, NULL) == DL_OK;
         double e = 0;
         for (int i = 0; i < 3 && ok; i++) {
             const double ei = max_rel(got[i], want[i]);

@@ -537,6 +537,41 @@ done:
     dl_graph_free(g);
 }
 
+/* Bench and profile write each run's outputs into the previous run's tensors: outputs that are
+ * the same value twice, an input passed through and a view of a kernel's result, over several
+ * runs, then freed once (the ASan build checks for leaks and double frees). */
+static void test_bench_kept_outputs(dl_ctx *ctx) {
+    dl_graph *g = dl_graph_new(ctx);
+    const int64_t xd[] = {4, 6};
+    dl_value *x = dl_input(g, "x", DL_F32, 2, xd, NULL);
+    dl_value *y = dl_relu(g, dl_add(g, x, x));
+    dl_output(g, y, "y");
+    dl_output(g, y, "y_again");
+    dl_output(g, x, "x_through");
+    dl_tensor *shape = NULL;
+    const int64_t sd[] = {1};
+    if (dl_tensor_new(ctx, DL_I64, 1, sd, &shape) == DL_OK)
+        ((int64_t *)dl_tensor_data(shape))[0] = 24;
+    dl_output(g, dl_op2(g, "Reshape", dl_sigmoid(g, x), dl_constant(g, "s", shape), NULL), "flat");
+    dl_program *p = NULL;
+    dl_tensor *in = filled(ctx, 2, xd, 1);
+    if (dl_graph_status(g) != DL_OK || dl_compile(ctx, g, &opts, &p) != DL_OK) {
+        CHECK("kept outputs: compiles", false);
+        printf("  %s\n", dl_errmsg(ctx));
+        goto done;
+    }
+    dl_bench_result r;
+    CHECK("kept outputs: bench runs", dl_bench_program(ctx, p, 1, NULL, &in, 2, 4, &r) == DL_OK);
+    dl_profile pr;
+    CHECK("kept outputs: profile runs",
+          dl_profile_program(ctx, p, 1, NULL, &in, 2, 4, &pr) == DL_OK && pr.iters == 4);
+    dl_profile_free(&pr);
+done:
+    dl_tensor_free(in);
+    dl_program_free(p);
+    dl_graph_free(g);
+}
+
 /* Without a C compiler the program runs on the interpreter: a whole-run time, no steps. */
 static void test_interp_only(dl_ctx *ctx) {
     dl_graph *g = dl_graph_new(ctx);
@@ -611,9 +646,9 @@ int main(void) {
     opts.threads = 1;
     dl_ctx *ctx = dl_ctx_new();
     ctx_for_detail = ctx;
-    void (*tests[])(dl_ctx *) = {test_cnn_flops,   test_other_flops,   test_dynamic_flops,
-                                 test_roofline,    test_trace,         test_bench,
-                                 test_interp_only, test_alloc_failures};
+    void (*tests[])(dl_ctx *) = {test_cnn_flops,          test_other_flops, test_dynamic_flops,
+                                 test_roofline,           test_trace,       test_bench,
+                                 test_bench_kept_outputs, test_interp_only, test_alloc_failures};
     for (size_t i = 0; i < DL_ARRAY_LEN(tests); i++) {
         tests[i](ctx);
         dl_ctx_clear(ctx);
