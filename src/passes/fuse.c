@@ -21,15 +21,15 @@
 typedef struct fuser {
     dl_graph *g;
     dl_fusion *f;
-    int *uses;                /* by value id: number of node-input references */
+    int *uses;        /* by value id: number of node-input references */
     dl_node **first_consumer; /* by value id */
-    int *group_of;            /* by node position: group index or -1 */
-    int *last_pos;            /* by group: position of its last node */
+    int *group_of;    /* by node position: group index or -1 */
+    int *last_pos;    /* by group: position of its last node */
     int cap;
 } fuser;
 
-static const char *const activations[] = {"Relu", "Clip",        "LeakyRelu", "Sigmoid",
-                                          "Tanh", "HardSigmoid", "HardSwish", NULL};
+static const char *const activations[] = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh",
+                                          "HardSigmoid", "HardSwish", NULL};
 
 static bool is_activation(const dl_node *n) {
     for (int i = 0; activations[i]; i++)
@@ -149,7 +149,10 @@ static dl_node *chain_link(fuser *fu, const dl_value *v, const char *op, float w
 /* GELU as torch exports nn.GELU(): y = x * (erf(x / d) + 1) * 0.5, five nodes reading x from a
  * Div and a Mul and nothing else (BERT's feed-forward layers). chain[] gets Div, Erf, Add, Mul,
  * Mul and *d the divisor (sqrt(2)); the GEMM applies it to its rows as DLRT_ACT_GELU, in the
- * same operations, so the values are the unfused chain's. */
+ * same operations and order. The values are the unfused chain's wherever both evaluate erf alike
+ * (BERT-base's rows of 3072 on AVX-512: bit-identical); a vector math library's erff and the
+ * scalar one used for a loop's tail may differ by an ulp, and the two loops' tails fall at
+ * different elements. */
 static bool match_gelu(fuser *fu, dl_value *x, dl_node **chain, float *d) {
     if (x->is_output || fu->uses[x->id] != 2 || x->type.dtype != DL_F32) return false;
     dl_node *div = NULL;
@@ -221,8 +224,7 @@ static dl_status absorb_epilogue(fuser *fu, int gi) {
     return DL_OK;
 }
 
-/* ---- attention: MatMul(q, k') [Mul/Div scalar] [Add mask | causal Where] Softmax MatMul(., v)
- * ---- */
+/* ---- attention: MatMul(q, k') [Mul/Div scalar] [Add mask | causal Where] Softmax MatMul(., v) ---- */
 
 #define ATTN_MAX_NODES 16
 
@@ -273,10 +275,8 @@ static dl_value *scaled_input(const dl_node *n, float *scale) {
     dl_value *x = NULL;
     if (n->n_in != 2 || !n->in[0] || !n->in[1]) return NULL;
     if (dl_node_is(n, "Mul")) {
-        if (scalar_const(n->in[1], &c))
-            x = n->in[0];
-        else if (scalar_const(n->in[0], &c))
-            x = n->in[1];
+        if (scalar_const(n->in[1], &c)) x = n->in[0];
+        else if (scalar_const(n->in[0], &c)) x = n->in[1];
     } else if (dl_node_is(n, "Div") && scalar_const(n->in[1], &c)) {
         x = n->in[0];
         c = 1.0f / c;
@@ -370,8 +370,7 @@ static bool attn_dims_ok(const dl_value *v, const dl_type *s, int64_t rows, int6
 /* Absorbs a Transpose that is the only consumer of the result y. */
 static bool attn_output(fuser *fu, attn_match *m, dl_value *y, int rank) {
     dl_node *yt = sole_consumer(fu, y);
-    if (!yt || fu->group_of[yt->id] >= 0 || !valid_transpose(yt, rank) || yt->n_out != 1)
-        return true;
+    if (!yt || fu->group_of[yt->id] >= 0 || !valid_transpose(yt, rank) || yt->n_out != 1) return true;
     m->a.y_tr = yt;
     return attn_push(m, yt);
 }
@@ -395,10 +394,8 @@ static bool match_attention(fuser *fu, dl_node *sm, attn_match *m) {
     dl_node *n = absorbable(fu, sm->in[0], sm);
     const dl_type *st = &p->type;
     dl_value *x = NULL;
-    if (n && (x = causal_input(n, st)) != NULL)
-        m->a.causal = true;
-    else if (n)
-        x = masked_input(fu, n, &m->a.mask);
+    if (n && (x = causal_input(n, st)) != NULL) m->a.causal = true;
+    else if (n) x = masked_input(fu, n, &m->a.mask);
     if (n && x) {
         attn_push(m, n);
         n = absorbable(fu, x, n);
@@ -418,16 +415,14 @@ static bool match_attention(fuser *fu, dl_node *sm, attn_match *m) {
         return false;
     int64_t tq = st->dims[r - 2], tk = st->dims[r - 1], d = qv->type.dims[r - 1];
     int64_t dv = vv->type.dims[r - 1];
-    if (!attn_dims_ok(qv, st, tq, d) || !attn_dims_ok(kv, st, d, tk) ||
-        !attn_dims_ok(vv, st, tk, dv))
+    if (!attn_dims_ok(qv, st, tq, d) || !attn_dims_ok(kv, st, d, tk) || !attn_dims_ok(vv, st, tk, dv))
         return false;
     for (int i = 0; i < r; i++)
         if (y->type.dims[i] != (i < r - 1 ? st->dims[i] : dv)) return false;
     m->a.q = attn_operand(fu, m, qv, qk, &m->a.q_tr, true, r);
     m->a.k = attn_operand(fu, m, kv, qk, &m->a.k_tr, true, r);
     m->a.v = attn_operand(fu, m, vv, pv, &m->a.v_tr, false, r);
-    return f32_ranked(m->a.q, r) && f32_ranked(m->a.k, r) && f32_ranked(m->a.v, r) &&
-           attn_output(fu, m, y, r);
+    return f32_ranked(m->a.q, r) && f32_ranked(m->a.k, r) && f32_ranked(m->a.v, r) && attn_output(fu, m, y, r);
 }
 
 /* Groups every attention pattern of the graph before the greedy pass sees its nodes. */
@@ -508,7 +503,9 @@ static int joinable_group(fuser *fu, const dl_node *n) {
         int gi = fu->group_of[v->producer->id];
         if (gi < 0) continue;
         dl_group *gr = &fu->f->groups[gi];
-        if (gr->kind == DL_G_EW && gr->n_out == 1 && gr->out[0] == v && gr->n_nodes < 64) return gi;
+        if (gr->kind == DL_G_EW && gr->n_out == 1 && gr->out[0] == v &&
+            gr->n_nodes < 64)
+            return gi;
     }
     return -1;
 }
@@ -547,8 +544,7 @@ static dl_status set_inputs(dl_arena *arena, dl_group *gr) {
             dl_value *v = nd->in[i];
             bool skip = !v;
             for (int j = 0; j < k && !skip; j++)
-                for (int o = 0; o < gr->nodes[j]->n_out && !skip; o++)
-                    skip = gr->nodes[j]->out[o] == v;
+                for (int o = 0; o < gr->nodes[j]->n_out && !skip; o++) skip = gr->nodes[j]->out[o] == v;
             for (int j = 0; j < gr->n_in && !skip; j++) skip = gr->in[j] == v;
             if (!skip) gr->in[gr->n_in++] = v;
         }
@@ -570,8 +566,7 @@ dl_status dl_fusion_split(dl_ctx *ctx, dl_fusion *f, int gi) {
         gr->n_nodes = 1;
         gr->nodes = dl_arena_alloc(&f->arena, sizeof(dl_node *));
         gr->out = dl_arena_alloc(&f->arena, sizeof(dl_value *) * (size_t)(nd->n_out + 1));
-        if (!gr->nodes || !gr->out)
-            return dl_fail(ctx, DL_ERR_NOMEM, "out of memory splitting a group");
+        if (!gr->nodes || !gr->out) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory splitting a group");
         gr->nodes[0] = nd;
         for (int i = 0; i < nd->n_out; i++)
             if (nd->out[i]) gr->out[gr->n_out++] = nd->out[i];

@@ -32,6 +32,8 @@ typedef struct dl_plan {
     int *first, *last; /* by value id: step that writes it / last step that reads it (-1) */
     int64_t *offset;   /* by value id: arena offset, -1 when not in the arena */
     int *alias;        /* by value id: value whose storage a view shares, -1 */
+    int *out_view;     /* by value id: the graph output, a view of it, whose bytes it is computed
+                        * into (no arena slot), -1 */
     unsigned char *arena;
     int64_t arena_bytes, sum_bytes, naive_peak;
     size_t ws_bytes;

@@ -393,17 +393,16 @@ static void test_output_reuse(dl_ctx *ctx) {
 }
 
 /* GELU as torch exports it (x * (erf(x / sqrt 2) + 1) * 0.5) after a MatMul + bias becomes the
- * GEMM's activation: one kernel, the unfused chain's values. A chain with another constant
- * (0.25 for 0.5) is left to an elementwise kernel. */
-static void gelu_case(dl_ctx *ctx, float half, bool fused) {
+ * GEMM's activation, with the graph's divisor: one kernel, the reference's values. A chain with
+ * another constant (0.25 for 0.5) is left to an elementwise kernel. */
+static void gelu_case(dl_ctx *ctx, float div, float half, bool fused) {
     dl_graph *g = dl_graph_new(ctx);
     const int64_t xd[] = {5, 16}, wd[] = {16, 40}, bd[] = {40};
     dl_value *x = dl_input(g, "x", DL_F32, 2, xd, NULL);
     dl_value *h = dl_add(g, dl_matmul(g, x, dl_constant(g, "w", rand_tensor(ctx, 2, wd))),
                          dl_constant(g, "b", rand_tensor(ctx, 1, bd)));
     dl_value *e =
-        node1(g, "Erf", 1, (dl_value *[]){dl_div(g, h, scalar_const(ctx, g, "r2", 1.41421356f))}, 0,
-              NULL);
+        node1(g, "Erf", 1, (dl_value *[]){dl_div(g, h, scalar_const(ctx, g, "r2", div))}, 0, NULL);
     dl_value *y = dl_mul(g, dl_mul(g, h, dl_add(g, e, scalar_const(ctx, g, "one", 1.0f))),
                          scalar_const(ctx, g, "half", half));
     dl_output(g, y, "y");
@@ -415,14 +414,15 @@ static void gelu_case(dl_ctx *ctx, float half, bool fused) {
         dl_graph_free(g);
         return;
     }
-    snprintf(name, sizeof name, "gelu chain (last factor %g) %s the matmul's epilogue", half,
-             fused ? "is" : "is not");
+    snprintf(name, sizeof name, "gelu chain (divisor %g, last factor %g) %s the matmul's epilogue",
+             div, half, fused ? "is" : "is not");
     CHECK(name, fused ? count_kind(p, DL_G_MATMUL, 7) == 1 && p->fusion->n == 1
                       : count_kind(p, DL_G_MATMUL, 3) == 0 && p->fusion->n == 2);
     dl_tensor *in[1] = {rand_tensor(ctx, 2, xd)};
     for (int64_t i = 0; i < 5 * 16; i++) ((float *)dl_tensor_data(in[0]))[i] *= 3.0f;
     double err = native_vs_ref(ctx, g, p, 1, in);
-    snprintf(name, sizeof name, "gelu chain (last factor %g) matches ref (max rel err %.2g)", half,
+    snprintf(name, sizeof name,
+             "gelu chain (divisor %g, last factor %g) matches ref (max rel err %.2g)", div, half,
              err);
     CHECK(name, err < 1e-5);
     dl_tensor_free(in[0]);
@@ -431,8 +431,9 @@ static void gelu_case(dl_ctx *ctx, float half, bool fused) {
 }
 
 static void test_gelu_fusion(dl_ctx *ctx) {
-    gelu_case(ctx, 0.5f, true);
-    gelu_case(ctx, 0.25f, false);
+    gelu_case(ctx, 1.41421356f, 0.5f, true);
+    gelu_case(ctx, 2.0f, 0.5f, true); /* the graph's divisor, not a built-in sqrt(2) */
+    gelu_case(ctx, 1.41421356f, 0.25f, false);
 }
 
 /* A graph output that is a Reshape of an intermediate (GPT-2's logits) has the intermediate
@@ -495,6 +496,9 @@ static void test_output_view(dl_ctx *ctx) {
         }
     }
     CHECK("the first view output shares its input's bytes (no copy)", ok && seen.shared == 1);
+    const dl_value *mid = seen.step >= 0 ? p->fusion->groups[seen.step].nodes[0]->in[0] : NULL;
+    CHECK("... which takes no arena slot",
+          mid && p->plan.valid && p->plan.offset[mid->id] < 0 && p->plan.out_view[mid->id] >= 0);
     dl_tensor_free(in[0]);
     for (int i = 0; i < 3; i++) dl_tensor_free(want[i]);
     dl_program_free(p);

@@ -4,18 +4,18 @@
  * k (25 for LeNet) and few rows, so the GEMM spends its time packing and on partial tiles (LeNet's
  * 1->6 on 28x28 at batch 64: 0.23 ms, 50 GFLOP/s).
  *
- * A unit is one output row of one image. For each block of up to DLRT_DIRECT_CB output channels
- * and each vector of the row, every channel of the block has an accumulator; each tap (input
- * channel, tap row, tap column) loads the input vector once and multiplies it into all of them
- * by the tap's weight. A row whose length is not a multiple of the vector ends with a vector
- * overlapping the one before; it computes its outputs again, into the row buffer, so that the
- * epilogue (which may add a residual in place) runs once per output. Input rows outside the
- * image in height are skipped; rows reaching the padding in width are copied, zero-padded, first.
- * At stride 2 every input row is copied split into its even and odd columns, so that each tap
- * column again reads consecutive floats (tap kw: phase kw % 2 from column kw / 2 on). The
- * weights are first copied to the workspace interleaved, each block's tap by tap
- * (dlrt_direct_interleave). Sums run over the taps in (channel, row, column) order, so the results
- * depend on the geometry only, not on the thread count. */
+ * A unit is one output row of one image. For each block of up to DLRT_DIRECT_CB (on AVX-512,
+ * for rows of 3 vectors or more, DLRT_DIRECT_CB_WIDE) output channels and each vector of the row,
+ * every channel of the block has an accumulator; each tap (input channel, tap row, tap column)
+ * loads the input vector once and multiplies it into all of them by the tap's weight. A row whose
+ * length is not a multiple of the vector ends with a vector overlapping the one before; it computes
+ * its outputs again, into the row buffer, so that the epilogue (which may add a residual in place)
+ * runs once per output. Input rows outside the image in height are skipped; rows reaching the
+ * padding in width are copied, zero-padded, first. At stride 2 every input row is copied split into
+ * its even and odd columns, so that each tap column again reads consecutive floats (tap kw: phase
+ * kw % 2 from column kw / 2 on). The weights are first copied to the workspace interleaved, each
+ * block's tap by tap (dlrt_direct_interleave). Sums run over the taps in (channel, row, column)
+ * order, so the results depend on the geometry only, not on the thread count. */
 #include "conv-impl.h"
 #include "gemm-micro.h" /* DLRT_GEMM_VBYTES: the vectors of this build */
 
@@ -126,14 +126,16 @@ typedef struct dlrt_direct_out {
     int64_t c0, col0;
 } dlrt_direct_out;
 
-/* Channels [0, cb) of the row at the output columns j[0..jv) (one vector each): tp[r * k_w + kw]
- * is where tap column kw of input channel r / k_h and tap row r % k_h reads output 0's input
- * (NULL for the whole tap row: outside the image), consecutive outputs reading consecutive
- * floats; wb the block's weights, taps floats per channel. cb and jv are constants after
- * inlining, so the cb x jv accumulators stay in registers; each tap's weight is broadcast once
- * for the jv vectors. */
 /* Where vector v of a group starts in the row: j[v], or j0 + v * VW when j is NULL. */
 #define DLRT_DIRECT_J(v) (j ? j[v] : j0 + (v) * (int64_t)DLRT_DIRECT_VW)
+
+/* Channels [0, cb) of the row at jv vectors of output columns (DLRT_DIRECT_J: the columns j[v],
+ * or consecutive vectors from j0 when j is NULL): tp[r * k_w + kw] is where tap column kw of
+ * input channel r / k_h and tap row r % k_h reads output 0's input (NULL for the whole tap row:
+ * outside the image), consecutive outputs reading consecutive floats; wb the block's weights
+ * interleaved, [taps][cb] (dlrt_direct_interleave). cb and jv are constants after inlining, so
+ * the cb x jv accumulators stay in registers; each tap's weight is broadcast once for the jv
+ * vectors. */
 
 static DLRT_INLINE void dlrt_direct_vecs(int cb, int jv, int64_t j0, const int64_t *j,
                                          const float *const *tp, int64_t nrows, int64_t k_w,
@@ -170,13 +172,16 @@ static DLRT_INLINE void dlrt_direct_vecs(int cb, int jv, int64_t j0, const int64
         for (int v = 0; v < jv; v++)
             DLRT_CD_STORE(o->out + c * o->out_s + DLRT_DIRECT_J(v), acc[c][v]);
 }
+#undef DLRT_DIRECT_J
 
 /* Vectors of a row's next group when r of its vectors remain, for blocks of up to
- * DLRT_DIRECT_CB_WIDE channels on AVX-512: 4 or 3, never leaving a lone vector behind (5 = 3 +
- * 2, 6 = 3 + 3, 7 = 4 + 3, 9 = 4 + 3 + 2), and no more than the row holds whole. */
+ * DLRT_DIRECT_CB_WIDE channels on AVX-512: 4 or 3, leaving no lone vector behind where the row
+ * allows (5 = 3 + 2, 6 = 3 + 3, 7 = 4 + 3, 9 = 4 + 3 + 2), and no more than the row holds whole
+ * (rows of 49-63 outputs 2 + 2, of 33-47 2 + 1). */
 static DLRT_INLINE int dlrt_direct_group(int64_t r, int64_t ow_n) {
     int jv = r == 4 || r >= 7 ? 4 : r >= 3 ? 3 : (int)r;
-    while (jv > 1 && jv * (int64_t)DLRT_DIRECT_VW > ow_n) jv--; /* 40 outputs: 2 + 1 */
+    if (jv == 4 && 4 * (int64_t)DLRT_DIRECT_VW > ow_n) jv = 2;
+    while (jv > 1 && jv * (int64_t)DLRT_DIRECT_VW > ow_n) jv--;
     return jv;
 }
 

@@ -224,9 +224,11 @@ static inline void dlrt_act_apply(int act, float a, float b, float *v, int64_t n
     case DLRT_ACT_TANH:
         for (int64_t j = 0; j < n; j++) v[j] = tanhf(v[j]);
         break;
-    case DLRT_ACT_GELU: /* the exported graph's operations, in its order */
-        for (int64_t j = 0; j < n; j++) v[j] = v[j] * (erff(v[j] / a) + 1.0f) * 0.5f;
+    case DLRT_ACT_GELU: { /* the exported graph's operations, in its order */
+        const float d = a != 0.0f ? a : 1.41421356f; /* an epilogue zeroed but for act */
+        for (int64_t j = 0; j < n; j++) v[j] = v[j] * (erff(v[j] / d) + 1.0f) * 0.5f;
         break;
+    }
     case DLRT_ACT_HARD_SIGMOID:
         for (int64_t j = 0; j < n; j++) {
             float x = a * v[j] + b;

@@ -18,7 +18,8 @@ enum {
     DLRT_ACT_LEAKY_RELU, /* x < 0 ? a*x : x */
     DLRT_ACT_SIGMOID,
     DLRT_ACT_TANH,
-    DLRT_ACT_GELU,         /* x*(erf(x/a)+1)*0.5 (a = sqrt(2): GELU as torch exports it) */
+    DLRT_ACT_GELU,         /* x*(erf(x/a)+1)*0.5, a the divisor (sqrt(2), GELU as torch exports
+                              it; a = 0 is taken as sqrt(2)) */
     DLRT_ACT_HARD_SIGMOID, /* max(0, min(1, a*x + b)) */
     DLRT_ACT_HARD_SWISH,   /* x * max(0, min(1, x/6 + 1/2)) */
 };
@@ -106,7 +107,9 @@ typedef struct dlrt_conv {
 /* Scratch bytes dlrt_conv_forward or dlrt_conv_forward_packed needs for the algorithm it picks
  * (may be 0, then workspace may be NULL): none for depthwise and 1x1, one image and group's
  * im2col matrix (c_in/group * prod(k) * prod(out) floats) for im2col, one batch of transformed
- * inputs and outputs for Winograd, plus the transformed weights unless they come packed. */
+ * inputs and outputs for Winograd, plus the transformed weights unless they come packed, the
+ * weights interleaved (c_out * c_in * prod(k) floats) for the direct algorithm. When it is not
+ * 0, workspace must hold that many bytes. */
 size_t dlrt_conv_workspace(const dlrt_conv *p);
 void dlrt_conv_forward(const dlrt_conv *p, const float *x, const float *w, float *y,
                        void *workspace, const dlrt_epilogue *ep);
