@@ -882,6 +882,9 @@ static void test_batch_chunks(void) {
         char what[96];
         snprintf(what, sizeof what, "batch case %zu is split into chunks", i);
         CHECK(what, dlrt_conv_chunks_of(&p, &g, im2col).chunks > 1);
+        if (i == 1) /* 150 depths per output at stride 1, but the images run in parallel */
+            CHECK("LeNet's conv2 at batch 64 stays im2col, not the implicit GEMM",
+                  dlrt_conv_choose(&p) == DLRT_CONV_IM2COL);
         conv_case(&p, (1u << EP_KINDS) - 1, "chunks");
 #ifdef _OPENMP
         const int algo = im2col ? DLRT_CONV_IM2COL : DLRT_CONV_GEMM_1X1;
@@ -932,15 +935,14 @@ static void test_choose(void) {
     CHECK("stride 2: the implicit GEMM, not winograd", dlrt_conv_choose(&s2) == DLRT_CONV_IMPLICIT);
     /* the implicit GEMM's rule, each limit on both sides: 64 depths per output (7 and 8
      * channels of 3x3, on rows of 14, too short for the direct kernel), more than one tap, a
-     * stride, a batch im2col does not cut into chunks */
+     * batch im2col does not cut into chunks; stride 1 too */
     dlrt_conv d63 = conv2d(7, 64, 1, 28, 3, 2), d64 = conv2d(8, 64, 1, 28, 3, 2);
     dlrt_conv s2k1 = conv2d(256, 512, 1, 56, 1, 2), s1 = conv2d(512, 512, 1, 7, 3, 1);
     dlrt_conv rgb = conv2d(3, 32, 1, 224, 3, 2), c1 = conv2d(3, 64, 1, 224, 7, 2);
     CHECK("im2col at 63 depths per output", dlrt_conv_choose(&d63) == DLRT_CONV_IM2COL);
     CHECK("implicit at 64 depths per output", dlrt_conv_choose(&d64) == DLRT_CONV_IMPLICIT);
     CHECK("1x1 at stride 2 stays im2col", dlrt_conv_choose(&s2k1) == DLRT_CONV_IM2COL);
-    CHECK("implicit only when strided", dlrt_conv_algo_ok(&s1, DLRT_CONV_IMPLICIT) &&
-                                            dlrt_conv_choose(&s1) != DLRT_CONV_IMPLICIT);
+    CHECK("implicit at stride 1 too", dlrt_conv_choose(&s1) == DLRT_CONV_IMPLICIT);
     CHECK("MobileNetV2's first layer (27 depths) is direct",
           dlrt_conv_choose(&rgb) == DLRT_CONV_DIRECT);
     CHECK("ResNet-50's conv1 (147 depths) is direct", dlrt_conv_choose(&c1) == DLRT_CONV_DIRECT);
@@ -979,8 +981,8 @@ static void test_choose(void) {
     CHECK("not direct with groups", !dlrt_conv_algo_ok(&g2, DLRT_CONV_DIRECT));
     dlrt_conv r128 = conv2d(128, 128, 1, 28, 3, 1), r512 = conv2d(512, 512, 1, 7, 3, 1);
     CHECK("winograd for ResNet 128ch 28x28", dlrt_conv_choose(&r128) == DLRT_CONV_WINOGRAD);
-    CHECK("no winograd for ResNet 512ch 7x7 (filter transform)",
-          dlrt_conv_choose(&r512) == DLRT_CONV_IM2COL);
+    CHECK("no winograd for ResNet 512ch 7x7 (filter transform): the implicit GEMM",
+          dlrt_conv_choose(&r512) == DLRT_CONV_IMPLICIT);
     r512.n = 16;
     CHECK("winograd for 512ch 7x7 at batch 16", dlrt_conv_choose(&r512) == DLRT_CONV_WINOGRAD);
     /* with the filters transformed once, at load time, Winograd also pays on ResNet-50's 256ch
@@ -988,7 +990,7 @@ static void test_choose(void) {
     dlrt_conv r256 = conv2d(256, 256, 1, 14, 3, 1);
     r512.n = 1;
     CHECK("no winograd for 256ch 14x14 transforming filters per call",
-          dlrt_conv_choose(&r256) == DLRT_CONV_IM2COL);
+          dlrt_conv_choose(&r256) == DLRT_CONV_IMPLICIT);
     const int m256 = dlrt_conv_packs_weights(&r256), m512 = dlrt_conv_packs_weights(&r512);
     CHECK("winograd F(2x2) with packed filters for 256ch 14x14",
           m256 == DLRT_WG2_PACKED || m256 == DLRT_WG2_PACKED_T);

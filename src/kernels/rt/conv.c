@@ -477,21 +477,23 @@ static int dlrt_conv_algo_tile(int algo) {
     return algo == DLRT_CONV_WINOGRAD ? 4 : algo == DLRT_CONV_WINOGRAD_F2 ? 2 : 0;
 }
 
-/* Whether the implicit GEMM (conv-implicit.c) is taken over im2col: strided layers with more
- * than one tap and 64 depths or more per output, unless im2col would split a batch of small
- * images into chunks (the implicit GEMM runs the images in turn). Measured one layer at a time
+/* Whether the implicit GEMM (conv-implicit.c) is taken over im2col: layers with more than one
+ * tap and 64 depths or more per output, unless im2col would split a batch of small images into
+ * chunks (the implicit GEMM runs the images in turn). Measured one layer at a time
  * (batch 1, weights prepacked, cold caches; ms at 1 / 2 threads, im2col -> implicit):
  * ResNet-50's 3x3 stride-2 layers 64->128 on 56x56 0.61 -> 0.55 / 0.33 -> 0.31, 128ch 56x56
  * 1.19 -> 1.06 / 0.66 -> 0.57, 256ch 28x28 1.26 -> 1.04 / 0.69 -> 0.58, 512ch 14x14 1.26 ->
  * 1.17; its 7x7 stride-2 conv1 1.41 -> 1.31; 32->64 on 112x112 0.67 -> 0.61 / 0.38 -> 0.34.
  * Left to im2col: 3->32 3x3 (27 depths: MobileNetV2's first layer, 0.21 -> 0.28) and the 1x1
  * stride-2 layers (256->512 on 56x56 0.92 -> 0.99, 1024->2048 on 14x14 0.98 -> 1.05, though
- * 512->1024 on 28x28 1.08 -> 0.95). At stride 1 the two measured alike (512ch 7x7 1.14 both). */
+ * 512->1024 on 28x28 1.08 -> 0.95). At stride 1 the two once measured alike (512ch 7x7 1.14
+ * both); since the GEMM's changes of 2026-11-26 the implicit GEMM wins there too, cold weights,
+ * best of 30 at 1 thread, im2col -> implicit: ResNet-50's 512ch 3x3 on 7x7 1.04-1.08 -> 0.97-1.01
+ * ms, 128ch 7x7 0.087 -> 0.070, 256ch 7x7 0.288 -> 0.263, 1024ch 7x7 4.43 -> 4.01, 64ch 5x5 on
+ * 28x28 0.86 -> 0.59, 32->64 5x5 on 56x56 1.50 -> 1.20. */
 static int dlrt_conv_implicit_pays(const dlrt_conv *p, const dlrt_win3 *g) {
     if (!dlrt_conv_implicit_ok(p) || g->k_sp < 2 || p->c_in * g->k_sp < 64) return 0;
-    int strided = 0;
-    for (int d = 0; d < 3; d++) strided |= g->stride[d] > 1;
-    return strided && dlrt_conv_chunks_of(p, g, 1).chunks == 1;
+    return dlrt_conv_chunks_of(p, g, 1).chunks == 1;
 }
 
 static int dlrt_conv_choose_for(const dlrt_conv *p, int packed) {
