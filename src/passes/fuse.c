@@ -135,15 +135,20 @@ static bool scalar_const(const dl_value *v, float *out) {
     return true;
 }
 
-/* The sole consumer of v when it is an op of that name, not yet in a group, keeping v's type,
- * whose other input is the scalar constant want. */
-static dl_node *chain_link(fuser *fu, const dl_value *v, const char *op, float want) {
+/* The sole consumer of v when it is an op of that name, not yet in a group, keeping v's type. */
+static dl_node *chain_next(fuser *fu, const dl_value *v, const char *op) {
     dl_node *c = sole_consumer(fu, v);
-    float k;
     if (!c || fu->group_of[c->id] >= 0 || !dl_node_is(c, op) || !c->out[0] ||
         !same_type(&c->out[0]->type, &v->type))
         return NULL;
-    return scalar_const(other_input(c, v), &k) && k == want ? c : NULL;
+    return c;
+}
+
+/* chain_next whose other input is the scalar constant want. */
+static dl_node *chain_link(fuser *fu, const dl_value *v, const char *op, float want) {
+    dl_node *c = chain_next(fu, v, op);
+    float k;
+    return c && scalar_const(other_input(c, v), &k) && k == want ? c : NULL;
 }
 
 /* GELU as torch exports nn.GELU(): y = x * (erf(x / d) + 1) * 0.5, five nodes reading x from a
@@ -164,16 +169,10 @@ static bool match_gelu(fuser *fu, dl_value *x, dl_node **chain, float *d) {
             div = n;
     }
     if (!div) return false;
-    dl_node *erf = sole_consumer(fu, div->out[0]);
-    if (!erf || fu->group_of[erf->id] >= 0 || !dl_node_is(erf, "Erf") || !erf->out[0] ||
-        !same_type(&erf->out[0]->type, &x->type))
-        return false;
-    dl_node *add = chain_link(fu, erf->out[0], "Add", 1.0f);
-    dl_node *mul = add ? sole_consumer(fu, add->out[0]) : NULL;
-    if (!mul || fu->group_of[mul->id] >= 0 || !dl_node_is(mul, "Mul") ||
-        other_input(mul, add->out[0]) != x || !mul->out[0] ||
-        !same_type(&mul->out[0]->type, &x->type))
-        return false;
+    dl_node *erf = chain_next(fu, div->out[0], "Erf");
+    dl_node *add = erf ? chain_link(fu, erf->out[0], "Add", 1.0f) : NULL;
+    dl_node *mul = add ? chain_next(fu, add->out[0], "Mul") : NULL;
+    if (!mul || other_input(mul, add->out[0]) != x) return false;
     dl_node *half = chain_link(fu, mul->out[0], "Mul", 0.5f);
     if (!half) return false;
     chain[0] = div, chain[1] = erf, chain[2] = add, chain[3] = mul, chain[4] = half;

@@ -127,8 +127,7 @@ static dl_status concrete_types(dl_ctx *ctx, dl_program *p, dl_tensor *const *in
         }
         for (int i = 0; i < n->n_in; i++) {
             tin[i] = n->in[i] ? &pl->ctype[n->in[i]->id] : NULL;
-            vin[i] =
-                n->in[i] ? (n->in[i]->constant ? n->in[i]->constant : known[n->in[i]->id]) : NULL;
+            vin[i] = n->in[i] ? (n->in[i]->constant ? n->in[i]->constant : known[n->in[i]->id]) : NULL;
         }
         s = dl_node_infer(ctx, NULL, n, tin, vin, tout);
         for (int i = 0; i < n->n_out && s == DL_OK; i++) {

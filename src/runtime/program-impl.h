@@ -24,8 +24,8 @@ typedef struct dl_compile_stats {
 /* The memory plan of one binding of input shapes. */
 typedef struct dl_plan {
     bool valid;
-    bool dynamic;     /* some shape depends on data: tensors are allocated step by step */
-    int64_t *in_dims; /* the input shapes this plan is for (rank+dims per input, flattened) */
+    bool dynamic;      /* some shape depends on data: tensors are allocated step by step */
+    int64_t *in_dims;  /* the input shapes this plan is for (rank+dims per input, flattened) */
     int n_in_dims;
     dl_type *ctype;    /* concrete type of every value (static plans) */
     int64_t *syms;     /* size of every graph symbol */
@@ -41,16 +41,16 @@ typedef struct dl_plan {
 } dl_plan;
 
 struct dl_program {
-    dl_graph *src; /* the user's graph (not owned) */
-    dl_graph *g;   /* optimized clone (owned) */
+    dl_graph *src;   /* the user's graph (not owned) */
+    dl_graph *g;     /* optimized clone (owned) */
     dl_fusion *fusion;
     dl_jit_lib *lib;
     dl_kernel_ptr *kernels; /* per group, NULL for views and fallbacks */
     void (*set_threads)(int);
     int threads; /* OpenMP threads of every run (the option, else all cores) */
     dl_compile_stats stats;
-    dl_sbuf notes;  /* groups that fell back, and why */
-    dl_sbuf source; /* the generated C (kept for --emit and debugging) */
+    dl_sbuf notes;   /* groups that fell back, and why */
+    dl_sbuf source;  /* the generated C (kept for --emit and debugging) */
     dl_plan plan;
     /* Weights packed once into the GEMM microkernel's layout, when the module asks for it
      * (module.h: dlk_n_packs); 64-byte aligned views of pack_mem. */
@@ -82,9 +82,10 @@ dl_status dl_bind_type(dl_ctx *ctx, dl_graph *g, const dl_value *v, const dl_typ
  * be NULL). */
 typedef dl_status (*dl_step_hook)(void *user, const dl_program *p, int step,
                                   dl_tensor *const *values);
-dl_status dl_program_run_hooked(dl_ctx *ctx, dl_program *p, int n_inputs, const char *const *names,
-                                dl_tensor *const *inputs, dl_tensor **outputs, dl_step_hook hook,
-                                void *user, dl_tensor *const *reuse);
+dl_status dl_program_run_hooked(dl_ctx *ctx, dl_program *p, int n_inputs,
+                                const char *const *names, dl_tensor *const *inputs,
+                                dl_tensor **outputs, dl_step_hook hook, void *user,
+                                dl_tensor *const *reuse);
 /* dl_program_run where reuse[j] (may be NULL) is a tensor of the caller's that output j is
  * written into when its dtype and shape match (then outputs[j] == reuse[j], still the
  * caller's); others are allocated as usual. A reused tensor must not be an input. */

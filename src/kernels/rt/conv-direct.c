@@ -136,7 +136,6 @@ typedef struct dlrt_direct_out {
  * interleaved, [taps][cb] (dlrt_direct_interleave). cb and jv are constants after inlining, so
  * the cb x jv accumulators stay in registers; each tap's weight is broadcast once for the jv
  * vectors. */
-
 static DLRT_INLINE void dlrt_direct_vecs(int cb, int jv, int64_t j0, const int64_t *j,
                                          const float *const *tp, int64_t nrows, int64_t k_w,
                                          const float *wb, const dlrt_direct_out *o) {
