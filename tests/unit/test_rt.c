@@ -638,6 +638,15 @@ static void test_gemm(void) {
     for (int s = 0; s < 6; s++)
         for (int t = 0; t < 4; t++)
             workspace_case(wsp[s][0], wsp[s][1], wsp[s][2], t >> 1, t & 1, (int)wsp[s][3]);
+    /* the workspace holds the operand's packed panels: BERT's 128 rows pack to 22 panels of 6
+     * (132 lines), wider than the 128 rounded to 64; a short one is silently not used */
+    int ws_fits = 1;
+    for (int64_t m = 1; m <= 200; m++)
+        ws_fits =
+            ws_fits &&
+            dlrt_gemm_workspace(m, 768, 768, 0, 1) >= dlrt_gemm_packed_bytes(0, m, 768) &&
+            dlrt_gemm_workspace(768, m + 96, 300, 1, 0) >= dlrt_gemm_packed_bytes(1, m + 96, 300);
+    check(ws_fits, "gemm: a workspace holds the packed operand it is sized for (1-200 rows)");
     /* B's full panels read in place: short row tiles (16 = 6 + 6 + 4, 13, 1), a partial last
      * panel (200 = 3 x 64 + 8; packed: its kernels read whole vectors), several K blocks and
      * column tiles, the transposed orientation (N = 3) */

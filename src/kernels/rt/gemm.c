@@ -950,12 +950,20 @@ static void dlrt_gemm_pack_all(int operand, int64_t lines, int64_t K, const floa
     }
 }
 
-/* Workspace bytes for one operand of `lines` lines: panels of up to 64 lines (the widest NR)
- * over K, when the other side's extent (other) can make it shared by several tiles on some
- * instruction set and orientation (MC and NC are 96 at least); else none. */
+/* Workspace bytes for one operand of `lines` lines: its lines padded to whole panels of any
+ * instruction set's tile as either operand (NRs divide 64, MR 6 does not: 128 rows pack to
+ * 132, and a workspace of 128 lines had left BERT's A packed again by every column tile, 5% of
+ * its run), over K, when the other side's extent (other) can make it shared by several tiles on
+ * some instruction set and orientation (MC and NC are 96 at least); else none. */
+_Static_assert(64 % DLRT_TILE_AVX512_NR == 0 && 64 % DLRT_TILE_AVX2_NR == 0 &&
+                   64 % DLRT_TILE_GENERIC_NR == 0 && 64 % DLRT_TILE_GENERIC_MR == 0 &&
+                   DLRT_TILE_AVX2_MR == DLRT_TILE_AVX512_MR,
+               "a workspace operand's padding covers every tile");
 static size_t dlrt_gemm_ws_operand(int64_t lines, int64_t other, int64_t K) {
     if (other <= 96 || lines <= 0 || K <= 0) return 0;
-    return (size_t)((lines + 63) / 64 * 64) * (size_t)K * sizeof(float);
+    const int64_t by_nr = (lines + 63) / 64 * 64, by_mr = (lines + DLRT_TILE_AVX512_MR - 1) /
+                                                          DLRT_TILE_AVX512_MR * DLRT_TILE_AVX512_MR;
+    return (size_t)DLRT_MAX(by_nr, by_mr) * (size_t)K * sizeof(float);
 }
 
 size_t dlrt_gemm_workspace(int64_t M, int64_t N, int64_t K, int a_packed, int b_packed) {
