@@ -1360,6 +1360,64 @@ static void test_transpose32(void) {
     }
 }
 
+/* The GELU epilogue's erf against double erf at about a million floats spread over every
+ * binade up to 10 (both signs: it is odd) and at its special values; then GELU's vector and
+ * scalar forms give the same bits (a row's tail runs the scalar one, and where a row splits
+ * depends on tiles and threads), and both stay within the stated bound of the true GELU. */
+static void test_erf_gelu(void) {
+#if defined(__FMA__)
+    const double max_ulp = 6.0, max_abs = 3.6e-7;
+#else
+    const double max_ulp = 7.7, max_abs = 4.6e-7;
+#endif
+    double worst_ulp = 0, worst_abs = 0;
+    int odd = 1;
+    uint32_t top;
+    const float ten = 10.0f;
+    memcpy(&top, &ten, sizeof top);
+    for (uint32_t bits = 1; bits < top; bits += 1021) {
+        float x;
+        memcpy(&x, &bits, sizeof x);
+        const double ref = erf((double)x);
+        const float y = dlrt_erf(x), rf = (float)ref;
+        const float ulp = rf >= 1.0f ? 5.9604645e-8f : nextafterf(rf, INFINITY) - rf;
+        const double e = fabs((double)y - ref);
+        worst_abs = e > worst_abs ? e : worst_abs;
+        worst_ulp = e / ulp > worst_ulp ? e / ulp : worst_ulp;
+        odd = odd && dlrt_erf(-x) == -y;
+    }
+    char what[160];
+    snprintf(what, sizeof what, "erf: at most %.1f ulp and %.1e from double erf (%.2f ulp, %.2e)",
+             max_ulp, max_abs, worst_ulp, worst_abs);
+    check(worst_ulp <= max_ulp && worst_abs <= max_abs, what);
+    check(odd && dlrt_erf(0.0f) == 0.0f && signbit(dlrt_erf(-0.0f)) && dlrt_erf(4.0f) == 1.0f &&
+              dlrt_erf(INFINITY) == 1.0f && dlrt_erf(-INFINITY) == -1.0f,
+          "erf: odd, exact at 0 and -0, 1 from 4 up and at infinity");
+    /* GELU: 67 values (vectors and a tail), divisors sqrt(2) and 2 */
+    for (int di = 0; di < 2; di++) {
+        const float d = di ? 2.0f : 1.41421356f;
+        float v[67], w[67];
+        int same = 1, close = 1;
+        for (int i = 0; i < 67; i++) v[i] = w[i] = (float)(i - 40) * 0.173f + 0.01f * (i % 7);
+        v[3] = w[3] = 9.5f, v[4] = w[4] = -9.5f, v[5] = w[5] = 0.0f;
+        dlrt_act_apply(DLRT_ACT_GELU, d, 0, v, 67);
+        for (int i = 0; i < 67; i++) {
+            same = same && !memcmp(&v[i], &(float){dlrt_gelu1(w[i], 1.0f / d)}, sizeof(float));
+            const double x = w[i], ref = 0.5 * x * (1.0 + erf(x / d));
+            /* erf's bound scaled by |x| / 2, plus 2 ulp of the result (the product and the
+             * fused multiply-add) */
+            close = close && fabs(v[i] - ref) <= 0.5 * fabs(x) * (max_abs + 2.4e-7) +
+                                                     2.0 * 1.2e-7 * fabs(ref) + 1e-30;
+        }
+        snprintf(what, sizeof what, "gelu (divisor %g): vector and scalar forms agree bit for bit",
+                 d);
+        check(same, what);
+        snprintf(what, sizeof what,
+                 "gelu (divisor %g): within erf's bound of x (1 + erf(x / d)) / 2", d);
+        check(close && v[4] == 0.0f && v[3] == 9.5f, what);
+    }
+}
+
 static void test_softmax_layernorm(void) {
     int64_t d4[4] = {2, 3, 4, 5}, rows[2] = {3, 1000}, wide[3] = {2, 70, 130};
     for (int log = 0; log < 2; log++) {
@@ -1423,6 +1481,7 @@ int main(int argc, char **argv) {
     test_conv_packed();
     test_pool();
     test_softmax_layernorm();
+    test_erf_gelu();
     test_transpose32();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;

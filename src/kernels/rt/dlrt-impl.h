@@ -35,6 +35,13 @@
 #else
 #define DLRT_INLINE inline
 #endif
+/* Kept out of line (unused: a file not calling it gets no warning): the GELU epilogue, whose
+ * vector code inlined into every GEMM store path made the kernels around it slower. */
+#if defined(__GNUC__) || defined(__clang__)
+#define DLRT_NOINLINE __attribute__((noinline, unused))
+#else
+#define DLRT_NOINLINE
+#endif
 
 /* OpenMP's team size for the next parallel region and the calling thread's number, or 1 and 0
  * in builds without OpenMP. */
@@ -139,6 +146,105 @@ static inline float dlrt_exp_neg(float x) {
     return x < -87.33654f ? 0.0f : p * scale;
 }
 
+/* erf(t) as t P(t^2) / Q(t^2), |t| clamped to 3.92 (erf is 1 in float beyond) and the result
+ * to [-1, 1], for the GELU epilogue. P and Q (6 coefficients each, lowest first) are a fit of
+ * least maximum relative error on (0, 3.92] (1.9e-8 in exact arithmetic). Evaluated in float
+ * with FMA: at most 6 ulp from erf, 3.6e-7 absolute (all floats checked against double erf;
+ * 3.9 ulp under 0.5, 4.7 under 2); with separate multiply and add (no FMA in the build): 7.7
+ * ulp, 4.6e-7 absolute. About 3x the speed of glibc's vector erff, which cost BERT-base 1.7 ms
+ * a run. The vector forms below do the same operations in the same order, so each value has
+ * the same bits whichever form computed it (a row's tail runs the scalar one). */
+static const float dlrt_erf_p[6] = {1.1283791462e+00f, 1.9040497492e-01f, 5.2748525668e-02f,
+                                    3.7655537584e-03f, 2.8488145562e-04f, 2.0501002735e-06f};
+static const float dlrt_erf_q[6] = {1.0f,
+                                    5.0207475676e-01f,
+                                    1.1410849515e-01f,
+                                    1.4969088841e-02f,
+                                    1.1625205303e-03f,
+                                    3.8091784091e-05f};
+#define DLRT_ERF_CLAMP 3.92f
+#if defined(__FMA__)
+#define DLRT_FMAF(a, b, c) fmaf(a, b, c)
+#else
+#define DLRT_FMAF(a, b, c) ((a) * (b) + (c))
+#endif
+/* maxps / minps order: a > b ? a : b, a < b ? a : b */
+static inline float dlrt_maxf(float a, float b) {
+    return a > b ? a : b;
+}
+static inline float dlrt_minf(float a, float b) {
+    return a < b ? a : b;
+}
+
+static inline float dlrt_erf(float x) {
+    const float t = dlrt_minf(dlrt_maxf(x, -DLRT_ERF_CLAMP), DLRT_ERF_CLAMP);
+    const float s = t * t;
+    float p = dlrt_erf_p[5], q = dlrt_erf_q[5];
+    for (int k = 4; k >= 0; k--) {
+        p = DLRT_FMAF(p, s, dlrt_erf_p[k]);
+        q = DLRT_FMAF(q, s, dlrt_erf_q[k]);
+    }
+    return dlrt_minf(dlrt_maxf(t * p / q, -1.0f), 1.0f);
+}
+
+/* GELU's y = x (1 + erf(x / d)) / 2, as h + h erf(x inv_d) with h = x / 2 and inv_d = 1 / d:
+ * 2 ulp more at most than the erf's error (one product and one fused multiply-add). */
+static inline float dlrt_gelu1(float x, float inv_d) {
+    const float h = 0.5f * x;
+    return DLRT_FMAF(h, dlrt_erf(x * inv_d), h);
+}
+#if defined(__AVX512F__)
+static inline __m512 dlrt_gelu16(__m512 x, __m512 inv_d) {
+    const __m512 t =
+        _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x, inv_d), _mm512_set1_ps(-DLRT_ERF_CLAMP)),
+                      _mm512_set1_ps(DLRT_ERF_CLAMP));
+    const __m512 s = _mm512_mul_ps(t, t);
+    __m512 p = _mm512_set1_ps(dlrt_erf_p[5]), q = _mm512_set1_ps(dlrt_erf_q[5]);
+    for (int k = 4; k >= 0; k--) {
+        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(dlrt_erf_p[k]));
+        q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(dlrt_erf_q[k]));
+    }
+    const __m512 e =
+        _mm512_min_ps(_mm512_max_ps(_mm512_div_ps(_mm512_mul_ps(t, p), q), _mm512_set1_ps(-1.0f)),
+                      _mm512_set1_ps(1.0f));
+    const __m512 h = _mm512_mul_ps(_mm512_set1_ps(0.5f), x);
+    return _mm512_fmadd_ps(h, e, h);
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+static inline __m256 dlrt_gelu8(__m256 x, __m256 inv_d) {
+    const __m256 t =
+        _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(x, inv_d), _mm256_set1_ps(-DLRT_ERF_CLAMP)),
+                      _mm256_set1_ps(DLRT_ERF_CLAMP));
+    const __m256 s = _mm256_mul_ps(t, t);
+    __m256 p = _mm256_set1_ps(dlrt_erf_p[5]), q = _mm256_set1_ps(dlrt_erf_q[5]);
+    for (int k = 4; k >= 0; k--) {
+        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(dlrt_erf_p[k]));
+        q = _mm256_fmadd_ps(q, s, _mm256_set1_ps(dlrt_erf_q[k]));
+    }
+    const __m256 e =
+        _mm256_min_ps(_mm256_max_ps(_mm256_div_ps(_mm256_mul_ps(t, p), q), _mm256_set1_ps(-1.0f)),
+                      _mm256_set1_ps(1.0f));
+    const __m256 h = _mm256_mul_ps(_mm256_set1_ps(0.5f), x);
+    return _mm256_fmadd_ps(h, e, h);
+}
+#endif
+
+/* GELU with divisor d over v[0..n) in place. */
+static DLRT_NOINLINE void dlrt_gelu_apply(float d, float *v, int64_t n) {
+    const float inv_d = 1.0f / d;
+    int64_t whole = 0; /* values the vector form takes */
+#if defined(__AVX512F__)
+    whole = n - n % 16;
+    for (int64_t j = 0; j < whole; j += 16)
+        _mm512_storeu_ps(v + j, dlrt_gelu16(_mm512_loadu_ps(v + j), _mm512_set1_ps(inv_d)));
+#elif defined(__AVX2__) && defined(__FMA__)
+    whole = n - n % 8;
+    for (int64_t j = 0; j < whole; j += 8)
+        _mm256_storeu_ps(v + j, dlrt_gelu8(_mm256_loadu_ps(v + j), _mm256_set1_ps(inv_d)));
+#endif
+    for (int64_t j = whole; j < n; j++) v[j] = dlrt_gelu1(v[j], inv_d);
+}
+
 /* Lanes of the partial results of a softmax row's reductions: kept apart in small local arrays,
  * that is what lets the compiler vectorize them without reassociating one sum. */
 #define DLRT_SM_LANES 16
@@ -224,11 +330,9 @@ static inline void dlrt_act_apply(int act, float a, float b, float *v, int64_t n
     case DLRT_ACT_TANH:
         for (int64_t j = 0; j < n; j++) v[j] = tanhf(v[j]);
         break;
-    case DLRT_ACT_GELU: { /* the exported graph's operations, in its order */
-        const float d = a != 0.0f ? a : 1.41421356f; /* an epilogue zeroed but for act */
-        for (int64_t j = 0; j < n; j++) v[j] = v[j] * (erff(v[j] / d) + 1.0f) * 0.5f;
+    case DLRT_ACT_GELU: /* a = 0: an epilogue zeroed but for act, d = sqrt(2) */
+        dlrt_gelu_apply(a != 0.0f ? a : 1.41421356f, v, n);
         break;
-    }
     case DLRT_ACT_HARD_SIGMOID:
         for (int64_t j = 0; j < n; j++) {
             float x = a * v[j] + b;

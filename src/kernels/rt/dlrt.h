@@ -19,7 +19,7 @@ enum {
     DLRT_ACT_SIGMOID,
     DLRT_ACT_TANH,
     DLRT_ACT_GELU,         /* x*(erf(x/a)+1)*0.5, a the divisor (sqrt(2), GELU as torch exports
-                              it; a = 0 is taken as sqrt(2)) */
+                              it; a = 0 is taken as sqrt(2)); erf is dlrt_erf (dlrt-impl.h) */
     DLRT_ACT_HARD_SIGMOID, /* max(0, min(1, a*x + b)) */
     DLRT_ACT_HARD_SWISH,   /* x * max(0, min(1, x/6 + 1/2)) */
 };
