@@ -1418,6 +1418,31 @@ static void test_erf_gelu(void) {
     }
 }
 
+/* The softmax exponential against double exp over every 61st float of [-87.3, 0] (its
+ * domain: a score minus its row's maximum), 0 below, NaN kept. */
+static void test_exp_neg(void) {
+    double worst = 0;
+    float at = 0;
+    uint32_t hi;
+    const float bottom = -87.33f;
+    memcpy(&hi, &bottom, sizeof hi);
+    for (uint32_t bits = 0x80000000u; bits <= hi; bits += 61) {
+        float x;
+        memcpy(&x, &bits, sizeof x);
+        const double ref = exp((double)x);
+        const float rf = (float)ref, ulp = nextafterf(rf, INFINITY) - rf;
+        const double e = fabs((double)dlrt_exp_neg(x) - ref) / ulp;
+        if (e > worst) worst = e, at = x;
+    }
+    char what[128];
+    snprintf(what, sizeof what, "exp_neg: within 1.5 ulp of exp on [-87.3, 0] (%.2f ulp at %g)",
+             worst, at);
+    check(worst <= 1.5, what);
+    check(dlrt_exp_neg(0.0f) == 1.0f && dlrt_exp_neg(-100.0f) == 0.0f &&
+              dlrt_exp_neg(-INFINITY) == 0.0f && isnan(dlrt_exp_neg(NAN)),
+          "exp_neg: 1 at 0, 0 below -87.3 and at -inf, NaN kept");
+}
+
 static void test_softmax_layernorm(void) {
     int64_t d4[4] = {2, 3, 4, 5}, rows[2] = {3, 1000}, wide[3] = {2, 70, 130};
     for (int log = 0; log < 2; log++) {
@@ -1482,6 +1507,7 @@ int main(int argc, char **argv) {
     test_pool();
     test_softmax_layernorm();
     test_erf_gelu();
+    test_exp_neg();
     test_transpose32();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;

@@ -120,6 +120,14 @@ typedef struct dlrt_gemm_index {
 void dlrt_sgemm_indexed(int64_t M, int64_t N, int64_t K, const float *a_packed_t,
                         const dlrt_gemm_index *ax, float *C, int64_t ldc, const dlrt_epilogue *ep);
 
+/* a * b + c, fused where the build has FMA (one rounding, one instruction), else two operations
+ * (a library call per element would not vectorize). */
+#if defined(__FMA__)
+#define DLRT_FMAF(a, b, c) fmaf(a, b, c)
+#else
+#define DLRT_FMAF(a, b, c) ((a) * (b) + (c))
+#endif
+
 /* exp(x) for x <= 0 (a softmax score minus its row's maximum), branch-free so that loops over
  * it vectorize with any compiler and without a vector math library: x = k ln2 + r with |r| <=
  * ln2/2 (Cody-Waite), e^r by Cephes' expf polynomial (about 1 ulp), 2^k written into the
@@ -130,14 +138,14 @@ void dlrt_sgemm_indexed(int64_t M, int64_t N, int64_t K, const float *a_packed_t
 static inline float dlrt_exp_neg(float x) {
     const float kf = x * 1.44269504088896341f + 12582912.0f; /* k in the low mantissa bits */
     const float k = kf - 12582912.0f;
-    const float r = (x - k * 0.693359375f) - k * -2.12194440e-4f;
+    const float r = DLRT_FMAF(k, 2.12194440e-4f, DLRT_FMAF(k, -0.693359375f, x));
     float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
+    p = DLRT_FMAF(p, r, 1.3981999507e-3f);
+    p = DLRT_FMAF(p, r, 8.3334519073e-3f);
+    p = DLRT_FMAF(p, r, 4.1665795894e-2f);
+    p = DLRT_FMAF(p, r, 1.6666665459e-1f);
+    p = DLRT_FMAF(p, r, 5.0000001201e-1f);
+    p = DLRT_FMAF(p * r, r, r) + 1.0f;
     uint32_t bits;
     memcpy(&bits, &kf, sizeof bits);
     bits = (bits - 0x4B400000u + 127u) << 23;
@@ -163,11 +171,6 @@ static const float dlrt_erf_q[6] = {1.0f,
                                     1.1625205303e-03f,
                                     3.8091784091e-05f};
 #define DLRT_ERF_CLAMP 3.92f
-#if defined(__FMA__)
-#define DLRT_FMAF(a, b, c) fmaf(a, b, c)
-#else
-#define DLRT_FMAF(a, b, c) ((a) * (b) + (c))
-#endif
 /* maxps / minps order: a > b ? a : b, a < b ? a : b */
 static inline float dlrt_maxf(float a, float b) {
     return a > b ? a : b;
