@@ -704,6 +704,21 @@ static void dlrt_gemm_split_rows(int64_t M, int64_t N, int c_trans, int cols_fir
     }
 }
 
+/* Thread me of a team of `team` runs its tiles of the tm x tn cut (dlrt_gemm_owner; all of
+ * them when alone). */
+static void dlrt_gemm_run_tiles(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t K,
+                                int64_t mu, int64_t tm, int64_t tn, int cols_first, int64_t team,
+                                int64_t me) {
+    for (int64_t t = 0; t < tm * tn; t++) {
+        int64_t bi, bj, mc, nc;
+        dlrt_gemm_tile_at(t, tm, tn, cols_first, &bi, &bj);
+        if (team > 1 && dlrt_gemm_owner(M, N, mu, tm, tn, bi, bj, cols_first, team) != me) continue;
+        const int64_t i0 = dlrt_gemm_block(M, mu, tm, bi, &mc);
+        const int64_t j0 = dlrt_gemm_block(N, DLRT_GEMM_NR, tn, bj, &nc);
+        dlrt_gemm_tile(g, K, i0, (int)mc, j0, (int)nc);
+    }
+}
+
 /* Whether B's full panels (NR columns of rows ldb floats apart) are read in place rather than
  * packed, for a K block of kc rows; the same rule decides for a transposed product's row panels
  * (MR lines, depths lda apart: dlrt_gemm_run's a_direct). Packing copies what the kernels then
@@ -781,7 +796,7 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
         const size_t need = dlrt_gemm_packed_bytes(1, N, K) / sizeof(float);
         if (need <= ws_left) {
             dlrt_gemm_pack_all(1, N, K, run.B, run.ldb, run.trans_b, run.b_gather, ws,
-                               par && tiles > 1);
+                               threads > 1 && tiles > 1);
             run.B = ws, run.b_packed = 1, run.b_gather = NULL;
             ws += need, ws_left -= need;
         }
@@ -792,7 +807,7 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
         const size_t need = dlrt_gemm_packed_bytes(0, M, K) / sizeof(float);
         if (need <= ws_left) {
             dlrt_gemm_pack_all(0, M, K, run.A, run.lda, run.trans_a, run.a_gather, ws,
-                               par && tiles > 1);
+                               threads > 1 && tiles > 1);
             run.A = ws, run.a_packed = 1, run.a_gather = NULL;
         }
     }
@@ -803,17 +818,15 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
      * in place by each, 512 -> 2048 on 7x7 went 0.446 -> 0.453. */
     run.a_direct = run.c_trans && !run.a_packed && !run.a_index && !run.a_gather && run.trans_a &&
                    dlrt_gemm_b_in_place(run.lda, run.one_pass ? K : DLRT_MIN(K, run.kc));
-    DLRT_PRAGMA_OMP(parallel if (par && tiles > 1)) {
-        const int64_t team = dlrt_team_size(), me = dlrt_thread_num();
-        for (int64_t t = 0; t < tiles; t++) {
-            int64_t bi, bj, mc, nc;
-            dlrt_gemm_tile_at(t, tm, tn, cols_first, &bi, &bj);
-            if (team > 1 && dlrt_gemm_owner(M, N, mu, tm, tn, bi, bj, cols_first, team) != me)
-                continue;
-            const int64_t i0 = dlrt_gemm_block(M, mu, tm, bi, &mc);
-            const int64_t j0 = dlrt_gemm_block(N, DLRT_GEMM_NR, tn, bj, &nc);
-            dlrt_gemm_tile(g, K, i0, (int)mc, j0, (int)nc);
+    /* no OpenMP region for one thread (under --threads 1, or nested in fused attention's):
+     * libgomp allocates and frees a team for each, even of one thread */
+    if (threads > 1 && tiles > 1) {
+        DLRT_PRAGMA_OMP(parallel) {
+            dlrt_gemm_run_tiles(g, M, N, K, mu, tm, tn, cols_first, dlrt_team_size(),
+                                dlrt_thread_num());
         }
+    } else {
+        dlrt_gemm_run_tiles(g, M, N, K, mu, tm, tn, cols_first, 1, 0);
     }
 }
 
@@ -938,16 +951,25 @@ static void dlrt_gemm_pack_all(int operand, int64_t lines, int64_t K, const floa
     const int64_t group = gx || (!by_rows && w == DLRT_GEMM_NR) ? DLRT_MAX(DLRT_GEMM_NC / w, 1) : 1;
     const int64_t groups = (panels + group - 1) / group;
     const int64_t pieces = (K + DLRT_GEMM_KC - 1) / DLRT_GEMM_KC;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par && groups * pieces > 1))
-    for (int64_t u = 0; u < groups * pieces; u++) {
-        const int64_t i0 = u / pieces * group * w, m = DLRT_MIN(group * w, lines - i0);
-        const int64_t p0 = u % pieces * DLRT_GEMM_KC;
-        const int kc = (int)DLRT_MIN((int64_t)DLRT_GEMM_KC, K - p0);
-        /* panels all of K deep, each the next w * K floats on */
-        float *d = dst + (size_t)i0 * (size_t)K + (size_t)p0 * (size_t)w;
-        dlrt_gemm_pack(X, ld, by_rows, gx, i0, (int)m, p0, kc, w, (size_t)w * (size_t)K, d);
+    /* units [u0, u1): panels all of K deep, each the next w * K floats on */
+#define DLRT_GEMM_PACK_UNITS(u0, u1)                                                               \
+    for (int64_t u = (u0); u < (u1); u++) {                                                        \
+        const int64_t i0 = u / pieces * group * w, m = DLRT_MIN(group * w, lines - i0);            \
+        const int64_t p0 = u % pieces * DLRT_GEMM_KC;                                              \
+        const int kc = (int)DLRT_MIN((int64_t)DLRT_GEMM_KC, K - p0);                               \
+        float *d = dst + (size_t)i0 * (size_t)K + (size_t)p0 * (size_t)w;                          \
+        dlrt_gemm_pack(X, ld, by_rows, gx, i0, (int)m, p0, kc, w, (size_t)w *(size_t)K, d);        \
     }
+    const int64_t units = groups * pieces;
+    if (par && units > 1) { /* (no region for one thread: dlrt_gemm_run) */
+        DLRT_PRAGMA_OMP(parallel) {
+            const int64_t team = dlrt_team_size(), me = dlrt_thread_num();
+            DLRT_GEMM_PACK_UNITS(units * me / team, units * (me + 1) / team)
+        }
+    } else {
+        DLRT_GEMM_PACK_UNITS(0, units)
+    }
+#undef DLRT_GEMM_PACK_UNITS
 }
 
 /* Workspace bytes for one operand of `lines` lines: its lines padded to whole panels of any
