@@ -34,6 +34,9 @@ static void epi_activation(const dl_group *gr, dl_epi_params *e) {
     if (gr->epi.gelu) {
         e->act = DLRT_ACT_GELU;
         e->act_a = gr->epi.gelu_div;
+    } else if (dl_node_is(a, "Gelu")) { /* approximate="none" (fuse.c) */
+        e->act = DLRT_ACT_GELU;
+        e->act_a = 1.41421356f;
     } else if (dl_node_is(a, "Relu"))
         e->act = DLRT_ACT_RELU;
     else if (dl_node_is(a, "Sigmoid"))

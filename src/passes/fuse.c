@@ -32,6 +32,11 @@ static const char *const activations[] = {"Relu", "Clip", "LeakyRelu", "Sigmoid"
                                           "HardSigmoid", "HardSwish", NULL};
 
 static bool is_activation(const dl_node *n) {
+    /* ONNX's Gelu (opset 20) in its exact form is the epilogue's DLRT_ACT_GELU; the tanh form
+     * stays an elementwise kernel */
+    if (dl_node_is(n, "Gelu"))
+        return n->out[0] && n->out[0]->type.dtype == DL_F32 &&
+               strcmp(dl_attr_str(n, "approximate", "none"), "none") == 0;
     for (int i = 0; activations[i]; i++)
         if (dl_node_is(n, activations[i])) {
             if (!n->out[0] || n->out[0]->type.dtype != DL_F32) return false;

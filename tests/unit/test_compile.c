@@ -392,45 +392,75 @@ static void test_output_reuse(dl_ctx *ctx) {
     dl_graph_free(g);
 }
 
-/* GELU as torch exports it (x * (erf(x / sqrt 2) + 1) * 0.5) after a MatMul + bias becomes the
- * GEMM's activation, with the graph's divisor: one kernel, the reference's values. A chain with
- * another constant (0.25 for 0.5) is left to an elementwise kernel. */
-static void gelu_case(dl_ctx *ctx, float div, float half, bool fused) {
+/* x [5, 16] and h = x w + b [5, 40] in a new graph, for a GELU on h. */
+static dl_graph *gelu_graph(dl_ctx *ctx, dl_value **h) {
     dl_graph *g = dl_graph_new(ctx);
     const int64_t xd[] = {5, 16}, wd[] = {16, 40}, bd[] = {40};
     dl_value *x = dl_input(g, "x", DL_F32, 2, xd, NULL);
-    dl_value *h = dl_add(g, dl_matmul(g, x, dl_constant(g, "w", rand_tensor(ctx, 2, wd))),
-                         dl_constant(g, "b", rand_tensor(ctx, 1, bd)));
-    dl_value *e =
-        node1(g, "Erf", 1, (dl_value *[]){dl_div(g, h, scalar_const(ctx, g, "r2", div))}, 0, NULL);
-    dl_value *y = dl_mul(g, dl_mul(g, h, dl_add(g, e, scalar_const(ctx, g, "one", 1.0f))),
-                         scalar_const(ctx, g, "half", half));
-    dl_output(g, y, "y");
+    *h = dl_add(g, dl_matmul(g, x, dl_constant(g, "w", rand_tensor(ctx, 2, wd))),
+                dl_constant(g, "b", rand_tensor(ctx, 1, bd)));
+    return g;
+}
+
+/* Compiles g (output y, a GELU of gelu_graph's h): one MatMul kernel of at least fused_nodes
+ * nodes when fused, else the MatMul and an elementwise kernel; the reference's values on inputs
+ * spread to +-1.5 either way. Frees g. */
+static void gelu_check(dl_ctx *ctx, dl_graph *g, const char *what, int fused_nodes, bool fused) {
     dl_program *p = NULL;
-    char name[128];
+    char name[160];
     if (dl_graph_status(g) != DL_OK || dl_compile(ctx, g, &opts, &p) != DL_OK) {
-        CHECK("gelu graph compiles", false);
+        snprintf(name, sizeof name, "%s compiles", what);
+        CHECK(name, false);
         printf("  %s\n", dl_errmsg(ctx));
         dl_graph_free(g);
         return;
     }
-    snprintf(name, sizeof name, "gelu chain (divisor %g, last factor %g) %s the matmul's epilogue",
-             div, half, fused ? "is" : "is not");
-    CHECK(name, fused ? count_kind(p, DL_G_MATMUL, 7) == 1 && p->fusion->n == 1
+    snprintf(name, sizeof name, "%s %s the matmul's epilogue", what, fused ? "is" : "is not");
+    CHECK(name, fused ? count_kind(p, DL_G_MATMUL, fused_nodes) == 1 && p->fusion->n == 1
                       : count_kind(p, DL_G_MATMUL, 3) == 0 && p->fusion->n == 2);
+    const int64_t xd[] = {5, 16};
     dl_tensor *in[1] = {rand_tensor(ctx, 2, xd)};
     for (int64_t i = 0; i < 5 * 16; i++) ((float *)dl_tensor_data(in[0]))[i] *= 3.0f;
     double err = native_vs_ref(ctx, g, p, 1, in);
-    snprintf(name, sizeof name,
-             "gelu chain (divisor %g, last factor %g) matches ref (max rel err %.2g)", div, half,
-             err);
+    snprintf(name, sizeof name, "%s matches ref (max rel err %.2g)", what, err);
     CHECK(name, err < 1e-5);
     dl_tensor_free(in[0]);
     dl_program_free(p);
     dl_graph_free(g);
 }
 
+/* GELU as torch exports it (x * (erf(x / sqrt 2) + 1) * 0.5) after a MatMul + bias becomes the
+ * GEMM's activation, with the graph's divisor: one kernel, the reference's values. A chain with
+ * another constant (0.25 for 0.5) is left to an elementwise kernel. */
+static void gelu_case(dl_ctx *ctx, float div, float half, bool fused) {
+    dl_value *h;
+    dl_graph *g = gelu_graph(ctx, &h);
+    dl_value *e =
+        node1(g, "Erf", 1, (dl_value *[]){dl_div(g, h, scalar_const(ctx, g, "r2", div))}, 0, NULL);
+    dl_value *y = dl_mul(g, dl_mul(g, h, dl_add(g, e, scalar_const(ctx, g, "one", 1.0f))),
+                         scalar_const(ctx, g, "half", half));
+    dl_output(g, y, "y");
+    char what[80];
+    snprintf(what, sizeof what, "gelu chain (divisor %g, last factor %g)", div, half);
+    gelu_check(ctx, g, what, 7, fused);
+}
+
+/* ONNX's Gelu node (opset 20) after a MatMul + bias: the exact form is the GEMM's activation,
+ * the tanh form stays an elementwise kernel. */
+static void gelu_node_case(dl_ctx *ctx, const char *approx, bool fused) {
+    dl_value *h;
+    dl_graph *g = gelu_graph(ctx, &h);
+    char attr[40], what[80];
+    snprintf(attr, sizeof attr, "approximate=%s", approx);
+    const char *attrs[] = {attr};
+    dl_output(g, node1(g, "Gelu", 1, &h, 1, attrs), "y");
+    snprintf(what, sizeof what, "Gelu node (approximate=%s)", approx);
+    gelu_check(ctx, g, what, 3, fused);
+}
+
 static void test_gelu_fusion(dl_ctx *ctx) {
+    gelu_node_case(ctx, "none", true);
+    gelu_node_case(ctx, "tanh", false);
     gelu_case(ctx, 1.41421356f, 0.5f, true);
     gelu_case(ctx, 2.0f, 0.5f, true); /* the graph's divisor, not a built-in sqrt(2) */
     gelu_case(ctx, 1.41421356f, 0.25f, false);
