@@ -645,7 +645,9 @@ static void test_gemm(void) {
         ws_fits =
             ws_fits &&
             dlrt_gemm_workspace(m, 768, 768, 0, 1) >= dlrt_gemm_packed_bytes(0, m, 768) &&
-            dlrt_gemm_workspace(768, m + 96, 300, 1, 0) >= dlrt_gemm_packed_bytes(1, m + 96, 300);
+            dlrt_gemm_workspace(768, m + 96, 300, 1, 0) >= dlrt_gemm_packed_bytes(1, m + 96, 300) &&
+            /* a transposed product's image side: B's lines as 6-row A panels */
+            dlrt_gemm_workspace(768, m + 96, 300, 1, 0) >= dlrt_gemm_packed_bytes(0, m + 96, 300);
     check(ws_fits, "gemm: a workspace holds the packed operand it is sized for (1-200 rows)");
     /* B's full panels read in place: short row tiles (16 = 6 + 6 + 4, 13, 1), a partial last
      * panel (200 = 3 x 64 + 8; packed: its kernels read whole vectors), several K blocks and
@@ -1365,7 +1367,7 @@ static void test_transpose32(void) {
  * scalar forms give the same bits (a row's tail runs the scalar one, and where a row splits
  * depends on tiles and threads), and both stay within the stated bound of the true GELU. */
 static void test_erf_gelu(void) {
-#if defined(__FMA__)
+#if defined(__FMA__) || defined(__AVX512F__) /* DLRT_FMAF fused */
     const double max_ulp = 6.0, max_abs = 3.6e-7;
 #else
     const double max_ulp = 7.7, max_abs = 4.6e-7;
@@ -1391,21 +1393,24 @@ static void test_erf_gelu(void) {
              max_ulp, max_abs, worst_ulp, worst_abs);
     check(worst_ulp <= max_ulp && worst_abs <= max_abs, what);
     check(odd && dlrt_erf(0.0f) == 0.0f && signbit(dlrt_erf(-0.0f)) && dlrt_erf(4.0f) == 1.0f &&
-              dlrt_erf(INFINITY) == 1.0f && dlrt_erf(-INFINITY) == -1.0f,
-          "erf: odd, exact at 0 and -0, 1 from 4 up and at infinity");
-    /* GELU: 67 values (vectors and a tail), divisors sqrt(2) and 2 */
+              dlrt_erf(INFINITY) == 1.0f && dlrt_erf(-INFINITY) == -1.0f && isnan(dlrt_erf(NAN)),
+          "erf: odd, exact at 0 and -0, 1 from 4 up and at infinity, NaN kept");
+    /* GELU: 67 values (vectors and a tail), divisors sqrt(2) and 2; specials in both forms */
     for (int di = 0; di < 2; di++) {
         const float d = di ? 2.0f : 1.41421356f;
         float v[67], w[67];
         int same = 1, close = 1;
         for (int i = 0; i < 67; i++) v[i] = w[i] = (float)(i - 40) * 0.173f + 0.01f * (i % 7);
-        v[3] = w[3] = 9.5f, v[4] = w[4] = -9.5f, v[5] = w[5] = 0.0f;
+        v[3] = w[3] = 9.5f, v[4] = w[4] = -9.5f, v[5] = w[5] = 0.0f, v[6] = w[6] = -0.0f;
+        v[7] = w[7] = NAN, v[8] = w[8] = INFINITY, v[9] = w[9] = -INFINITY, v[66] = w[66] = -0.0f;
+        v[65] = w[65] = NAN, v[64] = w[64] = -INFINITY, v[63] = w[63] = -9.5f;
         dlrt_act_apply(DLRT_ACT_GELU, d, 0, v, 67);
         for (int i = 0; i < 67; i++) {
             same = same && !memcmp(&v[i], &(float){dlrt_gelu1(w[i], 1.0f / d)}, sizeof(float));
+            if (!isfinite(w[i])) continue;
             const double x = w[i], ref = 0.5 * x * (1.0 + erf(x / d));
-            /* erf's bound scaled by |x| / 2, plus 2 ulp of the result (the product and the
-             * fused multiply-add) */
+            /* erf's bound scaled by |x| / 2, plus 2 ulp of the result (erf + 1 and the
+             * product) */
             close = close && fabs(v[i] - ref) <= 0.5 * fabs(x) * (max_abs + 2.4e-7) +
                                                      2.0 * 1.2e-7 * fabs(ref) + 1e-30;
         }
@@ -1414,7 +1419,13 @@ static void test_erf_gelu(void) {
         check(same, what);
         snprintf(what, sizeof what,
                  "gelu (divisor %g): within erf's bound of x (1 + erf(x / d)) / 2", d);
-        check(close && v[4] == 0.0f && v[3] == 9.5f, what);
+        check(close && v[3] == 9.5f, what);
+        snprintf(what, sizeof what,
+                 "gelu (divisor %g): -0 and erf's -1 give -0, NaN and -inf NaN, inf inf", d);
+        check(v[4] == 0.0f && signbit(v[4]) && v[6] == 0.0f && signbit(v[6]) && signbit(v[66]) &&
+                  v[63] == 0.0f && signbit(v[63]) && isnan(v[7]) && isnan(v[65]) && isnan(v[9]) &&
+                  isnan(v[64]) && v[8] == INFINITY && v[5] == 0.0f && !signbit(v[5]),
+              what);
     }
 }
 

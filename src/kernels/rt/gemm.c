@@ -961,7 +961,7 @@ static void dlrt_gemm_pack_all(int operand, int64_t lines, int64_t K, const floa
         dlrt_gemm_pack(X, ld, by_rows, gx, i0, (int)m, p0, kc, w, (size_t)w *(size_t)K, d);        \
     }
     const int64_t units = groups * pieces;
-    if (par && units > 1) { /* (no region for one thread: dlrt_gemm_run) */
+    if (par && units > 1) { /* dlrt_gemm_run passes par only for a team of two or more */
         DLRT_PRAGMA_OMP(parallel) {
             const int64_t team = dlrt_team_size(), me = dlrt_thread_num();
             DLRT_GEMM_PACK_UNITS(units * me / team, units * (me + 1) / team)
