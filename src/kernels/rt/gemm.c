@@ -111,8 +111,7 @@ static inline int dlrt_gemm_pad_lines(int n, int w) {
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("no-tree-loop-distribute-patterns")))
 #endif
-static void
-dlrt_gemm_pad_panel(float *restrict panel, int n, int w, int kc) {
+static void dlrt_gemm_pad_panel(float *restrict panel, int n, int w, int kc) {
     const int pad = dlrt_gemm_pad_lines(n, w);
     for (int p = 0; p < kc && n < pad; p++)
         for (int ii = n; ii < pad; ii++) panel[p * w + ii] = 0.0f;
