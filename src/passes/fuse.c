@@ -163,8 +163,9 @@ static dl_node *chain_link(fuser *fu, const dl_value *v, const char *op, float w
  * chain's erff; dlrt-impl.h says what that means for GELU's small negative values). */
 static bool match_gelu(fuser *fu, dl_value *x, dl_node **chain, float *d) {
     if (x->is_output || fu->uses[x->id] != 2 || x->type.dtype != DL_F32) return false;
+    /* x's two readers come at or after its first one, in topological order */
     dl_node *div = NULL;
-    for (int k = 0; k < fu->g->nodes.len && !div; k++) {
+    for (int k = fu->first_consumer[x->id]->id; k < fu->g->nodes.len && !div; k++) {
         dl_node *n = fu->g->nodes.items[k];
         if (dl_node_is(n, "Div") && n->n_in == 2 && n->in[0] == x && n->in[1] != x &&
             fu->group_of[n->id] < 0 && scalar_const(n->in[1], d) && n->out[0] &&

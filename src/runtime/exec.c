@@ -21,7 +21,7 @@ typedef struct exec {
     void **ptr;       /* by value id, then the scratch slot, then the prepacked weights */
     int64_t *syms;
     unsigned char *base;
-    void *ws; /* the plan's scratch, aligned */
+    void *ws;                /* the plan's scratch, aligned */
     dl_tensor *const *reuse; /* by output index: caller tensors to write outputs into, or NULL */
 } exec;
 

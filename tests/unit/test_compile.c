@@ -106,6 +106,16 @@ static void test_attention(dl_ctx *ctx) {
 }
 
 /* One node op(in...) with string attributes; its single output. */
+/* g compiled, or NULL after failing the check `what` with the error and freeing g. */
+static dl_program *compiled_or_fail(dl_ctx *ctx, dl_graph *g, const char *what) {
+    dl_program *p = NULL;
+    if (dl_graph_status(g) == DL_OK && dl_compile(ctx, g, &opts, &p) == DL_OK) return p;
+    CHECK(what, false);
+    printf("  %s\n", dl_errmsg(ctx));
+    dl_graph_free(g);
+    return NULL;
+}
+
 static dl_value *node1(dl_graph *g, const char *op, int n_in, dl_value **in, int n_attrs,
                        const char **attrs) {
     dl_value *out[1] = {NULL};
@@ -223,13 +233,8 @@ static void test_dynamic_shapes(dl_ctx *ctx) {
     dl_value *nz = dl_op1(g, "NonZero", dl_relu(g, x), NULL);
     dl_value *y = dl_op1(g, "Cast", nz, "to=1");
     dl_output(g, dl_relu(g, dl_add(g, y, y)), "y");
-    dl_program *p = NULL;
-    if (dl_graph_status(g) != DL_OK || dl_compile(ctx, g, &opts, &p) != DL_OK) {
-        CHECK("dynamic graph compiles", false);
-        printf("  %s\n", dl_errmsg(ctx));
-        dl_graph_free(g);
-        return;
-    }
+    dl_program *p = compiled_or_fail(ctx, g, "dynamic graph compiles");
+    if (!p) return;
     dl_tensor *in[1] = {rand_tensor(ctx, 1, xd)};
     double e = native_vs_ref(ctx, g, p, 1, in);
     CHECK("data-dependent shapes: native matches ref", e == 0);
@@ -266,15 +271,10 @@ static void test_transposes(dl_ctx *ctx) {
         snprintf(attr, sizeof attr, "perm=[%d,%d,%d,%d]", cases[c].perm[0], cases[c].perm[1],
                  cases[c].perm[2], cases[c].perm[3]);
         dl_output(g, dl_op1(g, "Transpose", x, attr), "y");
-        dl_program *p = NULL;
         char name[128];
         snprintf(name, sizeof name, "transpose %s %s compiles", attr, dl_dtype_name(cases[c].dt));
-        if (dl_graph_status(g) != DL_OK || dl_compile(ctx, g, &opts, &p) != DL_OK) {
-            CHECK(name, false);
-            printf("  %s\n", dl_errmsg(ctx));
-            dl_graph_free(g);
-            continue;
-        }
+        dl_program *p = compiled_or_fail(ctx, g, name);
+        if (!p) continue;
         CHECK(name, true);
         snprintf(name, sizeof name, "transpose %s %s: %s", attr, dl_dtype_name(cases[c].dt),
                  cases[c].runtime ? "runtime kernel" : "generated loops");
@@ -324,13 +324,8 @@ static void test_expand(dl_ctx *ctx) {
     dl_output(g, dl_op2(g, "Expand", x, dl_constant(g, "three", three), NULL), "y2");
     dl_value *xi = dl_op1(g, "Cast", x, "to=7");
     dl_output(g, dl_op2(g, "Expand", xi, sh, NULL), "y3");
-    dl_program *p = NULL;
-    if (dl_graph_status(g) != DL_OK || dl_compile(ctx, g, &opts, &p) != DL_OK) {
-        CHECK("expand graph compiles", false);
-        printf("  %s\n", dl_errmsg(ctx));
-        dl_graph_free(g);
-        return;
-    }
+    dl_program *p = compiled_or_fail(ctx, g, "expand graph compiles");
+    if (!p) return;
     int ew_expand = 0;
     for (int gi = 0; gi < p->fusion->n; gi++)
         for (int k = 0; k < p->fusion->groups[gi].n_nodes; k++)
@@ -363,12 +358,8 @@ static void test_output_reuse(dl_ctx *ctx) {
     const char *sym[2] = {"N", NULL};
     dl_value *x = dl_input(g, "x", DL_F32, 2, xd, sym);
     dl_output(g, dl_relu(g, dl_add(g, x, x)), "y");
-    dl_program *p = NULL;
-    if (dl_graph_status(g) != DL_OK || dl_compile(ctx, g, &opts, &p) != DL_OK) {
-        CHECK("reuse graph compiles", false);
-        dl_graph_free(g);
-        return;
-    }
+    dl_program *p = compiled_or_fail(ctx, g, "reuse graph compiles");
+    if (!p) return;
     int64_t d3[2] = {3, 8}, d4[2] = {4, 8};
     dl_tensor *in = rand_tensor(ctx, 2, d3), *fits = NULL, *other = NULL, *want[1] = {0};
     dl_tensor_new(ctx, DL_F32, 2, d3, &fits);
@@ -406,15 +397,10 @@ static dl_graph *gelu_graph(dl_ctx *ctx, dl_value **h) {
  * nodes when fused, else the MatMul and an elementwise kernel; the reference's values on inputs
  * spread to +-1.5 either way. Frees g. */
 static void gelu_check(dl_ctx *ctx, dl_graph *g, const char *what, int fused_nodes, bool fused) {
-    dl_program *p = NULL;
     char name[160];
-    if (dl_graph_status(g) != DL_OK || dl_compile(ctx, g, &opts, &p) != DL_OK) {
-        snprintf(name, sizeof name, "%s compiles", what);
-        CHECK(name, false);
-        printf("  %s\n", dl_errmsg(ctx));
-        dl_graph_free(g);
-        return;
-    }
+    snprintf(name, sizeof name, "%s compiles", what);
+    dl_program *p = compiled_or_fail(ctx, g, name);
+    if (!p) return;
     snprintf(name, sizeof name, "%s %s the matmul's epilogue", what, fused ? "is" : "is not");
     CHECK(name, fused ? count_kind(p, DL_G_MATMUL, fused_nodes) == 1 && p->fusion->n == 1
                       : count_kind(p, DL_G_MATMUL, 3) == 0 && p->fusion->n == 2);
@@ -500,13 +486,8 @@ static void test_output_view(dl_ctx *ctx) {
     dl_output(g, reshape_to(ctx, g, t, "s1", 2, 12), "flat");
     dl_output(g, dl_relu(g, t), "relu");
     dl_output(g, reshape_to(ctx, g, t, "s2", 12, 2), "tall");
-    dl_program *p = NULL;
-    if (dl_graph_status(g) != DL_OK || dl_compile(ctx, g, &opts, &p) != DL_OK) {
-        CHECK("output-view graph compiles", false);
-        printf("  %s\n", dl_errmsg(ctx));
-        dl_graph_free(g);
-        return;
-    }
+    dl_program *p = compiled_or_fail(ctx, g, "output-view graph compiles");
+    if (!p) return;
     view_seen seen = {-1, -1};
     for (int gi = 0; gi < p->fusion->n && seen.step < 0; gi++)
         if (p->fusion->groups[gi].kind == DL_G_VIEW) seen.step = gi;

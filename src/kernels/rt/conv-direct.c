@@ -266,6 +266,12 @@ size_t dlrt_conv_direct_workspace(const dlrt_conv *p) {
     return (size_t)p->c_out * (size_t)(p->c_in * g.k[1] * g.k[2]) * sizeof(float);
 }
 
+/* Input row ih (inside the image) of channel ci of image b. */
+static const float *dlrt_direct_in_row(const dlrt_conv *p, const dlrt_win3 *g, const float *x,
+                                       int64_t b, int64_t ci, int64_t ih) {
+    return x + ((b * p->c_in + ci) * g->in[1] + ih) * g->in[2];
+}
+
 /* Output row oh of image b: every channel block, through the epilogue into y. */
 static void dlrt_direct_unit(const dlrt_conv *p, const dlrt_win3 *g, const float *x, const float *w,
                              float *y, const dlrt_epilogue *ep, int64_t b, int64_t oh) {
@@ -283,7 +289,7 @@ static void dlrt_direct_unit(const dlrt_conv *p, const dlrt_win3 *g, const float
                 t[0] = NULL;
                 continue;
             }
-            const float *src = x + ((b * p->c_in + ci) * g->in[1] + ih) * in_w;
+            const float *src = dlrt_direct_in_row(p, g, x, b, ci, ih);
             if (s == 2) { /* tap kw: column kw / 2 on of the phase kw % 2 */
                 float *ev = padded + 2 * at * len, *od = ev + len;
                 dlrt_direct_phases(src, in_w, pw, len, ev, od);
@@ -304,7 +310,7 @@ static void dlrt_direct_unit(const dlrt_conv *p, const dlrt_win3 *g, const float
         for (int64_t kh = DLRT_MAX(k_h - s, (int64_t)0); kh < k_h; kh++) {
             const int64_t ih = (oh + 1) * s - g->pad[1] + kh;
             if (ih < 0 || ih >= g->in[1]) continue;
-            const char *src = (const char *)(x + ((b * p->c_in + ci) * g->in[1] + ih) * in_w);
+            const char *src = (const char *)dlrt_direct_in_row(p, g, x, b, ci, ih);
             for (int64_t o = 0; o < in_w * (int64_t)sizeof(float); o += 64)
                 __builtin_prefetch(src + o, 0, 3);
         }

@@ -198,41 +198,28 @@ static inline float dlrt_erf(float x) {
 static inline float dlrt_gelu1(float x, float inv_d) {
     return 0.5f * x * (dlrt_erf(x * inv_d) + 1.0f);
 }
+/* dlrt_gelu1's operations on a vector type V of intrinsics prefix P (_mm512, _mm256): the same
+ * order, so the same bits. */
+#define DLRT_GELU_VEC(name, V, P)                                                                  \
+    static inline V name(V x, V inv_d) {                                                           \
+        const V t = P##_min_ps(P##_set1_ps(DLRT_ERF_CLAMP),                                        \
+                               P##_max_ps(P##_set1_ps(-DLRT_ERF_CLAMP), P##_mul_ps(x, inv_d)));    \
+        const V s = P##_mul_ps(t, t);                                                              \
+        V p = P##_set1_ps(dlrt_erf_p[5]), q = P##_set1_ps(dlrt_erf_q[5]);                          \
+        for (int k = 4; k >= 0; k--) {                                                             \
+            p = P##_fmadd_ps(p, s, P##_set1_ps(dlrt_erf_p[k]));                                    \
+            q = P##_fmadd_ps(q, s, P##_set1_ps(dlrt_erf_q[k]));                                    \
+        }                                                                                          \
+        const V e = P##_min_ps(P##_set1_ps(1.0f),                                                  \
+                               P##_max_ps(P##_set1_ps(-1.0f), P##_div_ps(P##_mul_ps(t, p), q)));   \
+        return P##_mul_ps(P##_mul_ps(P##_set1_ps(0.5f), x), P##_add_ps(e, P##_set1_ps(1.0f)));     \
+    }
 #if defined(__AVX512F__)
-static inline __m512 dlrt_gelu16(__m512 x, __m512 inv_d) {
-    const __m512 t =
-        _mm512_min_ps(_mm512_set1_ps(DLRT_ERF_CLAMP),
-                      _mm512_max_ps(_mm512_set1_ps(-DLRT_ERF_CLAMP), _mm512_mul_ps(x, inv_d)));
-    const __m512 s = _mm512_mul_ps(t, t);
-    __m512 p = _mm512_set1_ps(dlrt_erf_p[5]), q = _mm512_set1_ps(dlrt_erf_q[5]);
-    for (int k = 4; k >= 0; k--) {
-        p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(dlrt_erf_p[k]));
-        q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(dlrt_erf_q[k]));
-    }
-    const __m512 e =
-        _mm512_min_ps(_mm512_set1_ps(1.0f),
-                      _mm512_max_ps(_mm512_set1_ps(-1.0f), _mm512_div_ps(_mm512_mul_ps(t, p), q)));
-    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x),
-                         _mm512_add_ps(e, _mm512_set1_ps(1.0f)));
-}
+DLRT_GELU_VEC(dlrt_gelu16, __m512, _mm512)
 #elif defined(__AVX2__) && defined(__FMA__)
-static inline __m256 dlrt_gelu8(__m256 x, __m256 inv_d) {
-    const __m256 t =
-        _mm256_min_ps(_mm256_set1_ps(DLRT_ERF_CLAMP),
-                      _mm256_max_ps(_mm256_set1_ps(-DLRT_ERF_CLAMP), _mm256_mul_ps(x, inv_d)));
-    const __m256 s = _mm256_mul_ps(t, t);
-    __m256 p = _mm256_set1_ps(dlrt_erf_p[5]), q = _mm256_set1_ps(dlrt_erf_q[5]);
-    for (int k = 4; k >= 0; k--) {
-        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(dlrt_erf_p[k]));
-        q = _mm256_fmadd_ps(q, s, _mm256_set1_ps(dlrt_erf_q[k]));
-    }
-    const __m256 e =
-        _mm256_min_ps(_mm256_set1_ps(1.0f),
-                      _mm256_max_ps(_mm256_set1_ps(-1.0f), _mm256_div_ps(_mm256_mul_ps(t, p), q)));
-    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x),
-                         _mm256_add_ps(e, _mm256_set1_ps(1.0f)));
-}
+DLRT_GELU_VEC(dlrt_gelu8, __m256, _mm256)
 #endif
+#undef DLRT_GELU_VEC
 
 /* GELU with divisor d over v[0..n) in place. */
 static DLRT_NOINLINE void dlrt_gelu_apply(float d, float *v, int64_t n) {
