@@ -4,11 +4,6 @@
 
 #include <math.h>
 
-static float const_scalar(const dl_value *v, float def) {
-    if (!v || !v->constant || v->constant->numel != 1 || v->constant->dtype != DL_F32) return def;
-    return ((const float *)v->constant->data)[0];
-}
-
 /* Strides of v (rank <= 2 after right alignment) broadcast over an M x N result: 0 where v has
  * size 1 or lacks the dim. */
 static void broadcast_strides(const dl_value *v, int64_t *rs, int64_t *cs) {
@@ -31,36 +26,11 @@ static void epi_defaults(dl_epi_params *e) {
 static void epi_activation(const dl_group *gr, dl_epi_params *e) {
     const dl_node *a = gr->epi.act;
     if (!a) return;
-    if (gr->epi.gelu) {
+    if (gr->epi.gelu) { /* torch's five-node chain, ending at a Mul */
         e->act = DLRT_ACT_GELU;
         e->act_a = gr->epi.gelu_div;
-    } else if (dl_node_is(a, "Gelu")) { /* approximate="none" (fuse.c) */
-        e->act = DLRT_ACT_GELU;
-        e->act_a = 1.41421356f;
-    } else if (dl_node_is(a, "Relu"))
-        e->act = DLRT_ACT_RELU;
-    else if (dl_node_is(a, "Sigmoid"))
-        e->act = DLRT_ACT_SIGMOID;
-    else if (dl_node_is(a, "Tanh"))
-        e->act = DLRT_ACT_TANH;
-    else if (dl_node_is(a, "LeakyRelu")) {
-        e->act = DLRT_ACT_LEAKY_RELU;
-        e->act_a = dl_attr_float(a, "alpha", 0.01f);
-    } else if (dl_node_is(a, "HardSigmoid")) {
-        e->act = DLRT_ACT_HARD_SIGMOID;
-        e->act_a = dl_attr_float(a, "alpha", 0.2f);
-        e->act_b = dl_attr_float(a, "beta", 0.5f);
-    } else if (dl_node_is(a, "HardSwish")) {
-        e->act = DLRT_ACT_HARD_SWISH;
-    } else if (dl_node_is(a, "Clip")) {
-        e->act = DLRT_ACT_CLIP;
-        if (a->opset < 11) {
-            e->act_a = dl_attr_float(a, "min", -INFINITY);
-            e->act_b = dl_attr_float(a, "max", INFINITY);
-        } else {
-            e->act_a = const_scalar(a->n_in > 1 ? a->in[1] : NULL, -INFINITY);
-            e->act_b = const_scalar(a->n_in > 2 ? a->in[2] : NULL, INFINITY);
-        }
+    } else { /* an activation node: its op's row says which (fuse.c took only those) */
+        e->act = a->op->epilogue(a, &e->act_a, &e->act_b);
     }
 }
 

@@ -3,6 +3,7 @@
  * Floating dtypes compute in double. Relu and PRelu also take signed integers (opset 14 / 9+),
  * computed exactly in int64; Shrink takes any numeric dtype. */
 #include "op-impl.h"
+#include "../kernels/rt/dlrt.h"
 #include "../train/grad.h"
 
 #include <math.h>
@@ -20,7 +21,6 @@ static const dl_dtype k_float_signed[] = {DL_F32, DL_F64, DL_F16, DL_BF16,      
 static const dl_dtype k_numeric[] = {
     DL_F32, DL_F64, DL_F16, DL_BF16,           DL_I8, DL_U8, DL_I16, DL_U16, DL_I32,
     DL_U32, DL_I64, DL_U64, DL_DTYPE_UNDEFINED};
-
 
 /* A double stored into an integer tensor: truncation toward zero, saturating, NaN → 0. */
 static void set_int_from_f64(dl_tensor *t, int64_t i, double v) {
@@ -471,9 +471,46 @@ static dl_status grad_gelu(dl_grad_ctx *gc, const dl_node *n, dl_value *const *d
         .infer = INFER, .ref = REF, .grad = GRAD                                                   \
     }
 
+/* ---------------------------------------------------------------- as GEMM epilogues */
+
+/* an activation without parameters */
+#define EPI_PLAIN(FN, ACT)                                                                         \
+    static int FN(const dl_node *n, float *a, float *b) {                                          \
+        DL_UNUSED(n), DL_UNUSED(a), DL_UNUSED(b);                                                  \
+        return ACT;                                                                                \
+    }
+EPI_PLAIN(epi_relu, DLRT_ACT_RELU)
+EPI_PLAIN(epi_sigmoid, DLRT_ACT_SIGMOID)
+EPI_PLAIN(epi_tanh, DLRT_ACT_TANH)
+EPI_PLAIN(epi_hardswish, DLRT_ACT_HARD_SWISH)
+#undef EPI_PLAIN
+static int epi_leaky(const dl_node *n, float *a, float *b) {
+    DL_UNUSED(b);
+    *a = dl_attr_float(n, "alpha", 0.01f);
+    return DLRT_ACT_LEAKY_RELU;
+}
+static int epi_hardsigmoid(const dl_node *n, float *a, float *b) {
+    *a = dl_attr_float(n, "alpha", 0.2f);
+    *b = dl_attr_float(n, "beta", 0.5f);
+    return DLRT_ACT_HARD_SIGMOID;
+}
+/* the exact form (opset 20's default); the tanh form stays an elementwise kernel */
+static int epi_gelu(const dl_node *n, float *a, float *b) {
+    DL_UNUSED(b);
+    if (strcmp(dl_attr_str(n, "approximate", "none"), "none") != 0) return DLRT_ACT_NONE;
+    *a = 1.41421356f; /* the divisor: x (erf(x / a) + 1) / 2 */
+    return DLRT_ACT_GELU;
+}
+
+#define ACT_EPI(NAME, ATTRS, INFER, REF, GRAD, EPI)                                                \
+    {                                                                                              \
+        .name = NAME, .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1, .attrs = ATTRS,        \
+        .infer = INFER, .ref = REF, .grad = GRAD, .epilogue = EPI                                  \
+    }
+
 const dl_op_def dl_ops_activation[] = {
-    ACT("Relu", NULL, infer_relu, ref_relu, grad_relu),
-    ACT("LeakyRelu", alpha_attrs, infer_float, ref_leaky, grad_leaky),
+    ACT_EPI("Relu", NULL, infer_relu, ref_relu, grad_relu, epi_relu),
+    ACT_EPI("LeakyRelu", alpha_attrs, infer_float, ref_leaky, grad_leaky, epi_leaky),
     {.name = "PRelu",
      .min_in = 2,
      .max_in = 2,
@@ -485,15 +522,16 @@ const dl_op_def dl_ops_activation[] = {
     ACT("Elu", alpha_attrs, infer_float, ref_elu, grad_elu),
     ACT("Selu", selu_attrs, infer_float, ref_selu, grad_elu),
     ACT("Celu", alpha_attrs, infer_celu, ref_celu, grad_celu),
-    ACT("Sigmoid", NULL, infer_float, ref_sigmoid, grad_sigmoid),
-    ACT("HardSigmoid", hardsigmoid_attrs, infer_float, ref_hardsigmoid, grad_hardsigmoid),
-    ACT("HardSwish", NULL, infer_float, ref_hardswish, grad_hardswish),
-    ACT("Tanh", NULL, infer_float, ref_tanh, grad_tanh),
+    ACT_EPI("Sigmoid", NULL, infer_float, ref_sigmoid, grad_sigmoid, epi_sigmoid),
+    ACT_EPI("HardSigmoid", hardsigmoid_attrs, infer_float, ref_hardsigmoid, grad_hardsigmoid,
+            epi_hardsigmoid),
+    ACT_EPI("HardSwish", NULL, infer_float, ref_hardswish, grad_hardswish, epi_hardswish),
+    ACT_EPI("Tanh", NULL, infer_float, ref_tanh, grad_tanh, epi_tanh),
     ACT("Softplus", NULL, infer_float, ref_softplus, grad_softplus),
     ACT("Softsign", NULL, infer_float, ref_softsign, grad_softsign),
     ACT("ThresholdedRelu", alpha_attrs, infer_float, ref_threshrelu, grad_threshrelu),
     ACT("Shrink", shrink_attrs, infer_shrink, ref_shrink, grad_threshrelu),
     ACT("Mish", NULL, infer_float, ref_mish, grad_mish),
-    ACT("Gelu", gelu_attrs, infer_gelu, ref_gelu, grad_gelu),
+    ACT_EPI("Gelu", gelu_attrs, infer_gelu, ref_gelu, grad_gelu, epi_gelu),
     {.name = NULL},
 };

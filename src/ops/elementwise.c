@@ -5,6 +5,7 @@
  * integers in uint64. Integer division or remainder by zero gives 0 (never a trap), and
  * INT64_MIN / -1 wraps. */
 #include "op-impl.h"
+#include "../kernels/rt/dlrt.h"
 #include "../train/grad.h"
 
 #include <math.h>
@@ -545,6 +546,28 @@ static dl_status ref_max(dl_kernel *kc) {
 
 /* ---------------------------------------------------------------- Clip */
 
+/* A bound input of Clip (opset 11 on) as a GEMM epilogue's parameter: def when omitted; false
+ * when it is not a constant float scalar. */
+static bool clip_epi_bound(const dl_node *n, int i, float def, float *out) {
+    const dl_value *v = n->n_in > i ? n->in[i] : NULL;
+    *out = def;
+    if (!v) return true;
+    if (!v->constant || v->constant->numel != 1 || v->constant->dtype != DL_F32) return false;
+    *out = ((const float *)v->constant->data)[0];
+    return true;
+}
+
+/* Clip as a GEMM epilogue: its bounds must be known when the kernel is generated. */
+static int epi_clip(const dl_node *n, float *a, float *b) {
+    if (n->opset < 11) {
+        *a = dl_attr_float(n, "min", -INFINITY);
+        *b = dl_attr_float(n, "max", INFINITY);
+        return DLRT_ACT_CLIP;
+    }
+    return clip_epi_bound(n, 1, -INFINITY, a) && clip_epi_bound(n, 2, INFINITY, b) ? DLRT_ACT_CLIP
+                                                                                   : DLRT_ACT_NONE;
+}
+
 static dl_status ref_clip(dl_kernel *kc) {
     const dl_tensor *x = kc->in[0];
     dl_tensor *o;
@@ -873,6 +896,7 @@ const dl_op_def dl_ops_elementwise[] = {
      .attrs = clip_attrs,
      .infer = infer_clip,
      .ref = ref_clip,
-     .grad = grad_clip},
+     .grad = grad_clip,
+     .epilogue = epi_clip},
     {.name = NULL},
 };

@@ -36,6 +36,11 @@ typedef struct dl_attr_spec {
     dl_attr_type type;
 } dl_attr_spec;
 
+/* The runtime activation (DLRT_ACT_*, kernels/rt/dlrt.h) that node n computes when a GEMM or a
+ * convolution applies it to its output tile (passes/fuse.c), its parameters in *a and *b; 0
+ * (DLRT_ACT_NONE) when it cannot be (a Clip bound that is not a constant, Gelu's tanh form). */
+typedef int (*dl_epilogue_fn)(const dl_node *n, float *a, float *b);
+
 #define DL_VARIADIC 1000 /* max_in/max_out for variadic ops */
 
 struct dl_op_def {
@@ -47,6 +52,7 @@ struct dl_op_def {
     dl_infer_fn infer;
     dl_kernel_fn ref;
     dl_grad_fn grad; /* NULL: not differentiable (autodiff says so when a gradient is needed) */
+    dl_epilogue_fn epilogue; /* NULL: never a GEMM/convolution epilogue activation */
     /* Filled by later work: cost model, lowering. */
     const void *cost;
     const void *lower;

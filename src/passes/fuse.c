@@ -28,26 +28,12 @@ typedef struct fuser {
     int cap;
 } fuser;
 
-static const char *const activations[] = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh",
-                                          "HardSigmoid", "HardSwish", NULL};
-
+/* An activation a GEMM or convolution can apply to its output tile: its op's row says which
+ * runtime activation it is, if any (dl_op_def.epilogue). */
 static bool is_activation(const dl_node *n) {
-    /* ONNX's Gelu (opset 20) in its exact form is the epilogue's DLRT_ACT_GELU; the tanh form
-     * stays an elementwise kernel */
-    if (dl_node_is(n, "Gelu"))
-        return n->out[0] && n->out[0]->type.dtype == DL_F32 &&
-               strcmp(dl_attr_str(n, "approximate", "none"), "none") == 0;
-    for (int i = 0; activations[i]; i++)
-        if (dl_node_is(n, activations[i])) {
-            if (!n->out[0] || n->out[0]->type.dtype != DL_F32) return false;
-            /* Clip bounds must be known when the kernel is generated. */
-            for (int k = 1; k < n->n_in; k++)
-                if (n->in[k] && (!n->in[k]->constant || n->in[k]->constant->numel != 1 ||
-                                 n->in[k]->constant->dtype != DL_F32))
-                    return false;
-            return true;
-        }
-    return false;
+    float a = 0.0f, b = 0.0f;
+    return n->op && n->op->epilogue && n->out[0] && n->out[0]->type.dtype == DL_F32 &&
+           n->op->epilogue(n, &a, &b) != DLRT_ACT_NONE;
 }
 
 static bool same_type(const dl_type *a, const dl_type *b) {

@@ -383,8 +383,8 @@ static void test_output_reuse(dl_ctx *ctx) {
     dl_graph_free(g);
 }
 
-/* x [5, 16] and h = x w + b [5, 40] in a new graph, for a GELU on h. */
-static dl_graph *gelu_graph(dl_ctx *ctx, dl_value **h) {
+/* x [5, 16] and h = x w + b [5, 40] in a new graph, for an activation on h. */
+static dl_graph *epi_graph(dl_ctx *ctx, dl_value **h) {
     dl_graph *g = dl_graph_new(ctx);
     const int64_t xd[] = {5, 16}, wd[] = {16, 40}, bd[] = {40};
     dl_value *x = dl_input(g, "x", DL_F32, 2, xd, NULL);
@@ -393,10 +393,10 @@ static dl_graph *gelu_graph(dl_ctx *ctx, dl_value **h) {
     return g;
 }
 
-/* Compiles g (output y, a GELU of gelu_graph's h): one MatMul kernel of at least fused_nodes
+/* Compiles g (output y, an activation of epi_graph's h): one MatMul kernel of at least fused_nodes
  * nodes when fused, else the MatMul and an elementwise kernel; the reference's values on inputs
  * spread to +-1.5 either way. Frees g. */
-static void gelu_check(dl_ctx *ctx, dl_graph *g, const char *what, int fused_nodes, bool fused) {
+static void epi_check(dl_ctx *ctx, dl_graph *g, const char *what, int fused_nodes, bool fused) {
     char name[160];
     snprintf(name, sizeof name, "%s compiles", what);
     dl_program *p = compiled_or_fail(ctx, g, name);
@@ -420,7 +420,7 @@ static void gelu_check(dl_ctx *ctx, dl_graph *g, const char *what, int fused_nod
  * another constant (0.25 for 0.5) is left to an elementwise kernel. */
 static void gelu_case(dl_ctx *ctx, float div, float half, bool fused) {
     dl_value *h;
-    dl_graph *g = gelu_graph(ctx, &h);
+    dl_graph *g = epi_graph(ctx, &h);
     dl_value *e =
         node1(g, "Erf", 1, (dl_value *[]){dl_div(g, h, scalar_const(ctx, g, "r2", div))}, 0, NULL);
     dl_value *y = dl_mul(g, dl_mul(g, h, dl_add(g, e, scalar_const(ctx, g, "one", 1.0f))),
@@ -428,20 +428,53 @@ static void gelu_case(dl_ctx *ctx, float div, float half, bool fused) {
     dl_output(g, y, "y");
     char what[80];
     snprintf(what, sizeof what, "gelu chain (divisor %g, last factor %g)", div, half);
-    gelu_check(ctx, g, what, 7, fused);
+    epi_check(ctx, g, what, 7, fused);
 }
 
 /* ONNX's Gelu node (opset 20) after a MatMul + bias: the exact form is the GEMM's activation,
  * the tanh form stays an elementwise kernel. */
 static void gelu_node_case(dl_ctx *ctx, const char *approx, bool fused) {
     dl_value *h;
-    dl_graph *g = gelu_graph(ctx, &h);
+    dl_graph *g = epi_graph(ctx, &h);
     char attr[40], what[80];
     snprintf(attr, sizeof attr, "approximate=%s", approx);
     const char *attrs[] = {attr};
     dl_output(g, node1(g, "Gelu", 1, &h, 1, attrs), "y");
     snprintf(what, sizeof what, "Gelu node (approximate=%s)", approx);
-    gelu_check(ctx, g, what, 3, fused);
+    epi_check(ctx, g, what, 3, fused);
+}
+
+/* Each activation whose op row names a runtime activation (dl_op_def.epilogue) is the
+ * MatMul's epilogue, with its attributes and constant inputs as parameters (none at their
+ * defaults here), and gives the reference's values. */
+static void test_epilogue_activations(dl_ctx *ctx) {
+    static const struct {
+        const char *op, *attrs[2];
+        int n_attrs;
+        float lo, hi; /* Clip's bound inputs */
+    } acts[] = {{"Relu", {0}, 0, 0, 0},
+                {"Sigmoid", {0}, 0, 0, 0},
+                {"Tanh", {0}, 0, 0, 0},
+                {"HardSwish", {0}, 0, 0, 0},
+                {"LeakyRelu", {"alpha=0.3"}, 1, 0, 0},
+                {"HardSigmoid", {"alpha=0.25", "beta=0.4"}, 2, 0, 0},
+                {"Clip", {0}, 0, -0.7f, 1.3f}};
+    for (size_t k = 0; k < sizeof acts / sizeof acts[0]; k++) {
+        dl_value *h;
+        dl_graph *g = epi_graph(ctx, &h);
+        dl_value *in[3] = {h, NULL, NULL};
+        int n_in = 1;
+        if (!strcmp(acts[k].op, "Clip")) {
+            in[1] = scalar_const(ctx, g, "lo", acts[k].lo);
+            in[2] = scalar_const(ctx, g, "hi", acts[k].hi);
+            n_in = 3;
+        }
+        const char *attrs[2] = {acts[k].attrs[0], acts[k].attrs[1]};
+        dl_output(g, node1(g, acts[k].op, n_in, in, acts[k].n_attrs, attrs), "y");
+        char what[80];
+        snprintf(what, sizeof what, "%s after matmul + bias", acts[k].op);
+        epi_check(ctx, g, what, 3, true);
+    }
 }
 
 static void test_gelu_fusion(dl_ctx *ctx) {
@@ -540,6 +573,7 @@ int main(void) {
     test_output_view(ctx);
     dl_ctx_clear(ctx);
     test_gelu_fusion(ctx);
+    test_epilogue_activations(ctx);
     dl_ctx_clear(ctx);
     test_transposes(ctx);
     dl_ctx_clear(ctx);
