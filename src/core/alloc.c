@@ -4,6 +4,7 @@
 
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 static size_t alloc_limit = (size_t)8 << 30;
 static atomic_long fail_countdown = -1;
@@ -52,6 +53,39 @@ dl_status dl_alloc_checked(dl_ctx *ctx, size_t n, void **out, const char *what) 
                        what, n, alloc_limit);
     void *p = dl_calloc(1, n);
     if (!p) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory allocating %zu bytes for %s", n, what);
+    *out = p;
+    return DL_OK;
+}
+
+/* Blocks of 2 MiB or more come 2 MiB-aligned and advised as transparent huge pages (the
+ * system's default is often "madvise": only advised memory gets them). The kernels stream the
+ * packed weights (ResNet-50: 100 MB a run) and sweep the arena and scratch memory in strides
+ * of whole planes (a Winograd transform writes 36 matrices at once); with 4 KiB pages each of
+ * those misses the TLB every 4 KiB. Measured, packed weights, arena and scratch advised, medians
+ * alternating with the unadvised build: ResNet-50 35.2 -> 34.1 ms at 1 thread, 17.9 -> 17.6 at 2;
+ * BERT 96.0 -> 94.5 at 1. Where huge pages are off, madvise fails and the memory is plain. */
+enum { DL_HUGE_PAGE = 2 << 20 };
+
+void *dl_malloc_huge(size_t n) {
+    if (n < DL_HUGE_PAGE) return dl_malloc(n);
+    if (injected_failure()) return NULL;
+    const size_t r = (n + DL_HUGE_PAGE - 1) / DL_HUGE_PAGE * DL_HUGE_PAGE;
+    if (r < n) return NULL;
+    void *p = aligned_alloc(DL_HUGE_PAGE, r);
+#ifdef MADV_HUGEPAGE
+    if (p) (void)madvise(p, r, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+dl_status dl_alloc_huge_checked(dl_ctx *ctx, size_t n, void **out, const char *what) {
+    *out = NULL;
+    if (n > alloc_limit)
+        return dl_fail(ctx, DL_ERR_LIMIT, "%s needs %zu bytes, over the allocation cap of %zu",
+                       what, n, alloc_limit);
+    void *p = dl_malloc_huge(n);
+    if (!p) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory allocating %zu bytes for %s", n, what);
+    memset(p, 0, n);
     *out = p;
     return DL_OK;
 }

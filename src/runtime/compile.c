@@ -103,20 +103,29 @@ static dl_status prepack(dl_ctx *ctx, dl_program *p) {
     if (!src || !bytes || !pack || *np < 0)
         return dl_fail(ctx, DL_ERR_INTERNAL, "the compiled module's weight packing is incomplete");
     p->packs = dl_calloc((size_t)*np, sizeof *p->packs);
-    p->pack_mem = dl_calloc((size_t)*np, sizeof *p->pack_mem);
-    if (!p->packs || !p->pack_mem)
-        return dl_fail(ctx, DL_ERR_NOMEM, "out of memory packing weights");
+    if (!p->packs) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory packing weights");
     p->n_packs = *np;
+    size_t total = 0;
     for (int k = 0; k < *np; k++) {
         const dl_value *v =
             src[k] >= 0 && src[k] < p->g->values.len ? p->g->values.items[src[k]] : NULL;
         int64_t n = bytes(k);
         if (!v || !v->constant || n < 0)
             return dl_fail(ctx, DL_ERR_INTERNAL, "packed weight %d has no constant source", k);
-        p->pack_mem[k] = dl_malloc((size_t)n + 64);
-        if (!p->pack_mem[k]) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory packing weights");
-        p->packs[k] = (void *)(((uintptr_t)p->pack_mem[k] + 63) & ~(uintptr_t)63);
+        if ((uint64_t)n > dl_alloc_limit() || total + (size_t)n + 128 > dl_alloc_limit())
+            return dl_fail(ctx, DL_ERR_LIMIT,
+                           "the packed weights need more than the allocation cap");
+        total += ((size_t)n + 63) / 64 * 64;
+    }
+    /* one block for all, so that it can be backed by huge pages (dl_malloc_huge) */
+    p->pack_mem = dl_malloc_huge(total + 64);
+    if (!p->pack_mem) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory packing weights");
+    uintptr_t at = ((uintptr_t)p->pack_mem + 63) & ~(uintptr_t)63;
+    for (int k = 0; k < *np; k++) {
+        const dl_value *v = p->g->values.items[src[k]];
+        p->packs[k] = (void *)at;
         pack(k, v->constant->data, p->packs[k]);
+        at += ((size_t)bytes(k) + 63) / 64 * 64;
     }
     return DL_OK;
 }
@@ -257,7 +266,6 @@ void dl_program_free(dl_program *p) {
     dl_plan_free(&p->plan);
     if (p->lib) dl_jit_close(p->lib);
     dl_free(p->kernels);
-    for (int k = 0; k < p->n_packs; k++) dl_free(p->pack_mem[k]);
     dl_free(p->pack_mem);
     dl_free(p->packs);
     dl_fusion_free(p->fusion);

@@ -330,12 +330,12 @@ dl_status dl_plan_bind(dl_ctx *ctx, dl_program *p, dl_tensor *const *in) {
             if (w > pl->ws_bytes) pl->ws_bytes = w;
         }
         void *arena = NULL, *ws = NULL;
-        if ((s = dl_alloc_checked(ctx, (size_t)pl->arena_bytes + 64, &arena, "the memory arena")) !=
-            DL_OK)
+        if ((s = dl_alloc_huge_checked(ctx, (size_t)pl->arena_bytes + 64, &arena,
+                                       "the memory arena")) != DL_OK)
             goto fail;
         pl->arena = arena;
-        if (pl->ws_bytes &&
-            (s = dl_alloc_checked(ctx, pl->ws_bytes + 64, &ws, "kernel scratch memory")) != DL_OK)
+        if (pl->ws_bytes && (s = dl_alloc_huge_checked(ctx, pl->ws_bytes + 64, &ws,
+                                                       "kernel scratch memory")) != DL_OK)
             goto fail;
         pl->ws = ws;
     }

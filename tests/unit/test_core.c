@@ -60,6 +60,49 @@ static void test_tensor_caps(void) {
     dl_ctx_free(ctx);
 }
 
+/* The blocks the kernels sweep every run (dl_alloc_huge_checked): 2 MiB-aligned from 2 MiB up,
+ * zeroed, capped and failing cleanly like dl_alloc_checked. Whether the kernel backs them with
+ * huge pages depends on the system, so that is reported, not asserted. */
+static long anon_huge_kb(void) {
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "AnonHugePages: %ld", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb;
+}
+
+static void test_huge_alloc(void) {
+    dl_ctx *ctx = dl_ctx_new();
+    void *p = NULL;
+    const size_t n = (3u << 20) + 100;
+    long before = anon_huge_kb();
+    dl_status s = dl_alloc_huge_checked(ctx, n, &p, "a test block");
+    int zero = s == DL_OK && p;
+    for (size_t i = 0; zero && i < n; i += 4096) zero = ((unsigned char *)p)[i] == 0;
+    CHECK("a 3 MiB block is 2 MiB-aligned and zeroed",
+          zero && ((uintptr_t)p & ((2u << 20) - 1)) == 0 && ((unsigned char *)p)[n - 1] == 0);
+    if (p) memset(p, 1, n); /* all of it is ours (ASan checks the bounds) */
+    printf("  (huge pages backing it: %ld kB more than before)\n", anon_huge_kb() - before);
+    dl_free(p);
+    p = dl_malloc_huge(1000);
+    CHECK("a small block is a plain allocation", p != NULL);
+    dl_free(p);
+    size_t cap = dl_alloc_limit();
+    dl_set_alloc_limit(4u << 20);
+    s = dl_alloc_huge_checked(ctx, 5u << 20, &p, "a test block");
+    CHECK("a block over the cap is refused with a limit error",
+          s == DL_ERR_LIMIT && !p && strstr(dl_errmsg(ctx), "a test block"));
+    dl_set_alloc_limit(cap);
+    dl_ctx_clear(ctx);
+    dl_alloc_fail_after(0);
+    s = dl_alloc_huge_checked(ctx, 5u << 20, &p, "a test block");
+    dl_alloc_fail_after(-1);
+    CHECK("a failed block is a clean out-of-memory error", s == DL_ERR_NOMEM && !p);
+    dl_ctx_free(ctx);
+}
+
 static void test_npy(void) {
     dl_ctx *ctx = dl_ctx_new();
     char path[] = "/tmp/dlcc-test-XXXXXX";
@@ -198,6 +241,7 @@ static void test_alloc_failures(const char *model) {
 int main(int argc, char **argv) {
     test_half();
     test_tensor_caps();
+    test_huge_alloc();
     test_npy();
     test_builder();
     if (argc > 1) test_alloc_failures(argv[1]);
