@@ -394,7 +394,12 @@ static void dlrt_conv_gemm(const dlrt_conv *p, const dlrt_win3 *g, int im2col, c
  * 1, one thread, each forced to each algorithm), im2col / F(4x4) / F(2x2) in ms:
  *   64ch 56x56 1.39 / 0.92 / 1.04; 128ch 28x28 1.24 / 0.72 / 0.84;
  *   256ch 14x14 1.33 / 1.29 / 0.82; 512ch 7x7 1.26 / 2.08 / 2.07.
- * The model picks the fastest of each row. (Alone, with its weights in cache, the 256-channel
+ * The model picks the fastest of each row. Since the transforms run on vectors of tiles
+ * (winograd.c), Winograd is cheaper than IO and IO2 say, but the picks stand, re-timed the
+ * same way, implicit GEMM (now the alternative to Winograd) / F(4x4) / F(2x2) in ms:
+ *   64ch 56x56 0.96 / 0.44-0.63 / 0.71-0.89; 128ch 28x28 0.95 / 0.48-0.50 / 0.62-0.69;
+ *   256ch 14x14 0.955 / 0.76 / 0.67; 512ch 7x7 1.10 / - / 1.13-1.23.
+ * (Alone, with its weights in cache, the 256-channel
  * layer takes 0.74 ms at F(4x4): 9.4 MB of transformed weights per call are what it loses in
  * the model.) Without packed weights (AOT bundles, training) F(2x2) is picked in three cases of
  * the table's grid, timed as im2col / F(4x4) / F(2x2) in ms: 256ch 7x7 batch 4 2.61 / 2.53 /
