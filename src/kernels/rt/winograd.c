@@ -270,12 +270,34 @@ static void dlrt_wg_in_rows(const dlrt_wg *s, const float *xc, int64_t r0, int64
     }
 }
 
+#if defined(__AVX2__) && !defined(__AVX512F__)
+/* The mask of an 8-float move's first n lanes (none for n <= 0, all from 8 on). */
+static DLRT_INLINE __m256i dlrt_wg_first8(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* v's lanes moved down by one, x entering the top. */
+static DLRT_INLINE __m256 dlrt_wg_shift_in8(__m256 v, float x) {
+    const __m256 r = _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 0));
+    return _mm256_blend_ps(r, _mm256_set1_ps(x), 0x80);
+}
+
+/* The even (hi = 0) or odd 64-bit units of a and b, paired as unpcklpd / unpckhpd pair them. */
+static DLRT_INLINE __m256 dlrt_wg_unpack64_8(__m256 a, __m256 b, int hi) {
+    const __m256d x = _mm256_castps_pd(a), y = _mm256_castps_pd(b);
+    return _mm256_castpd_ps(hi ? _mm256_unpackhi_pd(x, y) : _mm256_unpacklo_pd(x, y));
+}
+#endif
+
 /* dst[0, n) = src[0, n) for n <= DLRT_WG_TB, and the reverse with zeros from n on: a chunk's
  * last tiles (a tile row of 14 on a 56-wide plane) are computed in full on zeros in local arrays,
  * but only its nt tiles are stored or read, with one masked move where AVX-512 has it. */
 static DLRT_INLINE void dlrt_wg_put(float *dst, const float *src, int n) {
 #ifdef __AVX512F__
     _mm512_mask_storeu_ps(dst, (__mmask16)((1u << n) - 1u), _mm512_loadu_ps(src));
+#elif defined(__AVX2__)
+    _mm256_maskstore_ps(dst, dlrt_wg_first8(n), _mm256_loadu_ps(src));
+    _mm256_maskstore_ps(dst + 8, dlrt_wg_first8(n - 8), _mm256_loadu_ps(src + 8));
 #else
     for (int t = 0; t < n; t++) dst[t] = src[t];
 #endif
@@ -284,6 +306,9 @@ static DLRT_INLINE void dlrt_wg_put(float *dst, const float *src, int n) {
 static DLRT_INLINE void dlrt_wg_get(const float *src, int n, float *dst) {
 #ifdef __AVX512F__
     _mm512_storeu_ps(dst, _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1u), src));
+#elif defined(__AVX2__)
+    _mm256_storeu_ps(dst, _mm256_maskload_ps(src, dlrt_wg_first8(n)));
+    _mm256_storeu_ps(dst + 8, _mm256_maskload_ps(src + 8, dlrt_wg_first8(n - 8)));
 #else
     for (int t = 0; t < DLRT_WG_TB; t++) dst[t] = t < n ? src[t] : 0.0f;
 #endif
@@ -341,6 +366,41 @@ static DLRT_INLINE void dlrt_wg_apart(const int m, const float *row, float p[6][
         _mm512_storeu_ps(p[m + 1], dlrt_wg_shift_in(p1, row + m * DLRT_WG_TB + 1));
         return;
     }
+#elif defined(__AVX2__)
+    /* the same for each half of the tiles: m = 4, each 128-bit half of a load is a tile */
+    for (int h = 0; m == 4 && h < 2; h++) {
+        const float *b = row + 32 * h;
+        const __m256 l0 = _mm256_loadu_ps(b), l1 = _mm256_loadu_ps(b + 8),
+                     l2 = _mm256_loadu_ps(b + 16), l3 = _mm256_loadu_ps(b + 24);
+        /* half k of e_i: tile 4k + i's four columns */
+        const __m256 e0 = _mm256_permute2f128_ps(l0, l2, 0x20),
+                     e1 = _mm256_permute2f128_ps(l0, l2, 0x31),
+                     e2 = _mm256_permute2f128_ps(l1, l3, 0x20),
+                     e3 = _mm256_permute2f128_ps(l1, l3, 0x31);
+        const __m256 t0 = _mm256_unpacklo_ps(e0, e1), t1 = _mm256_unpackhi_ps(e0, e1),
+                     t2 = _mm256_unpacklo_ps(e2, e3), t3 = _mm256_unpackhi_ps(e2, e3);
+        const __m256 p0 = dlrt_wg_unpack64_8(t0, t2, 0), p1 = dlrt_wg_unpack64_8(t0, t2, 1);
+        _mm256_storeu_ps(p[0] + 8 * h, p0);
+        _mm256_storeu_ps(p[1] + 8 * h, p1);
+        _mm256_storeu_ps(p[2] + 8 * h, dlrt_wg_unpack64_8(t1, t3, 0));
+        _mm256_storeu_ps(p[3] + 8 * h, dlrt_wg_unpack64_8(t1, t3, 1));
+        _mm256_storeu_ps(p[4] + 8 * h, dlrt_wg_shift_in8(p0, b[32]));
+        _mm256_storeu_ps(p[5] + 8 * h, dlrt_wg_shift_in8(p1, b[33]));
+    }
+    for (int h = 0; m == 2 && h < 2; h++) {
+        const float *b = row + 16 * h;
+        const __m256 l0 = _mm256_loadu_ps(b), l1 = _mm256_loadu_ps(b + 8);
+        /* [b0 b2 b8 b10 | b4 b6 b12 b14] and the odd ones, 64-bit units put in order */
+        const __m256 p0 = _mm256_castpd_ps(
+            _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(l0, l1, 0x88)), 0xd8));
+        const __m256 p1 = _mm256_castpd_ps(
+            _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(l0, l1, 0xdd)), 0xd8));
+        _mm256_storeu_ps(p[0] + 8 * h, p0);
+        _mm256_storeu_ps(p[1] + 8 * h, p1);
+        _mm256_storeu_ps(p[2] + 8 * h, dlrt_wg_shift_in8(p0, b[16]));
+        _mm256_storeu_ps(p[3] + 8 * h, dlrt_wg_shift_in8(p1, b[17]));
+    }
+    if (m == 4 || m == 2) return;
 #endif
     for (int j = 0; j < m + 2; j++)
         for (int t = 0; t < DLRT_WG_TB; t++) p[j][t] = row[m * t + j];
@@ -375,6 +435,28 @@ static DLRT_INLINE void dlrt_wg_together(const int m, float p[4][DLRT_WG_TB], fl
         _mm512_storeu_ps(row + 16, _mm512_permutex2var_ps(a, hi, b));
         return;
     }
+#elif defined(__AVX2__)
+    for (int h = 0; m == 4 && h < 2; h++) {
+        const __m256 a = _mm256_loadu_ps(p[0] + 8 * h), b = _mm256_loadu_ps(p[1] + 8 * h),
+                     c = _mm256_loadu_ps(p[2] + 8 * h), d = _mm256_loadu_ps(p[3] + 8 * h);
+        const __m256 ab0 = _mm256_unpacklo_ps(a, b), ab1 = _mm256_unpackhi_ps(a, b),
+                     cd0 = _mm256_unpacklo_ps(c, d), cd1 = _mm256_unpackhi_ps(c, d);
+        /* half k of e_i: tile 4k + i's four columns */
+        const __m256 e0 = dlrt_wg_unpack64_8(ab0, cd0, 0), e1 = dlrt_wg_unpack64_8(ab0, cd0, 1),
+                     e2 = dlrt_wg_unpack64_8(ab1, cd1, 0), e3 = dlrt_wg_unpack64_8(ab1, cd1, 1);
+        float *o = row + 32 * h;
+        _mm256_storeu_ps(o, _mm256_permute2f128_ps(e0, e1, 0x20));
+        _mm256_storeu_ps(o + 8, _mm256_permute2f128_ps(e2, e3, 0x20));
+        _mm256_storeu_ps(o + 16, _mm256_permute2f128_ps(e0, e1, 0x31));
+        _mm256_storeu_ps(o + 24, _mm256_permute2f128_ps(e2, e3, 0x31));
+    }
+    for (int h = 0; m == 2 && h < 2; h++) {
+        const __m256 a = _mm256_loadu_ps(p[0] + 8 * h), b = _mm256_loadu_ps(p[1] + 8 * h);
+        const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
+        _mm256_storeu_ps(row + 16 * h, _mm256_permute2f128_ps(lo, hi, 0x20));
+        _mm256_storeu_ps(row + 16 * h + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+    }
+    if (m == 4 || m == 2) return;
 #endif
     for (int c = 0; c < m; c++)
         for (int t = 0; t < DLRT_WG_TB; t++) row[m * t + c] = p[c][t];
