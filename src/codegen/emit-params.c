@@ -26,9 +26,10 @@ static void epi_defaults(dl_epi_params *e) {
 static void epi_activation(const dl_group *gr, dl_epi_params *e) {
     const dl_node *a = gr->epi.act;
     if (!a) return;
-    if (gr->epi.gelu) { /* torch's five-node chain, ending at a Mul */
-        e->act = DLRT_ACT_GELU;
-        e->act_a = gr->epi.gelu_div;
+    if (gr->epi.chain_act != DLRT_ACT_NONE) { /* a GELU spelled out, ending at a Mul */
+        e->act = gr->epi.chain_act;
+        e->act_a = gr->epi.chain_a;
+        e->act_b = gr->epi.chain_b;
     } else { /* an activation node: its op's row says which (fuse.c took only those) */
         e->act = a->op->epilogue(a, &e->act_a, &e->act_b);
     }

@@ -494,10 +494,14 @@ static int epi_hardsigmoid(const dl_node *n, float *a, float *b) {
     *b = dl_attr_float(n, "beta", 0.5f);
     return DLRT_ACT_HARD_SIGMOID;
 }
-/* the exact form (opset 20's default); the tanh form stays an elementwise kernel */
+/* the exact form (opset 20's default) and the tanh form */
 static int epi_gelu(const dl_node *n, float *a, float *b) {
-    DL_UNUSED(b);
-    if (strcmp(dl_attr_str(n, "approximate", "none"), "none") != 0) return DLRT_ACT_NONE;
+    const char *form = dl_attr_str(n, "approximate", "none");
+    if (!strcmp(form, "tanh")) {
+        *a = 0.7978845608f, *b = 0.044715f; /* sqrt(2 / pi), and x^3's factor */
+        return DLRT_ACT_GELU_TANH;
+    }
+    if (strcmp(form, "none") != 0) return DLRT_ACT_NONE;
     *a = 1.41421356f; /* the divisor: x (erf(x / a) + 1) / 2 */
     return DLRT_ACT_GELU;
 }

@@ -8,8 +8,8 @@
  * Then greedy over the remaining nodes in topological order:
  *  - a Conv / Gemm / MatMul absorbs the chain that follows it when each link is its only
  *    consumer: a constant per-channel (per-column) bias Add, then a same-shape residual Add, then
- *    one activation or torch's five-node erf GELU (match_gelu) — the runtime GEMM applies these
- *    while the output tile is in cache;
+ *    one activation or a GELU spelled out in nodes (match_gelu, match_gelu_tanh) — the runtime
+ *    GEMM applies these while the output tile is in cache;
  *  - an elementwise node joins the group of its producer when that producer's result feeds
  *    only this node and is not a graph output, so chains become one loop nest;
  *  - every other node is a group of its own.
@@ -169,6 +169,49 @@ static bool match_gelu(fuser *fu, dl_value *x, dl_node **chain, float *d) {
     return true;
 }
 
+/* GELU's tanh form spelled out as GPT-2 implementations write it: y = x * (1 + tanh(a * (x + b *
+ * x^3))) * 0.5, a = sqrt(2/pi) and b = 0.044715, with x^3 either x * (x * x) or Pow(x, 3), and
+ * nothing else reading x. chain[] gets the n (9 or 8) nodes in order, the last the final Mul;
+ * the GEMM applies it to its rows as DLRT_ACT_GELU_TANH (tanhf, in the same order of operations:
+ * an unfused chain costs GPT-2 a pass over each 128 x 3072 feed-forward activation). */
+static bool match_gelu_tanh(fuser *fu, dl_value *x, dl_node **chain, int *n, float *a, float *b) {
+    if (x->is_output || x->type.dtype != DL_F32 || (fu->uses[x->id] != 3 && fu->uses[x->id] != 5))
+        return false;
+    dl_node *cube = NULL;
+    int k = 0;
+    for (int i = fu->first_consumer[x->id]->id; i < fu->g->nodes.len && !cube; i++) {
+        dl_node *c = fu->g->nodes.items[i];
+        float e;
+        if (fu->group_of[c->id] >= 0 || !c->out[0] || !same_type(&c->out[0]->type, &x->type))
+            continue;
+        if (fu->uses[x->id] == 3 && dl_node_is(c, "Pow") && c->n_in == 2 && c->in[0] == x &&
+            scalar_const(c->in[1], &e) && e == 3.0f) {
+            chain[k++] = cube = c;
+        } else if (fu->uses[x->id] == 5 && dl_node_is(c, "Mul") && c->n_in == 2 && c->in[0] == x &&
+                   c->in[1] == x) {
+            dl_node *m = chain_next(fu, c->out[0], "Mul");
+            if (m && other_input(m, c->out[0]) == x) chain[k++] = c, chain[k++] = cube = m;
+        }
+    }
+    if (!cube) return false;
+    dl_node *scaled = chain_next(fu, cube->out[0], "Mul");
+    if (!scaled || !scalar_const(other_input(scaled, cube->out[0]), b)) return false;
+    dl_node *inner = chain_next(fu, scaled->out[0], "Add");
+    if (!inner || other_input(inner, scaled->out[0]) != x) return false;
+    dl_node *arg = chain_next(fu, inner->out[0], "Mul");
+    if (!arg || !scalar_const(other_input(arg, inner->out[0]), a) || *a == 0.0f) return false;
+    dl_node *t = chain_next(fu, arg->out[0], "Tanh");
+    dl_node *one = t ? chain_link(fu, t->out[0], "Add", 1.0f) : NULL;
+    dl_node *prod = one ? chain_next(fu, one->out[0], "Mul") : NULL;
+    if (!prod || other_input(prod, one->out[0]) != x) return false;
+    dl_node *half = chain_link(fu, prod->out[0], "Mul", 0.5f);
+    if (!half) return false;
+    chain[k++] = scaled, chain[k++] = inner, chain[k++] = arg, chain[k++] = t;
+    chain[k++] = one, chain[k++] = prod, chain[k++] = half;
+    *n = k;
+    return true;
+}
+
 static dl_status absorb_epilogue(fuser *fu, int gi) {
     dl_group *gr = &fu->f->groups[gi];
     bool conv = gr->kind == DL_G_CONV;
@@ -177,14 +220,20 @@ static dl_status absorb_epilogue(fuser *fu, int gi) {
     bool has_bias = gr->kind != DL_G_MATMUL && anchor->n_in > 2 && anchor->in[2];
     dl_value *cur = anchor->out[0];
     for (;;) {
-        dl_node *chain[5];
-        float d;
-        if (!gr->epi.act && match_gelu(fu, cur, chain, &d)) {
-            for (int k = 0; k < 5; k++) DL_TRY(add_node(fu, gi, chain[k], chain[k]->id, false));
+        dl_node *chain[9];
+        float ca = 0.0f, cb = 0.0f;
+        int n_chain = 0, chain_act = DLRT_ACT_NONE;
+        if (!gr->epi.act && match_gelu(fu, cur, chain, &ca))
+            n_chain = 5, chain_act = DLRT_ACT_GELU;
+        else if (!gr->epi.act && match_gelu_tanh(fu, cur, chain, &n_chain, &ca, &cb))
+            chain_act = DLRT_ACT_GELU_TANH;
+        if (chain_act != DLRT_ACT_NONE) {
+            for (int k = 0; k < n_chain; k++)
+                DL_TRY(add_node(fu, gi, chain[k], chain[k]->id, false));
             gr = &fu->f->groups[gi];
-            gr->epi.act = chain[4];
-            gr->epi.gelu = true;
-            gr->epi.gelu_div = d;
+            gr->epi.act = chain[n_chain - 1];
+            gr->epi.chain_act = chain_act;
+            gr->epi.chain_a = ca, gr->epi.chain_b = cb;
             break;
         }
         dl_node *c = sole_consumer(fu, cur);

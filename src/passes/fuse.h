@@ -32,9 +32,11 @@ const char *dl_gkind_name(dl_gkind k);
 typedef struct dl_gepi {
     dl_value *bias;     /* per output channel (conv) or per column (gemm/matmul); NULL: none */
     dl_value *residual; /* same shape as the output; NULL: none */
-    const dl_node *act; /* activation node; NULL: none */
-    bool gelu;          /* act ends an erf GELU chain: x * (erf(x / gelu_div) + 1) * 0.5 */
-    float gelu_div;
+    const dl_node *act; /* activation node, or the last node of a matched chain; NULL: none */
+    /* the runtime activation of a matched chain of several nodes (a GELU spelled out: fuse.c's
+     * match_gelu, match_gelu_tanh) and its parameters; DLRT_ACT_NONE: act is one node */
+    int chain_act;
+    float chain_a, chain_b;
 } dl_gepi;
 
 /* What an ATTENTION group computes: y = softmax(scale * q k^T + mask) v per head, where the

@@ -431,8 +431,31 @@ static void gelu_case(dl_ctx *ctx, float div, float half, bool fused) {
     epi_check(ctx, g, what, 7, fused);
 }
 
-/* ONNX's Gelu node (opset 20) after a MatMul + bias: the exact form is the GEMM's activation,
- * the tanh form stays an elementwise kernel. */
+/* GELU's tanh form spelled out (GPT-2's x * (1 + tanh(a * (x + b * x^3))) * 0.5, x^3 as
+ * x * (x * x) or Pow(x, 3)) after a MatMul + bias becomes the GEMM's activation with the graph's
+ * constants: one kernel, the reference's values. With another factor than 0.5 last, or a fourth
+ * reader of x, it is left to an elementwise kernel. */
+static void gelu_tanh_case(dl_ctx *ctx, bool pow3, float a, float half, bool extra_reader,
+                           bool fused) {
+    dl_value *h;
+    dl_graph *g = epi_graph(ctx, &h);
+    dl_value *cube =
+        pow3 ? node1(g, "Pow", 2, (dl_value *[]){h, scalar_const(ctx, g, "three", 3.0f)}, 0, NULL)
+             : dl_mul(g, h, dl_mul(g, h, h));
+    dl_value *inner = dl_add(g, h, dl_mul(g, scalar_const(ctx, g, "c3", 0.044715f), cube));
+    dl_value *t = node1(g, "Tanh", 1,
+                        (dl_value *[]){dl_mul(g, scalar_const(ctx, g, "s", a), inner)}, 0, NULL);
+    dl_value *y = dl_mul(g, dl_mul(g, h, dl_add(g, scalar_const(ctx, g, "one", 1.0f), t)),
+                         scalar_const(ctx, g, "half", half));
+    if (extra_reader) y = dl_add(g, y, h);
+    dl_output(g, y, "y");
+    char what[120];
+    snprintf(what, sizeof what, "gelu tanh chain (%s, a %g, last factor %g%s)",
+             pow3 ? "Pow" : "x*(x*x)", a, half, extra_reader ? ", x read again" : "");
+    epi_check(ctx, g, what, pow3 ? 10 : 11, fused);
+}
+
+/* ONNX's Gelu node (opset 20) after a MatMul + bias, either form, is the GEMM's activation. */
 static void gelu_node_case(dl_ctx *ctx, const char *approx, bool fused) {
     dl_value *h;
     dl_graph *g = epi_graph(ctx, &h);
@@ -479,7 +502,12 @@ static void test_epilogue_activations(dl_ctx *ctx) {
 
 static void test_gelu_fusion(dl_ctx *ctx) {
     gelu_node_case(ctx, "none", true);
-    gelu_node_case(ctx, "tanh", false);
+    gelu_node_case(ctx, "tanh", true);
+    gelu_tanh_case(ctx, false, 0.7978846f, 0.5f, false, true);
+    gelu_tanh_case(ctx, true, 0.7978846f, 0.5f, false, true);
+    gelu_tanh_case(ctx, false, 0.9f, 0.5f, false, true); /* the graph's constant is used */
+    gelu_tanh_case(ctx, false, 0.7978846f, 0.25f, false, false);
+    gelu_tanh_case(ctx, true, 0.7978846f, 0.5f, true, false);
     gelu_case(ctx, 1.41421356f, 0.5f, true);
     gelu_case(ctx, 2.0f, 0.5f, true); /* the graph's divisor, not a built-in sqrt(2) */
     gelu_case(ctx, 1.41421356f, 0.25f, false);

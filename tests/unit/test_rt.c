@@ -127,6 +127,8 @@ static dl_value *rg_act(ref_graph *r, dl_value *y, int act, float a, float b) {
         return rg_node(r, "HardSigmoid", 1, &y, at);
     case DLRT_ACT_HARD_SWISH:
         return rg_node(r, "HardSwish", 1, &y, NULL);
+    case DLRT_ACT_GELU_TANH: /* (its parameters are the node's own) */
+        return rg_node(r, "Gelu", 1, &y, "approximate=tanh");
     default:
         return y;
     }
@@ -570,8 +572,8 @@ static void test_gemm(void) {
         {DLRT_ACT_CLIP, -0.5f, 0.7f},    {DLRT_ACT_LEAKY_RELU, 0.1f, 0},
         {DLRT_ACT_SIGMOID, 0, 0},        {DLRT_ACT_TANH, 0, 0},
         {DLRT_ACT_GELU, 1.41421356f, 0}, {DLRT_ACT_HARD_SIGMOID, 0.3f, 0.4f},
-        {DLRT_ACT_HARD_SWISH, 0, 0}};
-    for (int a = 0; a < 9; a++)
+        {DLRT_ACT_HARD_SWISH, 0, 0},     {DLRT_ACT_GELU_TANH, 0.7978845608f, 0.044715f}};
+    for (int a = 0; a < (int)(sizeof acts / sizeof acts[0]); a++)
         for (int bk = 0; bk < BIAS_KINDS; bk++)
             for (int rk = 0; rk < RES_KINDS; rk++) {
                 gemm_cfg c = {.alpha = a % 2 ? 1.0f : 0.5f,

@@ -111,6 +111,8 @@ static double ref_act(int act, double v, double a, double b) {
         return fmax(0, fmin(1, a * v + b));
     case DLRT_ACT_HARD_SWISH:
         return v * fmax(0, fmin(1, v / 6 + 0.5));
+    case DLRT_ACT_GELU_TANH:
+        return 0.5 * v * (1 + tanh(a * (v + b * v * v * v)));
     default:
         return v;
     }
@@ -129,13 +131,14 @@ static epi_case epi_pick(int kind) {
     epi_case e = {.kind = kind, .alpha = 1, .beta = 1};
     if (kind == EP_PLAIN) e.alpha = 0.75f;
     if (kind >= EP_BIAS) {
-        e.act = (int)irand(DLRT_ACT_NONE, DLRT_ACT_HARD_SWISH);
+        e.act = (int)irand(DLRT_ACT_NONE, DLRT_ACT_GELU_TANH);
         e.beta = kind == EP_ALL ? 0.5f : 1.0f;
         e.act_a = e.act == DLRT_ACT_CLIP           ? -0.5f
                   : e.act == DLRT_ACT_HARD_SIGMOID ? 0.2f
                   : e.act == DLRT_ACT_GELU         ? 1.41421356f
+                  : e.act == DLRT_ACT_GELU_TANH    ? 0.7978845608f
                                                    : 0.1f;
-        e.act_b = e.act == DLRT_ACT_CLIP ? 0.7f : 0.5f;
+        e.act_b = e.act == DLRT_ACT_CLIP ? 0.7f : e.act == DLRT_ACT_GELU_TANH ? 0.044715f : 0.5f;
     }
     return e;
 }

@@ -339,6 +339,15 @@ static inline void dlrt_act_apply(int act, float a, float b, float *v, int64_t n
             v[j] = v[j] * (x < 0.0f ? 0.0f : x);
         }
         break;
+    case DLRT_ACT_GELU_TANH: {
+        /* the graph's own order (x*x, then x times that, ...), each step rounded as there */
+        const float s = a != 0.0f ? a : 0.7978845608f, c = a != 0.0f ? b : 0.044715f;
+        for (int64_t j = 0; j < n; j++) {
+            const float x = v[j];
+            v[j] = x * (1.0f + tanhf(s * (x + c * (x * (x * x))))) * 0.5f;
+        }
+        break;
+    }
     default: /* DLRT_ACT_NONE */
         break;
     }
