@@ -57,25 +57,54 @@ dl_status dl_alloc_checked(dl_ctx *ctx, size_t n, void **out, const char *what) 
     return DL_OK;
 }
 
-/* Blocks of 2 MiB or more come 2 MiB-aligned and advised as transparent huge pages (the
- * system's default is often "madvise": only advised memory gets them). The kernels stream the
- * packed weights (ResNet-50: 100 MB a run) and sweep the arena and scratch memory in strides
- * of whole planes (a Winograd transform writes 36 matrices at once); with 4 KiB pages each of
- * those misses the TLB every 4 KiB. Measured, packed weights, arena and scratch advised, medians
- * alternating with the unadvised build: ResNet-50 35.2 -> 34.1 ms at 1 thread, 17.9 -> 17.6 at 2;
- * BERT 96.0 -> 94.5 at 1. Where huge pages are off, madvise fails and the memory is plain. */
+/* Blocks of 2 MiB or more are mapped on their own, 2 MiB-aligned, and advised as transparent
+ * huge pages (the system's default is often "madvise": only advised memory gets them). The
+ * kernels stream the packed weights (ResNet-50: 100 MB a run) and sweep the arena and scratch
+ * memory in strides of whole planes (a Winograd transform writes 36 matrices at once); with
+ * 4 KiB pages each of those misses the TLB every 4 KiB. Measured, packed weights, arena and
+ * scratch advised, medians alternating with the unadvised build: ResNet-50 35.2 -> 34.1 ms at 1
+ * thread, 17.9 -> 17.6 at 2; BERT 96.0 -> 94.5 at 1. Mapped rather than taken from malloc, so
+ * that the advice never outlives the block on heap memory that malloc hands out again. Where
+ * the kernel has no huge pages (or they are set to "never") the advice does nothing and the
+ * memory is plain. 2 MiB is x86-64's huge page. */
 enum { DL_HUGE_PAGE = 2 << 20 };
 
+/* The bytes mapped for a block of n >= DL_HUGE_PAGE (0 when that overflows). */
+static size_t huge_len(size_t n) {
+    if (n > SIZE_MAX - 2 * (size_t)DL_HUGE_PAGE) return 0;
+    return (n + DL_HUGE_PAGE - 1) / DL_HUGE_PAGE * DL_HUGE_PAGE;
+}
+
 void *dl_malloc_huge(size_t n) {
-    if (n < DL_HUGE_PAGE) return dl_malloc(n);
     if (injected_failure()) return NULL;
-    const size_t r = (n + DL_HUGE_PAGE - 1) / DL_HUGE_PAGE * DL_HUGE_PAGE;
-    if (r < n) return NULL;
-    void *p = aligned_alloc(DL_HUGE_PAGE, r);
+    if (n < DL_HUGE_PAGE) {
+        const size_t len = (n + 63) / 64 * 64 + 64 * (n == 0);
+        void *p = aligned_alloc(64, len);
+        if (p) memset(p, 0, len);
+        return p;
+    }
+    const size_t len = huge_len(n);
+    if (!len) return NULL;
+    /* over-map by a huge page and trim to an aligned run of len bytes (anonymous: zeros) */
+    char *m =
+        mmap(NULL, len + DL_HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    char *p = (char *)(((uintptr_t)m + DL_HUGE_PAGE - 1) & ~(uintptr_t)(DL_HUGE_PAGE - 1));
+    const size_t head = (size_t)(p - m); /* < DL_HUGE_PAGE, so there is a tail to unmap too */
+    if (head) munmap(m, head);
+    munmap(p + len, DL_HUGE_PAGE - head);
 #ifdef MADV_HUGEPAGE
-    if (p) (void)madvise(p, r, MADV_HUGEPAGE);
+    (void)madvise(p, len, MADV_HUGEPAGE);
 #endif
     return p;
+}
+
+void dl_free_huge(void *p, size_t n) {
+    if (!p) return;
+    if (n < DL_HUGE_PAGE)
+        free(p);
+    else
+        munmap(p, huge_len(n));
 }
 
 dl_status dl_alloc_huge_checked(dl_ctx *ctx, size_t n, void **out, const char *what) {
@@ -85,7 +114,6 @@ dl_status dl_alloc_huge_checked(dl_ctx *ctx, size_t n, void **out, const char *w
                        what, n, alloc_limit);
     void *p = dl_malloc_huge(n);
     if (!p) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory allocating %zu bytes for %s", n, what);
-    memset(p, 0, n);
     *out = p;
     return DL_OK;
 }

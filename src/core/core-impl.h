@@ -55,10 +55,12 @@ char *dl_strdup(const char *s);
 void dl_alloc_fail_after(long n); /* test hook: the (n+1)th allocation fails; -1 disables */
 size_t dl_alloc_limit(void);
 dl_status dl_alloc_checked(dl_ctx *ctx, size_t n, void **out, const char *what);
-/* For the large blocks the kernels sweep on every run (arena, scratch, packed weights): from
- * 2 MiB up, 2 MiB-aligned and advised as huge pages (alloc.c says why); freed by dl_free.
- * dl_alloc_huge_checked zeroes, caps and reports as dl_alloc_checked does. */
+/* For the large blocks the kernels sweep on every run (arena, scratch, packed weights): n bytes
+ * of zeros, 64-byte aligned, and from 2 MiB up mapped 2 MiB-aligned and advised as huge pages
+ * (alloc.c says why). Freed only by dl_free_huge with the same n. dl_alloc_huge_checked caps
+ * and reports as dl_alloc_checked does. */
 void *dl_malloc_huge(size_t n);
+void dl_free_huge(void *p, size_t n);
 dl_status dl_alloc_huge_checked(dl_ctx *ctx, size_t n, void **out, const char *what);
 /* a*b with overflow and cap checks; result in *out. */
 dl_status dl_mul_size(dl_ctx *ctx, size_t a, size_t b, size_t *out, const char *what);

@@ -105,6 +105,8 @@ static dl_status prepack(dl_ctx *ctx, dl_program *p) {
     p->packs = dl_calloc((size_t)*np, sizeof *p->packs);
     if (!p->packs) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory packing weights");
     p->n_packs = *np;
+    /* one block for all, so that it can be backed by huge pages (dl_malloc_huge); each pack
+     * starts 64-byte aligned, at the offset first kept in packs[k] */
     size_t total = 0;
     for (int k = 0; k < *np; k++) {
         const dl_value *v =
@@ -112,20 +114,25 @@ static dl_status prepack(dl_ctx *ctx, dl_program *p) {
         int64_t n = bytes(k);
         if (!v || !v->constant || n < 0)
             return dl_fail(ctx, DL_ERR_INTERNAL, "packed weight %d has no constant source", k);
-        if ((uint64_t)n > dl_alloc_limit() || total + (size_t)n + 128 > dl_alloc_limit())
+        if ((uint64_t)n > dl_alloc_limit())
             return dl_fail(ctx, DL_ERR_LIMIT,
-                           "the packed weights need more than the allocation cap");
-        total += ((size_t)n + 63) / 64 * 64;
+                           "packed weight %d needs %lld bytes, over the allocation cap of %zu", k,
+                           (long long)n, dl_alloc_limit());
+        const size_t len = ((size_t)n + 63) / 64 * 64;
+        if (total > SIZE_MAX - len)
+            return dl_fail(ctx, DL_ERR_LIMIT, "the packed weights' size overflows");
+        p->packs[k] = (void *)(uintptr_t)total;
+        total += len;
     }
-    /* one block for all, so that it can be backed by huge pages (dl_malloc_huge) */
-    p->pack_mem = dl_malloc_huge(total + 64);
-    if (!p->pack_mem) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory packing weights");
-    uintptr_t at = ((uintptr_t)p->pack_mem + 63) & ~(uintptr_t)63;
+    /* (each pack is capped as one allocation would be; their block is as large as their sum) */
+    p->pack_mem = dl_malloc_huge(total);
+    if (!p->pack_mem)
+        return dl_fail(ctx, DL_ERR_NOMEM, "out of memory allocating %zu bytes of packed weights",
+                       total);
+    p->pack_bytes = total;
     for (int k = 0; k < *np; k++) {
-        const dl_value *v = p->g->values.items[src[k]];
-        p->packs[k] = (void *)at;
-        pack(k, v->constant->data, p->packs[k]);
-        at += ((size_t)bytes(k) + 63) / 64 * 64;
+        p->packs[k] = (char *)p->pack_mem + (uintptr_t)p->packs[k];
+        pack(k, ((const dl_value *)p->g->values.items[src[k]])->constant->data, p->packs[k]);
     }
     return DL_OK;
 }
@@ -266,7 +273,7 @@ void dl_program_free(dl_program *p) {
     dl_plan_free(&p->plan);
     if (p->lib) dl_jit_close(p->lib);
     dl_free(p->kernels);
-    dl_free(p->pack_mem);
+    dl_free_huge(p->pack_mem, p->pack_bytes);
     dl_free(p->packs);
     dl_fusion_free(p->fusion);
     if (p->g) dl_graph_free(p->g);

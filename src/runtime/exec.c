@@ -291,8 +291,8 @@ static dl_status run_program(dl_ctx *ctx, dl_program *p, int n_inputs, const cha
             for (int i = 0; i < p->fusion->groups[gi].n_in; i++)
                 ex.uses_left[p->fusion->groups[gi].in[i]->id]++;
     } else {
-        ex.base = (unsigned char *)(((uintptr_t)p->plan.arena + 63) & ~(uintptr_t)63);
-        ex.ws = p->plan.ws ? (void *)(((uintptr_t)p->plan.ws + 63) & ~(uintptr_t)63) : NULL;
+        ex.base = p->plan.arena; /* both 64-byte aligned (dl_malloc_huge) */
+        ex.ws = p->plan.ws;
         if ((s = setup_static(&ex)) != DL_OK) goto done;
     }
     for (int gi = 0; gi < p->fusion->n && s == DL_OK; gi++) {

@@ -18,8 +18,8 @@ void dl_plan_free(dl_plan *pl) {
     dl_free(pl->offset);
     dl_free(pl->alias);
     dl_free(pl->out_view);
-    dl_free(pl->arena);
-    dl_free(pl->ws);
+    dl_free_huge(pl->arena, (size_t)pl->arena_bytes);
+    dl_free_huge(pl->ws, pl->ws_bytes);
     memset(pl, 0, sizeof *pl);
 }
 
@@ -330,12 +330,13 @@ dl_status dl_plan_bind(dl_ctx *ctx, dl_program *p, dl_tensor *const *in) {
             if (w > pl->ws_bytes) pl->ws_bytes = w;
         }
         void *arena = NULL, *ws = NULL;
-        if ((s = dl_alloc_huge_checked(ctx, (size_t)pl->arena_bytes + 64, &arena,
-                                       "the memory arena")) != DL_OK)
+        /* (64-byte aligned, as every intermediate's offset is) */
+        if ((s = dl_alloc_huge_checked(ctx, (size_t)pl->arena_bytes, &arena, "the memory arena")) !=
+            DL_OK)
             goto fail;
         pl->arena = arena;
-        if (pl->ws_bytes && (s = dl_alloc_huge_checked(ctx, pl->ws_bytes + 64, &ws,
-                                                       "kernel scratch memory")) != DL_OK)
+        if (pl->ws_bytes &&
+            (s = dl_alloc_huge_checked(ctx, pl->ws_bytes, &ws, "kernel scratch memory")) != DL_OK)
             goto fail;
         pl->ws = ws;
     }

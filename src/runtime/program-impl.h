@@ -53,10 +53,12 @@ struct dl_program {
     dl_sbuf source;  /* the generated C (kept for --emit and debugging) */
     dl_plan plan;
     /* Weights packed once into the GEMM microkernel's layout, when the module asks for it
-     * (module.h: dlk_n_packs); 64-byte aligned views of pack_mem, one block for all. */
+     * (module.h: dlk_n_packs); 64-byte aligned views of pack_mem, one block of pack_bytes for
+     * all (dl_malloc_huge). */
     int n_packs;
     void **packs;
     void *pack_mem;
+    size_t pack_bytes;
     bool interp_only; /* no C compiler: every step runs its reference kernel */
 };
 

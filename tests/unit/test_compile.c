@@ -350,6 +350,52 @@ static void test_expand(dl_ctx *ctx) {
     dl_graph_free(g);
 }
 
+/* Weights packed at load time share one block (so that it can be backed by huge pages): each
+ * pack 64-byte aligned and clear of the next. The allocation cap applies to each pack, as to
+ * any single allocation, not to their sum: three 3x3 64-channel convolutions (Winograd-packed,
+ * about 590 KB each) compile under a 1 MiB cap, and fail with a limit error naming the pack
+ * under 256 KiB. */
+static void test_pack_block(dl_ctx *ctx) {
+    bool ok = true, compiled = false, refused = false;
+    for (int pass = 0; pass < 2; pass++) {
+        dl_graph *g = dl_graph_new(ctx);
+        const int64_t xd[] = {1, 64, 28, 28}, wd[] = {64, 64, 3, 3};
+        dl_value *y = dl_input(g, "x", DL_F32, 4, xd, NULL);
+        for (int l = 0; l < 3; l++) {
+            char name[8];
+            snprintf(name, sizeof name, "w%d", l);
+            y = dl_relu(g,
+                        dl_conv2d(g, y, dl_constant(g, name, rand_tensor(ctx, 4, wd)), NULL, 1, 1));
+        }
+        dl_output(g, y, "y");
+        const size_t cap = dl_alloc_limit();
+        dl_set_alloc_limit(pass ? 256u << 10 : 1u << 20);
+        dl_program *p = NULL;
+        dl_status s = dl_graph_status(g) == DL_OK ? dl_compile(ctx, g, &opts, &p) : DL_ERR_INVALID;
+        dl_set_alloc_limit(cap);
+        if (!pass) {
+            int64_t (*bytes)(int) =
+                p ? (int64_t(*)(int))dl_jit_sym(p->lib, "dlk_pack_bytes") : NULL;
+            compiled = s == DL_OK && p && bytes && p->n_packs == 3;
+            for (int k = 0; compiled && k < p->n_packs; k++) {
+                const char *at = p->packs[k];
+                const char *end = (const char *)p->pack_mem + p->pack_bytes;
+                const char *next = k + 1 < p->n_packs ? (const char *)p->packs[k + 1] : end;
+                ok = ok && ((uintptr_t)at & 63) == 0 && at >= (const char *)p->pack_mem &&
+                     at + bytes(k) <= next && next <= end;
+            }
+        } else {
+            refused = s == DL_ERR_LIMIT && strstr(dl_errmsg(ctx), "packed weight");
+        }
+        dl_ctx_clear(ctx);
+        dl_program_free(p);
+        dl_graph_free(g);
+    }
+    CHECK("packed weights over the cap in sum, not each, compile", compiled);
+    CHECK("each pack in the shared block is 64-byte aligned and clear of the next", compiled && ok);
+    CHECK("a pack over the cap is a limit error naming it", refused);
+}
+
 /* dl_program_run_reuse writes an output into the caller's tensor when dtype and shape fit, and
  * allocates one otherwise; the values are the same either way. */
 static void test_output_reuse(dl_ctx *ctx) {
@@ -597,6 +643,7 @@ int main(void) {
     test_dynamic_shapes(ctx);
     dl_ctx_clear(ctx);
     test_output_reuse(ctx);
+    test_pack_block(ctx);
     dl_ctx_clear(ctx);
     test_output_view(ctx);
     dl_ctx_clear(ctx);

@@ -6,7 +6,9 @@
 #include <cpuid.h>
 #include <immintrin.h>
 #include <math.h>
+#include <errno.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define CHECK_PRINT_PASS
@@ -60,9 +62,10 @@ static void test_tensor_caps(void) {
     dl_ctx_free(ctx);
 }
 
-/* The blocks the kernels sweep every run (dl_alloc_huge_checked): 2 MiB-aligned from 2 MiB up,
- * zeroed, capped and failing cleanly like dl_alloc_checked. Whether the kernel backs them with
- * huge pages depends on the system, so that is reported, not asserted. */
+/* The blocks the kernels sweep every run (dl_malloc_huge, dl_alloc_huge_checked): zeros,
+ * 64-byte aligned, from 2 MiB up a mapping of their own, 2 MiB-aligned, gone after
+ * dl_free_huge; capped and failing cleanly like dl_alloc_checked. Whether the kernel backs them
+ * with huge pages depends on the system, so that is reported, not asserted. */
 static long anon_huge_kb(void) {
     FILE *f = fopen("/proc/self/smaps_rollup", "r");
     char line[256];
@@ -73,33 +76,58 @@ static long anon_huge_kb(void) {
     return kb;
 }
 
+static bool all_zero(const unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) return false;
+    return true;
+}
+
 static void test_huge_alloc(void) {
     dl_ctx *ctx = dl_ctx_new();
     void *p = NULL;
     const size_t n = (3u << 20) + 100;
     long before = anon_huge_kb();
     dl_status s = dl_alloc_huge_checked(ctx, n, &p, "a test block");
-    int zero = s == DL_OK && p;
-    for (size_t i = 0; zero && i < n; i += 4096) zero = ((unsigned char *)p)[i] == 0;
-    CHECK("a 3 MiB block is 2 MiB-aligned and zeroed",
-          zero && ((uintptr_t)p & ((2u << 20) - 1)) == 0 && ((unsigned char *)p)[n - 1] == 0);
-    if (p) memset(p, 1, n); /* all of it is ours (ASan checks the bounds) */
+    CHECK("a 3 MiB block is 2 MiB-aligned, zeroed, and mapped",
+          s == DL_OK && p && ((uintptr_t)p & ((2u << 20) - 1)) == 0 && all_zero(p, n) &&
+              msync(p, n, MS_ASYNC) == 0);
+    if (p) memset(p, 1, n); /* all of it is ours */
     printf("  (huge pages backing it: %ld kB more than before)\n", anon_huge_kb() - before);
-    dl_free(p);
+    dl_free_huge(p, n);
+    CHECK("a freed 3 MiB block is unmapped, to its last page",
+          p && msync(p, 4096, MS_ASYNC) != 0 && errno == ENOMEM &&
+              msync((char *)p + (4u << 20) - 4096, 4096, MS_ASYNC) != 0);
+    /* a small block comes from malloc: one just freed, full of ones, must come back zeroed */
     p = dl_malloc_huge(1000);
-    CHECK("a small block is a plain allocation", p != NULL);
-    dl_free(p);
+    if (p) memset(p, 0xff, 1000);
+    dl_free_huge(p, 1000);
+    p = dl_malloc_huge(1000);
+    CHECK("a small block is zeroed and 64-byte aligned",
+          p && ((uintptr_t)p & 63) == 0 && all_zero(p, 1000));
+    dl_free_huge(p, 1000);
     size_t cap = dl_alloc_limit();
     dl_set_alloc_limit(4u << 20);
-    s = dl_alloc_huge_checked(ctx, 5u << 20, &p, "a test block");
+    s = dl_alloc_huge_checked(ctx, 4u << 20, &p, "a test block");
+    CHECK("a block of exactly the cap is allocated", s == DL_OK && p);
+    dl_free_huge(p, 4u << 20);
+    s = dl_alloc_huge_checked(ctx, (4u << 20) + 1, &p, "a test block");
     CHECK("a block over the cap is refused with a limit error",
           s == DL_ERR_LIMIT && !p && strstr(dl_errmsg(ctx), "a test block"));
+    dl_set_alloc_limit(512);
+    dl_ctx_clear(ctx);
+    s = dl_alloc_huge_checked(ctx, 1024, &p, "a test block");
+    CHECK("a small block over the cap is refused too", s == DL_ERR_LIMIT && !p);
     dl_set_alloc_limit(cap);
     dl_ctx_clear(ctx);
-    dl_alloc_fail_after(0);
-    s = dl_alloc_huge_checked(ctx, 5u << 20, &p, "a test block");
-    dl_alloc_fail_after(-1);
-    CHECK("a failed block is a clean out-of-memory error", s == DL_ERR_NOMEM && !p);
+    for (int k = 0; k < 2; k++) {
+        dl_alloc_fail_after(0);
+        s = dl_alloc_huge_checked(ctx, k ? 100 : 5u << 20, &p, "a test block");
+        dl_alloc_fail_after(-1);
+        CHECK(k ? "a failed small block is a clean out-of-memory error"
+                : "a failed large block is a clean out-of-memory error",
+              s == DL_ERR_NOMEM && !p);
+        dl_ctx_clear(ctx);
+    }
     dl_ctx_free(ctx);
 }
 

@@ -519,6 +519,21 @@ static void test_winograd(void) {
         }
         conv_case(&p, 1u << (it % EP_KINDS) | 1u << EP_ALL, "winograd");
     }
+    /* every output width up to two chunks of 16 tiles and a bit at F(4x4) (so every count of
+     * tiles in a chunk's last partial one, and rows of several chunks), pads on all four edges
+     * 0 to 2, three images, c_in past 16 now and then */
+    for (int ow = 1; ow <= 4 * 16 * 2 + 3; ow++) {
+        dlrt_conv p = {.nsp = 2, .group = 1, .n = 3};
+        p.c_in = ow % 5 == 0 ? 17 : irand(1, 3), p.c_out = irand(1, 3);
+        for (int d = 0; d < 2; d++) {
+            p.k[d] = 3, p.stride[d] = 1, p.dil[d] = 1, p.pad_begin[d] = irand(0, 2);
+            const int64_t pe = irand(0, 2), want = d ? ow : irand(1, 6);
+            p.in[d] = DLRT_MAX(want + 2 - p.pad_begin[d] - pe, (int64_t)1);
+            p.out[d] = p.in[d] + p.pad_begin[d] + pe - 2;
+        }
+        if (p.out[0] < 1 || p.out[1] < 1) continue;
+        conv_case(&p, 1u << (ow % EP_KINDS), "winograd");
+    }
 }
 
 /* The error of F(4x4, 3x3) and F(2x2, 3x3) on N(0, 1) data with many input channels, relative

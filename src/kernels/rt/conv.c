@@ -399,13 +399,13 @@ static void dlrt_conv_gemm(const dlrt_conv *p, const dlrt_win3 *g, int im2col, c
  * same way, implicit GEMM (now the alternative to Winograd) / F(4x4) / F(2x2) in ms:
  *   64ch 56x56 0.96 / 0.44-0.63 / 0.71-0.89; 128ch 28x28 0.95 / 0.48-0.50 / 0.62-0.69;
  *   256ch 14x14 0.955 / 0.76 / 0.67; 512ch 7x7 1.10 / - / 1.13-1.23.
- * (Alone, with its weights in cache, the 256-channel
- * layer takes 0.74 ms at F(4x4): 9.4 MB of transformed weights per call are what it loses in
- * the model.) Without packed weights (AOT bundles, training) F(2x2) is picked in three cases of
- * the table's grid, timed as im2col / F(4x4) / F(2x2) in ms: 256ch 7x7 batch 4 2.61 / 2.53 /
- * 1.57 and 512ch 7x7 batch 4 10.2 / 12.4 / 8.3 (right), 512ch 14x14 batch 1 6.05 / 12.2 / 7.45
- * (wrong: the model misses that 16.8 MB of weights transformed per call do not stay in cache;
- * charging every unpacked case for that loses the two right picks and two of the table's). */
+ * (Alone, with its weights in cache, the 256-channel layer took 0.74 ms at F(4x4): 9.4 MB of
+ * transformed weights per call are what it loses in the model.) Without packed weights (AOT
+ * bundles, training) F(2x2) is picked in three cases of the table's grid, timed as im2col / F(4x4)
+ * / F(2x2) in ms: 256ch 7x7 batch 4 2.61 / 2.53 / 1.57 and 512ch 7x7 batch 4 10.2 / 12.4 / 8.3
+ * (right), 512ch 14x14 batch 1 6.05 / 12.2 / 7.45 (wrong: the model misses that 16.8 MB of weights
+ * transformed per call do not stay in cache; charging every unpacked case for that loses the two
+ * right picks and two of the table's). */
 enum {
     DLRT_COST_MAC = 11,
     DLRT_COST_NR = 16,

@@ -13,13 +13,18 @@
  * epilogue before storing, one row of a tile row at a time (the residual is read before y is
  * written, so it may be y).
  *
- * The transforms work on DLRT_WG_TB tiles of a tile row at once with the tile index innermost,
- * so they vectorize across tiles: the input transform zero-pads the 6 input rows of a tile row
- * into a local buffer, applies B^T down the columns (contiguous), then B across each tile; the
- * output transform reads each frequency for consecutive tiles (contiguous in M). Tiles that
- * overhang the output's bottom or right edge are computed in full (their inputs past the image
- * are zeros) and cut when stored. Accuracy: at c_in = 512 on N(0, 1) data the largest error is
- * about 6e-6 of the largest output at m = 4 (tests/unit/test_rtconv.c checks 1e-4).
+ * The transforms work on a chunk of DLRT_WG_TB tiles of a tile row at once, laid side by side
+ * with the tile index innermost, so that every pass runs on vectors of tiles: the input
+ * transform zero-pads the 6 input rows of the chunk into a local buffer, puts each tile's
+ * columns apart (dlrt_wg_apart), applies B^T down the columns, then B across each tile; the
+ * output transform reads each frequency for the chunk's tiles (contiguous in M), applies A^T
+ * both ways and puts each tile's columns back together (dlrt_wg_together). A chunk always
+ * computes DLRT_WG_TB tiles: those past the tile row's end (a row of 14 tiles on a 56-wide
+ * plane) are computed on whatever the local buffers hold there (zeros, or the image's last
+ * columns) and neither stored to V nor read from M. Tiles that overhang the output's bottom or
+ * right edge are computed in full (their inputs past the image are zeros) and cut when stored.
+ * Accuracy: at c_in = 512 on N(0, 1) data the largest error is about 6e-6 of the largest output at
+ * m = 4 (tests/unit/test_rtconv.c checks 1e-4).
  *
  * Why two tile sizes: at m = 4 the transformed weights are 4x the filters (36 / 9 floats), at
  * m = 2 1.8x (16 / 9), and a product has a quarter as many columns. On small planes with many
@@ -29,13 +34,16 @@
 #include "conv-impl.h"
 
 enum {
-    DLRT_WG_TB = 16,    /* tiles per transform chunk */
+    DLRT_WG_TB = 16,    /* tiles per transform chunk (the masks and transposes assume 16) */
     DLRT_WG_COLS = 128, /* images are batched until a GEMM has at least this many tiles */
     DLRT_WG_GB = 256,   /* GEMM columns per parallel work unit */
     /* floats added between the frequencies' matrices: a transform writes (or reads) the 36 at
      * once, and with strides of a power of two they would all fall into one cache set */
     DLRT_WG_SKEW = 16
 };
+
+_Static_assert(DLRT_WG_TB == 16, "the chunk moves and transposes are written for 16 tiles");
+_Static_assert(DLRT_WG_SKEW >= 8, "AVX2's masked moves address 8 floats past a short chunk");
 
 typedef struct dlrt_wg {
     int m, a, nf; /* output tile side (4 or 2), input tile side m + 2, frequencies a * a */
@@ -289,9 +297,11 @@ static DLRT_INLINE __m256 dlrt_wg_unpack64_8(__m256 a, __m256 b, int hi) {
 }
 #endif
 
-/* dst[0, n) = src[0, n) for n <= DLRT_WG_TB, and the reverse with zeros from n on: a chunk's
- * last tiles (a tile row of 14 on a 56-wide plane) are computed in full on zeros in local arrays,
- * but only its nt tiles are stored or read, with one masked move where AVX-512 has it. */
+/* dst[0, n) = src[0, n) for n <= DLRT_WG_TB, and the reverse with zeros from n on: a chunk
+ * computes all its DLRT_WG_TB tiles in local arrays, but only its nt tiles are stored to V or
+ * read from M, by masked moves on AVX-512 (one) and AVX2 (two). The AVX2 forms address 8
+ * floats past dst / src even when n <= 8: inside the workspace, since each frequency's matrix
+ * has DLRT_WG_SKEW floats after it. */
 static DLRT_INLINE void dlrt_wg_put(float *dst, const float *src, int n) {
 #ifdef __AVX512F__
     _mm512_mask_storeu_ps(dst, (__mmask16)((1u << n) - 1u), _mm512_loadu_ps(src));
