@@ -498,7 +498,7 @@ static int epi_hardsigmoid(const dl_node *n, float *a, float *b) {
 static int epi_gelu(const dl_node *n, float *a, float *b) {
     const char *form = dl_attr_str(n, "approximate", "none");
     if (!strcmp(form, "tanh")) {
-        *a = 0.7978845608f, *b = 0.044715f; /* sqrt(2 / pi), and x^3's factor */
+        *a = DLRT_GELU_TANH_A, *b = DLRT_GELU_TANH_B;
         return DLRT_ACT_GELU_TANH;
     }
     if (strcmp(form, "none") != 0) return DLRT_ACT_NONE;

@@ -38,7 +38,8 @@ typedef struct dl_attr_spec {
 
 /* The runtime activation (DLRT_ACT_*, kernels/rt/dlrt.h) that node n computes when a GEMM or a
  * convolution applies it to its output tile (passes/fuse.c), its parameters in *a and *b; 0
- * (DLRT_ACT_NONE) when it cannot be (a Clip bound that is not a constant, Gelu's tanh form). */
+ * (DLRT_ACT_NONE) when it cannot be (a Clip bound that is not a constant, a Gelu form other than
+ * "none" and "tanh"). */
 typedef int (*dl_epilogue_fn)(const dl_node *n, float *a, float *b);
 
 #define DL_VARIADIC 1000 /* max_in/max_out for variadic ops */

@@ -142,6 +142,18 @@ static dl_node *chain_link(fuser *fu, const dl_value *v, const char *op, float w
     return c && scalar_const(other_input(c, v), &k) && k == want ? c : NULL;
 }
 
+/* Both GELU chains end alike: v (erf's or tanh's result) + 1, times x, times 0.5; tail[] gets
+ * the Add and the two Muls. */
+static bool match_gelu_end(fuser *fu, const dl_value *v, const dl_value *x, dl_node **tail) {
+    dl_node *one = chain_link(fu, v, "Add", 1.0f);
+    dl_node *prod = one ? chain_next(fu, one->out[0], "Mul") : NULL;
+    if (!prod || other_input(prod, one->out[0]) != x) return false;
+    dl_node *half = chain_link(fu, prod->out[0], "Mul", 0.5f);
+    if (!half) return false;
+    tail[0] = one, tail[1] = prod, tail[2] = half;
+    return true;
+}
+
 /* GELU as torch exports nn.GELU(): y = x * (erf(x / d) + 1) * 0.5, five nodes reading x from a
  * Div and a Mul and nothing else (BERT's feed-forward layers). chain[] gets Div, Erf, Add, Mul,
  * Mul and *d the divisor (sqrt(2)); the GEMM applies it to its rows as DLRT_ACT_GELU, with the
@@ -160,12 +172,8 @@ static bool match_gelu(fuser *fu, dl_value *x, dl_node **chain, float *d) {
     }
     if (!div) return false;
     dl_node *erf = chain_next(fu, div->out[0], "Erf");
-    dl_node *add = erf ? chain_link(fu, erf->out[0], "Add", 1.0f) : NULL;
-    dl_node *mul = add ? chain_next(fu, add->out[0], "Mul") : NULL;
-    if (!mul || other_input(mul, add->out[0]) != x) return false;
-    dl_node *half = chain_link(fu, mul->out[0], "Mul", 0.5f);
-    if (!half) return false;
-    chain[0] = div, chain[1] = erf, chain[2] = add, chain[3] = mul, chain[4] = half;
+    if (!erf || !match_gelu_end(fu, erf->out[0], x, chain + 2)) return false;
+    chain[0] = div, chain[1] = erf;
     return true;
 }
 
@@ -198,17 +206,13 @@ static bool match_gelu_tanh(fuser *fu, dl_value *x, dl_node **chain, int *n, flo
     if (!scaled || !scalar_const(other_input(scaled, cube->out[0]), b)) return false;
     dl_node *inner = chain_next(fu, scaled->out[0], "Add");
     if (!inner || other_input(inner, scaled->out[0]) != x) return false;
+    /* (a = 0 would read as "the defaults" to the runtime) */
     dl_node *arg = chain_next(fu, inner->out[0], "Mul");
     if (!arg || !scalar_const(other_input(arg, inner->out[0]), a) || *a == 0.0f) return false;
     dl_node *t = chain_next(fu, arg->out[0], "Tanh");
-    dl_node *one = t ? chain_link(fu, t->out[0], "Add", 1.0f) : NULL;
-    dl_node *prod = one ? chain_next(fu, one->out[0], "Mul") : NULL;
-    if (!prod || other_input(prod, one->out[0]) != x) return false;
-    dl_node *half = chain_link(fu, prod->out[0], "Mul", 0.5f);
-    if (!half) return false;
+    if (!t || !match_gelu_end(fu, t->out[0], x, chain + k + 4)) return false;
     chain[k++] = scaled, chain[k++] = inner, chain[k++] = arg, chain[k++] = t;
-    chain[k++] = one, chain[k++] = prod, chain[k++] = half;
-    *n = k;
+    *n = k + 3;
     return true;
 }
 

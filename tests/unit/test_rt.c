@@ -572,7 +572,7 @@ static void test_gemm(void) {
         {DLRT_ACT_CLIP, -0.5f, 0.7f},    {DLRT_ACT_LEAKY_RELU, 0.1f, 0},
         {DLRT_ACT_SIGMOID, 0, 0},        {DLRT_ACT_TANH, 0, 0},
         {DLRT_ACT_GELU, 1.41421356f, 0}, {DLRT_ACT_HARD_SIGMOID, 0.3f, 0.4f},
-        {DLRT_ACT_HARD_SWISH, 0, 0},     {DLRT_ACT_GELU_TANH, 0.7978845608f, 0.044715f}};
+        {DLRT_ACT_HARD_SWISH, 0, 0},     {DLRT_ACT_GELU_TANH, DLRT_GELU_TANH_A, DLRT_GELU_TANH_B}};
     for (int a = 0; a < (int)(sizeof acts / sizeof acts[0]); a++)
         for (int bk = 0; bk < BIAS_KINDS; bk++)
             for (int rk = 0; rk < RES_KINDS; rk++) {

@@ -136,9 +136,11 @@ static epi_case epi_pick(int kind) {
         e.act_a = e.act == DLRT_ACT_CLIP           ? -0.5f
                   : e.act == DLRT_ACT_HARD_SIGMOID ? 0.2f
                   : e.act == DLRT_ACT_GELU         ? 1.41421356f
-                  : e.act == DLRT_ACT_GELU_TANH    ? 0.7978845608f
+                  : e.act == DLRT_ACT_GELU_TANH    ? DLRT_GELU_TANH_A
                                                    : 0.1f;
-        e.act_b = e.act == DLRT_ACT_CLIP ? 0.7f : e.act == DLRT_ACT_GELU_TANH ? 0.044715f : 0.5f;
+        e.act_b = e.act == DLRT_ACT_CLIP        ? 0.7f
+                  : e.act == DLRT_ACT_GELU_TANH ? DLRT_GELU_TANH_B
+                                                : 0.5f;
     }
     return e;
 }

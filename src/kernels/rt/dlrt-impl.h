@@ -341,7 +341,7 @@ static inline void dlrt_act_apply(int act, float a, float b, float *v, int64_t n
         break;
     case DLRT_ACT_GELU_TANH: {
         /* the graph's own order (x*x, then x times that, ...), each step rounded as there */
-        const float s = a != 0.0f ? a : 0.7978845608f, c = a != 0.0f ? b : 0.044715f;
+        const float s = a != 0.0f ? a : DLRT_GELU_TANH_A, c = a != 0.0f ? b : DLRT_GELU_TANH_B;
         for (int64_t j = 0; j < n; j++) {
             const float x = v[j];
             v[j] = x * (1.0f + tanhf(s * (x + c * (x * (x * x))))) * 0.5f;

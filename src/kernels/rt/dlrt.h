@@ -23,8 +23,10 @@ enum {
     DLRT_ACT_HARD_SIGMOID, /* max(0, min(1, a*x + b)) */
     DLRT_ACT_HARD_SWISH,   /* x * max(0, min(1, x/6 + 1/2)) */
     DLRT_ACT_GELU_TANH,    /* x*(1+tanh(a*(x + b*x*x*x)))*0.5, GELU's tanh form: a = sqrt(2/pi)
-                              and b = 0.044715 as the graph spells them (a = 0: those) */
+                              and b = 0.044715 as the graph spells them (a = 0: the two below) */
 };
+#define DLRT_GELU_TANH_A 0.7978845608f /* sqrt(2 / pi) */
+#define DLRT_GELU_TANH_B 0.044715f     /* x^3's factor */
 
 /* Applied to each output element y[i][j] of an M x N result, in this order:
  *   v = alpha * acc
