@@ -518,7 +518,8 @@ static dl_status emit_transpose(dl_ctx *ctx, const dl_group *gr, const dl_target
 static dl_status emit_ew(dl_ctx *ctx, const dl_group *gr, const dl_target *t, const char *name,
                          dl_sbuf *sb) {
     if (gr->n_in > 64) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "too many group inputs");
-    dl_kbuf kin[64], kout;
+    dl_kbuf kin[64], kout[64];
+    int out_op[64];
     dl_ew_op ops[64];
     if (gr->n_nodes > 64) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "group too large");
     /* the group inputs that some op takes as an operand (not only as Expand's shape): the ones
@@ -535,8 +536,16 @@ static dl_status emit_ew(dl_ctx *ctx, const dl_group *gr, const dl_target *t, co
     for (int i = 0; i < n_in; i++)
         if (!dl_value_kbuf(ins[i], &kin[i]))
             return dl_fail(ctx, DL_ERR_UNSUPPORTED, "unranked input");
-    if (!dl_value_kbuf(gr->out[0], &kout))
-        return dl_fail(ctx, DL_ERR_UNSUPPORTED, "unranked output");
+    if (gr->n_out < 1 || gr->n_out > 64)
+        return dl_fail(ctx, DL_ERR_UNSUPPORTED, "%d group results", gr->n_out);
+    for (int k = 0; k < gr->n_out; k++) { /* each result, and the op that computes it */
+        if (!dl_value_kbuf(gr->out[k], &kout[k]))
+            return dl_fail(ctx, DL_ERR_UNSUPPORTED, "unranked output");
+        out_op[k] = -1;
+        for (int j = 0; j < gr->n_nodes && out_op[k] < 0; j++)
+            if (gr->nodes[j]->out[0] == gr->out[k]) out_op[k] = j;
+        if (out_op[k] < 0) return dl_fail(ctx, DL_ERR_INTERNAL, "group result %d has no op", k);
+    }
     for (int k = 0; k < gr->n_nodes; k++) {
         const dl_node *nd = gr->nodes[k];
         if (nd->n_in > DL_EW_MAX_ARGS) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "too many operands");
@@ -552,12 +561,11 @@ static dl_status emit_ew(dl_ctx *ctx, const dl_group *gr, const dl_target *t, co
             ops[k].args[i] = arg;
         }
     }
-    int out_op = gr->n_nodes - 1;
     dl_ew_group eg = {.n_in = n_in,
                       .in = kin,
-                      .n_out = 1,
-                      .out = &kout,
-                      .out_op = &out_op,
+                      .n_out = gr->n_out,
+                      .out = kout,
+                      .out_op = out_op,
                       .n_ops = gr->n_nodes,
                       .ops = ops};
     return dl_emit_elementwise(ctx, &eg, t, name, sb);

@@ -23,6 +23,8 @@ typedef struct fuser {
     dl_fusion *f;
     int *uses;        /* by value id: number of node-input references */
     dl_node **first_consumer; /* by value id */
+    int *cons_at;             /* by value id v: its consumers' positions are */
+    int *cons;                /* cons[cons_at[v] .. cons_at[v + 1]) */
     int *group_of;    /* by node position: group index or -1 */
     int *last_pos;    /* by group: position of its last node */
     int cap;
@@ -536,20 +538,71 @@ static dl_status fuse_matmul_transposes(fuser *fu) {
     return DL_OK;
 }
 
-/* An elementwise node joins the open elementwise group of one of its producers. */
+/* Whether a result w of group gi is read by a node outside the group other than n, or is a
+ * graph output: it then stays one of the group's results when n joins. With early true, whether
+ * such a reader comes before n instead, which the group, run at its last node's place (n's
+ * once it joins), would then leave without w. */
+static bool read_outside(const fuser *fu, int gi, const dl_node *n, const dl_value *w, bool early) {
+    if (w->is_output && !early) return true;
+    for (int c = fu->cons_at[w->id]; c < fu->cons_at[w->id + 1]; c++) {
+        const int at = fu->cons[c];
+        if (at != n->id && fu->group_of[at] != gi && (!early || at < n->id)) return true;
+    }
+    return false;
+}
+
+static bool same_dims(const dl_type *a, const dl_type *b) {
+    if (a->rank != b->rank || a->rank < 0) return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d]) return false;
+    return true;
+}
+
+/* An elementwise node joins the elementwise group that computes one of its inputs. That input
+ * may be read elsewhere too (a training step saves activations for the backward pass, and an
+ * optimizer's new state is both a result and the next op's input): the group then keeps it as
+ * a result beside n's, all computed in one pass over memory, as long as every result has n's
+ * shape (one loop nest) and nothing outside reads one before n. */
 static int joinable_group(fuser *fu, const dl_node *n) {
     for (int i = 0; i < n->n_in; i++) {
         dl_value *v = n->in[i];
         /* (not through an input the loops do not read: Expand's shape) */
-        if (!v || !v->producer || sole_consumer(fu, v) != n || !dl_ew_operand(n, i)) continue;
+        if (!v || !v->producer || !dl_ew_operand(n, i)) continue;
         int gi = fu->group_of[v->producer->id];
         if (gi < 0) continue;
-        dl_group *gr = &fu->f->groups[gi];
-        if (gr->kind == DL_G_EW && gr->n_out == 1 && gr->out[0] == v &&
-            gr->n_nodes < 64)
-            return gi;
+        const dl_group *gr = &fu->f->groups[gi];
+        bool result = false;
+        for (int o = 0; o < gr->n_out; o++) result |= gr->out[o] == v;
+        if (gr->kind != DL_G_EW || !result || gr->n_nodes >= 64) continue;
+        bool ok = true;
+        for (int o = 0; o < gr->n_out && ok; o++) {
+            const dl_value *w = gr->out[o];
+            if (!read_outside(fu, gi, n, w, false)) continue; /* n is its last reader */
+            ok = !read_outside(fu, gi, n, w, true) && n->out[0] &&
+                 same_dims(&w->type, &n->out[0]->type);
+        }
+        if (ok) return gi;
     }
     return -1;
+}
+
+/* Appends elementwise node n (at position pos) to group gi: its result joins the group's
+ * results that are still read outside (joinable_group). */
+static dl_status add_ew_node(fuser *fu, int gi, dl_node *n, int pos) {
+    dl_group *gr = &fu->f->groups[gi];
+    dl_value *kept[64];
+    int n_kept = 0;
+    for (int o = 0; o < gr->n_out && n_kept < 64; o++)
+        if (read_outside(fu, gi, n, gr->out[o], false)) kept[n_kept++] = gr->out[o];
+    DL_TRY(add_node(fu, gi, n, pos, false));
+    if (!n_kept) return DL_OK;
+    dl_value **out = dl_arena_alloc(&fu->f->arena, sizeof(dl_value *) * (size_t)(n_kept + 1));
+    if (!out) return dl_fail(fu->g->ctx, DL_ERR_NOMEM, "out of memory in fusion");
+    memcpy(out, kept, sizeof(dl_value *) * (size_t)n_kept);
+    out[n_kept] = gr->out[0];
+    gr->out = out;
+    gr->n_out = n_kept + 1;
+    return DL_OK;
 }
 
 /* Insertion sort of group indices by their last node: groups come out nearly sorted. */
@@ -633,10 +686,11 @@ dl_status dl_pass_fuse(dl_pass_ctx *pc) {
     fu.f = dl_calloc(1, sizeof(dl_fusion));
     fu.uses = dl_calloc((size_t)nv + 1, sizeof(int));
     fu.first_consumer = dl_calloc((size_t)nv + 1, sizeof(dl_node *));
+    fu.cons_at = dl_calloc((size_t)nv + 2, sizeof(int));
     fu.group_of = dl_malloc(sizeof(int) * ((size_t)nn + 1));
     int *order = NULL;
     dl_status s = DL_OK;
-    if (!fu.f || !fu.uses || !fu.first_consumer || !fu.group_of) {
+    if (!fu.f || !fu.uses || !fu.first_consumer || !fu.cons_at || !fu.group_of) {
         s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory in fusion");
         goto done;
     }
@@ -650,6 +704,18 @@ dl_status dl_pass_fuse(dl_pass_ctx *pc) {
             if (!fu.uses[v->id]++) fu.first_consumer[v->id] = n;
         }
     }
+    for (int v = 0; v < nv; v++) fu.cons_at[v + 1] = fu.cons_at[v] + fu.uses[v];
+    fu.cons = dl_malloc(sizeof(int) * ((size_t)fu.cons_at[nv] + 1));
+    if (!fu.cons) {
+        s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory in fusion");
+        goto done;
+    }
+    for (int k = 0, *fill = fu.uses; k < nn; k++) { /* (uses counts down to 0 here, then back) */
+        const dl_node *n = g->nodes.items[k];
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i]) fu.cons[fu.cons_at[n->in[i]->id + 1] - fill[n->in[i]->id]--] = k;
+    }
+    for (int v = 0; v < nv; v++) fu.uses[v] = fu.cons_at[v + 1] - fu.cons_at[v];
     s = fuse_attention(&fu);
     if (s == DL_OK) s = fuse_matmul_transposes(&fu);
     for (int k = 0; k < nn && s == DL_OK; k++) {
@@ -665,7 +731,8 @@ dl_status dl_pass_fuse(dl_pass_ctx *pc) {
             gi = fu.f->n - 1;
         }
         bool all_outs = kind == DL_G_FALLBACK || kind == DL_G_LAYERNORM;
-        if ((s = add_node(&fu, gi, n, k, all_outs)) != DL_OK) break;
+        s = kind == DL_G_EW ? add_ew_node(&fu, gi, n, k) : add_node(&fu, gi, n, k, all_outs);
+        if (s != DL_OK) break;
         if (kind == DL_G_MATMUL) fu.f->groups[gi].mm.mm = n;
         if (kind == DL_G_CONV || kind == DL_G_GEMM || kind == DL_G_MATMUL)
             s = absorb_epilogue(&fu, gi);
@@ -695,6 +762,8 @@ done:
     dl_fusion_free(fu.f);
     dl_free(fu.uses);
     dl_free(fu.first_consumer);
+    dl_free(fu.cons_at);
+    dl_free(fu.cons);
     dl_free(fu.group_of);
     dl_free(order);
     return s;
