@@ -517,19 +517,20 @@ static dl_status emit_transpose(dl_ctx *ctx, const dl_group *gr, const dl_target
 
 static dl_status emit_ew(dl_ctx *ctx, const dl_group *gr, const dl_target *t, const char *name,
                          dl_sbuf *sb) {
-    if (gr->n_in > 64) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "too many group inputs");
-    dl_kbuf kin[64], kout[64];
+    if (gr->n_in > DL_EW_GROUP_INPUTS)
+        return dl_fail(ctx, DL_ERR_UNSUPPORTED, "too many group inputs");
+    dl_kbuf kin[DL_EW_GROUP_INPUTS], kout[64];
     int out_op[64];
     dl_ew_op ops[64];
     if (gr->n_nodes > 64) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "group too large");
     /* the group inputs that some op takes as an operand (not only as Expand's shape): the ones
      * the loops load */
-    bool operand[64] = {false};
+    bool operand[DL_EW_GROUP_INPUTS] = {false};
     for (int k = 0; k < gr->n_nodes; k++)
         for (int i = 0; i < gr->nodes[k]->n_in; i++)
             for (int j = 0; j < gr->n_in; j++)
                 operand[j] |= gr->nodes[k]->in[i] == gr->in[j] && dl_ew_operand(gr->nodes[k], i);
-    dl_value *ins[64];
+    dl_value *ins[DL_EW_GROUP_INPUTS];
     int n_in = 0;
     for (int j = 0; j < gr->n_in; j++)
         if (operand[j]) ins[n_in++] = gr->in[j];

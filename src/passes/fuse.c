@@ -10,8 +10,10 @@
  *    consumer: a constant per-channel (per-column) bias Add, then a same-shape residual Add, then
  *    one activation or a GELU spelled out in nodes (match_gelu, match_gelu_tanh) — the runtime
  *    GEMM applies these while the output tile is in cache;
- *  - an elementwise node joins the group of its producer when that producer's result feeds
- *    only this node and is not a graph output, so chains become one loop nest;
+ *  - an elementwise node joins the elementwise group that computes one of its inputs, so chains
+ *    become one loop nest; an input also read elsewhere stays a result of the group (one pass,
+ *    several results), and the groups computing its other inputs are merged in, while nothing
+ *    outside reads a result before the node and all results share its shape (joinable_group);
  *  - every other node is a group of its own.
  * Values inside a group are never materialized. */
 #include "fuse.h"
@@ -538,15 +540,16 @@ static dl_status fuse_matmul_transposes(fuser *fu) {
     return DL_OK;
 }
 
-/* Whether a result w of group gi is read by a node outside the group other than n, or is a
- * graph output: it then stays one of the group's results when n joins. With early true, whether
- * such a reader comes before n instead, which the group, run at its last node's place (n's
- * once it joins), would then leave without w. */
-static bool read_outside(const fuser *fu, int gi, const dl_node *n, const dl_value *w, bool early) {
+/* Whether value w, computed in group gi (merged with group gj; -1 for none), is read by a node
+ * outside both other than n, or is a graph output: it then stays one of the group's results
+ * when n joins. With early true, whether such a reader comes before n instead, which the
+ * group, run at its last node's place (n's once it joins), would then leave without w. */
+static bool read_outside(const fuser *fu, int gi, int gj, const dl_node *n, const dl_value *w,
+                         bool early) {
     if (w->is_output && !early) return true;
     for (int c = fu->cons_at[w->id]; c < fu->cons_at[w->id + 1]; c++) {
-        const int at = fu->cons[c];
-        if (at != n->id && fu->group_of[at] != gi && (!early || at < n->id)) return true;
+        const int at = fu->cons[c], in = fu->group_of[at];
+        if (at != n->id && in != gi && (gj < 0 || in != gj) && (!early || at < n->id)) return true;
     }
     return false;
 }
@@ -558,50 +561,121 @@ static bool same_dims(const dl_type *a, const dl_type *b) {
     return true;
 }
 
+/* Whether every result of group gk (merged with group gj, or -1) can be computed at n's place:
+ * none is read outside before n, and each still read outside has n's shape (one loop nest). */
+static bool fits_at(const fuser *fu, int gk, int gj, const dl_node *n) {
+    const dl_group *gr = &fu->f->groups[gk];
+    for (int o = 0; o < gr->n_out; o++) {
+        const dl_value *w = gr->out[o];
+        if (!read_outside(fu, gk, gj, n, w, false)) continue; /* n is its last reader */
+        if (read_outside(fu, gk, gj, n, w, true) || !same_dims(&w->type, &n->out[0]->type))
+            return false;
+    }
+    return true;
+}
+
+/* The elementwise group that has input i of n among its results, or -1. */
+static int ew_producer(const fuser *fu, const dl_node *n, int i) {
+    const dl_value *v = n->in[i];
+    /* (not through an input the loops do not read: Expand's shape) */
+    if (!v || !v->producer || !dl_ew_operand(n, i)) return -1;
+    const int gi = fu->group_of[v->producer->id];
+    if (gi < 0 || fu->f->groups[gi].kind != DL_G_EW) return -1;
+    for (int o = 0; o < fu->f->groups[gi].n_out; o++)
+        if (fu->f->groups[gi].out[o] == v) return gi;
+    return -1;
+}
+
+/* The values that the nodes of groups gi and gj (or -1) and n read and none of them computes:
+ * an elementwise kernel takes at most 64 (emit.c). */
+static int count_inputs(const fuser *fu, int gi, int gj, const dl_node *n) {
+    const dl_value *seen[DL_EW_GROUP_INPUTS + 1];
+    int ns = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        const int g = pass == 0 ? gi : gj;
+        if (pass < 2 && g < 0) continue;
+        const int nn = pass < 2 ? fu->f->groups[g].n_nodes : 1;
+        for (int k = 0; k < nn; k++) {
+            const dl_node *m = pass < 2 ? fu->f->groups[g].nodes[k] : n;
+            for (int i = 0; i < m->n_in; i++) {
+                const dl_value *v = m->in[i];
+                if (!v) continue;
+                if (v->producer && v->producer != n) {
+                    const int in = fu->group_of[v->producer->id];
+                    if (in >= 0 && (in == gi || in == gj)) continue;
+                }
+                bool dup = false;
+                for (int j = 0; j < ns && !dup; j++) dup = seen[j] == v;
+                if (dup) continue;
+                if (ns == DL_EW_GROUP_INPUTS) return ns + 1;
+                seen[ns++] = v;
+            }
+        }
+    }
+    return ns;
+}
+
 /* An elementwise node joins the elementwise group that computes one of its inputs. That input
  * may be read elsewhere too (a training step saves activations for the backward pass, and an
  * optimizer's new state is both a result and the next op's input): the group then keeps it as
  * a result beside n's, all computed in one pass over memory, as long as every result has n's
  * shape (one loop nest) and nothing outside reads one before n. */
 static int joinable_group(fuser *fu, const dl_node *n) {
+    if (!n->out[0]) return -1;
     for (int i = 0; i < n->n_in; i++) {
-        dl_value *v = n->in[i];
-        /* (not through an input the loops do not read: Expand's shape) */
-        if (!v || !v->producer || !dl_ew_operand(n, i)) continue;
-        int gi = fu->group_of[v->producer->id];
-        if (gi < 0) continue;
-        const dl_group *gr = &fu->f->groups[gi];
-        bool result = false;
-        for (int o = 0; o < gr->n_out; o++) result |= gr->out[o] == v;
-        if (gr->kind != DL_G_EW || !result || gr->n_nodes >= 64) continue;
-        bool ok = true;
-        for (int o = 0; o < gr->n_out && ok; o++) {
-            const dl_value *w = gr->out[o];
-            if (!read_outside(fu, gi, n, w, false)) continue; /* n is its last reader */
-            ok = !read_outside(fu, gi, n, w, true) && n->out[0] &&
-                 same_dims(&w->type, &n->out[0]->type);
-        }
-        if (ok) return gi;
+        const int gi = ew_producer(fu, n, i);
+        if (gi >= 0 && fu->f->groups[gi].n_nodes < 64 && fits_at(fu, gi, -1, n) &&
+            count_inputs(fu, gi, -1, n) <= DL_EW_GROUP_INPUTS)
+            return gi;
     }
     return -1;
 }
 
-/* Appends elementwise node n (at position pos) to group gi: its result joins the group's
- * results that are still read outside (joinable_group). */
+/* Moves the nodes of group gj into group gi, in the graph's order (the ops' order in the loop),
+ * leaving gj empty (dropped when the groups are ordered). */
+static dl_status merge_groups(fuser *fu, int gi, int gj) {
+    dl_group *a = &fu->f->groups[gi], *b = &fu->f->groups[gj];
+    const int total = a->n_nodes + b->n_nodes;
+    dl_node **nodes = dl_arena_alloc(&fu->f->arena, sizeof(dl_node *) * (size_t)total);
+    if (!nodes) return dl_fail(fu->g->ctx, DL_ERR_NOMEM, "out of memory in fusion");
+    for (int i = 0, j = 0, k = 0; k < total; k++)
+        nodes[k] = j >= b->n_nodes || (i < a->n_nodes && a->nodes[i]->id < b->nodes[j]->id)
+                       ? a->nodes[i++]
+                       : b->nodes[j++];
+    for (int j = 0; j < b->n_nodes; j++) fu->group_of[b->nodes[j]->id] = gi;
+    a->nodes = nodes;
+    a->n_nodes = total;
+    if (fu->last_pos[gj] > fu->last_pos[gi]) fu->last_pos[gi] = fu->last_pos[gj];
+    b->n_nodes = 0;
+    b->n_out = 0;
+    return DL_OK;
+}
+
+/* Appends elementwise node n (at position pos) to group gi, first merging into it the other
+ * elementwise groups that compute n's inputs where their results fit at n's place too (Adam's
+ * update reads the new first and second moments, two passes of their own until then); the
+ * group's results are then the values its nodes compute that are read outside it or are graph
+ * outputs, n's last. */
 static dl_status add_ew_node(fuser *fu, int gi, dl_node *n, int pos) {
-    dl_group *gr = &fu->f->groups[gi];
-    dl_value *kept[64];
-    int n_kept = 0;
-    for (int o = 0; o < gr->n_out && n_kept < 64; o++)
-        if (read_outside(fu, gi, n, gr->out[o], false)) kept[n_kept++] = gr->out[o];
+    for (int i = 0; i < n->n_in && fu->f->groups[gi].n_nodes; i++) {
+        const int gj = ew_producer(fu, n, i);
+        if (gj < 0 || gj == gi || fu->f->groups[gi].n_nodes + fu->f->groups[gj].n_nodes >= 64 ||
+            !fits_at(fu, gj, gi, n) || count_inputs(fu, gi, gj, n) > DL_EW_GROUP_INPUTS)
+            continue;
+        DL_TRY(merge_groups(fu, gi, gj));
+    }
     DL_TRY(add_node(fu, gi, n, pos, false));
-    if (!n_kept) return DL_OK;
-    dl_value **out = dl_arena_alloc(&fu->f->arena, sizeof(dl_value *) * (size_t)(n_kept + 1));
+    dl_group *gr = &fu->f->groups[gi];
+    if (gr->n_nodes == 1) return DL_OK;
+    int n_out = 0;
+    dl_value **out = dl_arena_alloc(&fu->f->arena, sizeof(dl_value *) * (size_t)gr->n_nodes);
     if (!out) return dl_fail(fu->g->ctx, DL_ERR_NOMEM, "out of memory in fusion");
-    memcpy(out, kept, sizeof(dl_value *) * (size_t)n_kept);
-    out[n_kept] = gr->out[0];
+    for (int k = 0; k < gr->n_nodes; k++) {
+        dl_value *w = gr->nodes[k]->out[0];
+        if (w && (k == gr->n_nodes - 1 || read_outside(fu, gi, -1, n, w, false))) out[n_out++] = w;
+    }
     gr->out = out;
-    gr->n_out = n_kept + 1;
+    gr->n_out = n_out;
     return DL_OK;
 }
 
@@ -738,15 +812,16 @@ dl_status dl_pass_fuse(dl_pass_ctx *pc) {
             s = absorb_epilogue(&fu, gi);
     }
     if (s != DL_OK) goto done;
-    /* Run groups in the order of their last nodes. */
-    int ng = fu.f->n;
-    order = dl_malloc(sizeof(int) * ((size_t)ng + 1));
-    dl_group *sorted = dl_arena_alloc(&fu.f->arena, sizeof(dl_group) * ((size_t)ng + 1));
+    /* Run groups in the order of their last nodes (groups merged into others are empty). */
+    int ng = 0;
+    order = dl_malloc(sizeof(int) * ((size_t)fu.f->n + 1));
+    dl_group *sorted = dl_arena_alloc(&fu.f->arena, sizeof(dl_group) * ((size_t)fu.f->n + 1));
     if (!order || !sorted) {
         s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory in fusion");
         goto done;
     }
-    for (int i = 0; i < ng; i++) order[i] = i;
+    for (int i = 0; i < fu.f->n; i++)
+        if (fu.f->groups[i].n_nodes) order[ng++] = i;
     sort_by_last(order, ng, fu.last_pos);
     for (int i = 0; i < ng; i++) {
         sorted[i] = fu.f->groups[order[i]];
@@ -756,6 +831,7 @@ dl_status dl_pass_fuse(dl_pass_ctx *pc) {
         }
     }
     fu.f->groups = sorted;
+    fu.f->n = ng;
     pc->fusion = fu.f;
     fu.f = NULL;
 done:

@@ -1,12 +1,16 @@
 /* fuse.h — fusion groups: the unit of code generation. The fuse pass partitions the nodes of
  * an optimized graph into groups; each group becomes one kernel (one generated function, a
  * runtime-kernel call with a fused epilogue, a view, or a reference-kernel fallback). Every
- * group materializes exactly the values listed in `out`, all produced by its last node, so the
- * groups run in the order of their last nodes. */
+ * group materializes exactly the values listed in `out`, all produced by its last node (an
+ * elementwise group's by any of its nodes, stored by its one loop), and the groups run in the
+ * order of their last nodes: nothing outside a group reads its results before that. */
 #ifndef DL_FUSE_H
 #define DL_FUSE_H
 
 #include "passes-impl.h"
+
+/* The most values an elementwise group reads (its kernel's buffer table: emit.c). */
+#define DL_EW_GROUP_INPUTS 64
 
 typedef enum dl_gkind {
     DL_G_EW,        /* elementwise chain: loop IR */

@@ -650,6 +650,84 @@ static dl_program *multi_check(dl_ctx *ctx, dl_graph *g, const char *what, int n
     return p;
 }
 
+/* Adam's update: the new moments are two chains of their own until the update reads both; it
+ * then joins the first one's pass and merges the second's into it (fuse.c: add_ew_node), one
+ * loop with the three results. Not when something outside reads the second moment between
+ * its pass and the update (a ReduceSum of it): that pass stays its own (merged, it would run
+ * after the sum). The reference's values either way. */
+static void adam_case(dl_ctx *ctx, bool early_reader) {
+    dl_graph *g = dl_graph_new(ctx);
+    const int64_t d[] = {8, 40};
+    dl_value *p = dl_input(g, "p", DL_F32, 2, d, NULL), *gr = dl_input(g, "g", DL_F32, 2, d, NULL);
+    dl_value *m = dl_input(g, "m", DL_F32, 2, d, NULL), *v = dl_input(g, "v", DL_F32, 2, d, NULL);
+    dl_value *m1 = dl_add(g, dl_mul(g, scalar_const(ctx, g, "b1", 0.9f), m),
+                          dl_mul(g, scalar_const(ctx, g, "c1", 0.1f), gr));
+    dl_value *v1 = dl_add(g, dl_mul(g, scalar_const(ctx, g, "b2", 0.999f), v),
+                          dl_mul(g, scalar_const(ctx, g, "c2", 0.001f), dl_mul(g, gr, gr)));
+    dl_output(g, m1, "m_new");
+    dl_output(g, v1, "v_new");
+    dl_value *den = dl_add(g, dl_op1(g, "Sqrt", v1, NULL), scalar_const(ctx, g, "eps", 1e-3f));
+    /* (after the denominator, which then still joins the second moment's pass, before the
+     * update) */
+    if (early_reader) dl_output(g, node1(g, "ReduceSum", 1, &v1, 0, NULL), "v_sum");
+    dl_value *upd = dl_mul(g, scalar_const(ctx, g, "lr", 0.01f), dl_div(g, m1, den));
+    dl_output(g, dl_sub(g, p, upd), "p_new");
+    const int64_t dims[4][3] = {{8, 40}, {8, 40}, {8, 40}, {8, 40}};
+    const int ranks[] = {2, 2, 2, 2};
+    const char *what = early_reader ? "adam update, second moment summed first" : "adam update";
+    dl_program *prog = multi_check(ctx, g, what, 4, dims, ranks);
+    if (!prog) return;
+    char name[160];
+    const int gm = ew_group_of(prog, "Div"), gv = ew_group_of(prog, "Sqrt");
+    if (early_reader)
+        snprintf(name, sizeof name, "%s: the second moment's pass is not merged", what);
+    else
+        snprintf(name, sizeof name, "%s: one pass with the three results", what);
+    CHECK(name, early_reader ? gm >= 0 && gv >= 0 && gm != gv
+                             : prog->fusion->n == 1 && gm == 0 && gv == 0 &&
+                                   prog->fusion->groups[0].n_out == 3);
+    dl_program_free(prog);
+    dl_graph_free(g);
+}
+
+/* A chain of 40 Clips whose bounds are inputs (81 inputs): a group stops growing before it
+ * reads more values than an elementwise kernel takes (DL_EW_GROUP_INPUTS), so the chain runs
+ * as generated kernels (it had been one group the code generator refused, left to 40 reference
+ * kernels), with the reference's values. */
+static void test_many_inputs(dl_ctx *ctx) {
+    dl_graph *g = dl_graph_new(ctx);
+    const int64_t d[] = {4, 8};
+    enum { CLIPS = 40, N = 2 * CLIPS + 1 };
+    dl_value *acc = dl_input(g, "x", DL_F32, 2, d, NULL);
+    for (int i = 0; i < CLIPS; i++) {
+        char lo[16], hi[16];
+        snprintf(lo, sizeof lo, "lo%d", i);
+        snprintf(hi, sizeof hi, "hi%d", i);
+        dl_value *in[3] = {acc, dl_input(g, lo, DL_F32, 0, NULL, NULL),
+                           dl_input(g, hi, DL_F32, 0, NULL, NULL)};
+        acc = node1(g, "Clip", 3, in, 0, NULL);
+    }
+    dl_output(g, acc, "y");
+    dl_program *p = compiled_or_fail(ctx, g, "40 clips with input bounds compile");
+    if (!p) return;
+    CHECK("40 clips with input bounds: elementwise kernels, no reference fallback",
+          count_kind(p, DL_G_FALLBACK, 1) == 0 && count_kind(p, DL_G_EW, 1) >= 2);
+    dl_tensor *in[N];
+    in[0] = rand_tensor(ctx, 2, d);
+    for (int i = 1; i < N; i++) { /* bounds around 0: lower ones below, upper ones above */
+        in[i] = rand_tensor(ctx, 0, NULL);
+        float *b = dl_tensor_data(in[i]);
+        *b = (i % 2 ? -0.5f : 0.5f) + 0.25f * *b;
+    }
+    double err = native_vs_ref(ctx, g, p, N, in);
+    char name[96];
+    snprintf(name, sizeof name, "40 clips with input bounds match ref (max rel err %.2g)", err);
+    CHECK(name, err < 1e-6);
+    for (int i = 0; i < N; i++) dl_tensor_free(in[i]);
+    dl_program_free(p);
+    dl_graph_free(g);
+}
+
 /* Multi-output elementwise fusion (fuse.c: joinable_group): an op joins the elementwise group
  * computing its input even where that value is read elsewhere too, which keeps it as a second
  * result of the same pass. SGD with momentum's update (the new velocity is a result and the
@@ -740,6 +818,8 @@ static void test_multi_output_fusion(dl_ctx *ctx) {
             dl_graph_free(g);
         }
     }
+    adam_case(ctx, false);
+    adam_case(ctx, true);
 }
 
 int main(void) {
@@ -774,6 +854,8 @@ int main(void) {
     test_expand(ctx);
     dl_ctx_clear(ctx);
     test_multi_output_fusion(ctx);
+    dl_ctx_clear(ctx);
+    test_many_inputs(ctx);
     dl_ctx_free(ctx);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
