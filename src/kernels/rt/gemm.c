@@ -158,6 +158,22 @@ static void dlrt_gemm_pack(const float *X, int64_t ld, int by_rows, const dlrt_g
         }
         r = full * DLRT_GEMM_NR;
         dst += (size_t)full * pstride;
+    } else if (!by_rows && w == DLRT_GEMM_MR && m >= 2 * DLRT_GEMM_MR) {
+        /* full A panels of a transposed A (a weight gradient's activations), the same way:
+         * panel by panel read MR floats a depth, ld apart, and at a stride of a multiple of 4
+         * KiB those lines all share an L1 set, so each panel read them again from L2 (1024 x
+         * 256 x 1024 with A transposed, one thread: 2.49 -> 2.16-2.20 ms, against 2.22 with A
+         * as rows; the GPT training step's 12 products of that shape 28.1 -> 27.2 ms) */
+        const int full = m / DLRT_GEMM_MR;
+        for (int p = 0; p < kc; p++) {
+            const float *src = X + (p0 + p) * ld + i0;
+            for (int q = 0; q < full; q++)
+                dlrt_gemm_pack_full(src + q * DLRT_GEMM_MR, 0, 1,
+                                    dst + (size_t)q * pstride + (size_t)p * DLRT_GEMM_MR,
+                                    DLRT_GEMM_MR);
+        }
+        r = full * DLRT_GEMM_MR;
+        dst += (size_t)full * pstride;
     }
     for (; r < m; r += w, dst += pstride) {
         int n = DLRT_MIN(w, m - r);
