@@ -822,6 +822,66 @@ static void test_multi_output_fusion(dl_ctx *ctx) {
     adam_case(ctx, true);
 }
 
+/* ScatterElements on float32 with int64 indices takes a fast path in the reference kernel (a
+ * gather's gradient); with int32 indices the general one. Both give the same bits, along each
+ * axis of a rank-3 tensor, with repeated and negative indices, replacing and adding; an index
+ * out of range is an error either way. */
+static void test_scatter_fast_path(dl_ctx *ctx) {
+    const int64_t xd[] = {3, 5, 4};
+    for (int axis = 0; axis < 3; axis++)
+        for (int add = 0; add < 2; add++) {
+            int64_t id[3] = {2, 4, 3};
+            id[axis] = 6; /* more updates than the axis holds: repeats */
+            const int64_t n = id[0] * id[1] * id[2];
+            dl_tensor *y[2] = {NULL, NULL}, *x = rand_tensor(ctx, 3, xd),
+                      *u = rand_tensor(ctx, 3, id);
+            bool ran = true, bad_caught = true;
+            for (int wide = 0; wide < 2; wide++) {
+                for (int bad = 0; bad < 2; bad++) {
+                    dl_graph *g = dl_graph_new(ctx);
+                    const dl_dtype it = wide ? DL_I32 : DL_I64;
+                    dl_value *in[3] = {dl_input(g, "x", DL_F32, 3, xd, NULL),
+                                       dl_input(g, "i", it, 3, id, NULL),
+                                       dl_input(g, "u", DL_F32, 3, id, NULL)};
+                    char a1[16], a2[24];
+                    snprintf(a1, sizeof a1, "axis=%d", axis);
+                    snprintf(a2, sizeof a2, "reduction=%s", add ? "add" : "none");
+                    const char *attrs[] = {a1, a2};
+                    dl_output(g, node1(g, "ScatterElements", 3, in, 2, attrs), "y");
+                    dl_tensor *ix = NULL;
+                    dl_tensor_new(ctx, it, 3, id, &ix);
+                    for (int64_t j = 0; ix && j < n; j++) {
+                        int64_t v = (j * 7 + 3) % xd[axis] - (j % 3 == 0 ? xd[axis] : 0);
+                        if (bad && j == n / 2) v = xd[axis]; /* one past the end */
+                        if (wide)
+                            ((int32_t *)dl_tensor_data(ix))[j] = (int32_t)v;
+                        else
+                            ((int64_t *)dl_tensor_data(ix))[j] = v;
+                    }
+                    dl_tensor *args[3] = {x, ix, u}, *out[1] = {NULL};
+                    const bool ok =
+                        ix && dl_run(ctx, g, DL_BACKEND_REF, 3, NULL, args, out) == DL_OK;
+                    if (bad)
+                        bad_caught &= !ok;
+                    else
+                        ran &= ok, y[wide] = out[0];
+                    if (bad) dl_tensor_free(out[0]);
+                    dl_tensor_free(ix);
+                    dl_graph_free(g);
+                }
+            }
+            char name[120];
+            snprintf(name, sizeof name,
+                     "ScatterElements axis %d, %s: int64 indices (fast path) as int32 (general), "
+                     "a bad index refused by both",
+                     axis, add ? "adding" : "replacing");
+            CHECK(name, ran && bad_caught && y[0] && y[1] &&
+                            !memcmp(dl_tensor_data(y[0]), dl_tensor_data(y[1]),
+                                    (size_t)(3 * 5 * 4) * sizeof(float)));
+            dl_tensor_free(y[0]), dl_tensor_free(y[1]), dl_tensor_free(x), dl_tensor_free(u);
+        }
+}
+
 int main(void) {
     char dir[] = "/tmp/dlcc-test-compile-XXXXXX";
     if (!mkdtemp(dir)) {
@@ -856,6 +916,8 @@ int main(void) {
     test_multi_output_fusion(ctx);
     dl_ctx_clear(ctx);
     test_many_inputs(ctx);
+    dl_ctx_clear(ctx);
+    test_scatter_fast_path(ctx);
     dl_ctx_free(ctx);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
