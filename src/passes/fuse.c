@@ -220,6 +220,32 @@ static bool match_gelu_tanh(fuser *fu, dl_value *x, dl_node **chain, int *n, flo
     return true;
 }
 
+static bool fits_at(const fuser *fu, int gk, int gj, const dl_node *n);
+static int ew_producer(const fuser *fu, const dl_node *n, int i);
+
+/* Whether the residual Add c (of a product's result and o) is left to the elementwise pass that
+ * computes o, where o fits its results at c's place (fits_at) or is read by c alone, and c's
+ * result goes on into
+ * elementwise ops: that pass then reads the product once and writes the end of the chain,
+ * where as the product's residual, o was written, read back by the product, and its sum
+ * written and read again. SGD's weight decay (the gradient plus wd times the weight, then the
+ * momentum and the update) becomes one pass after the weight gradient's product. */
+static bool residual_joins_pass(fuser *fu, const dl_node *c, const dl_value *o) {
+    const dl_node *next = sole_consumer(fu, c->out[0]);
+    if (!next || dl_node_kernel_kind(next) != DL_G_EW || !o->producer ||
+        dl_node_kernel_kind(o->producer) != DL_G_EW)
+        return false;
+    /* (o's elementwise node may come after the product, not grouped yet: then c, its only
+     * reader, will start its pass) */
+    if (fu->group_of[o->producer->id] < 0) return sole_consumer(fu, o) == c;
+    for (int i = 0; i < c->n_in; i++)
+        if (c->in[i] == o) {
+            const int g = ew_producer(fu, c, i);
+            return g >= 0 && fits_at(fu, g, -1, c);
+        }
+    return false;
+}
+
 static dl_status absorb_epilogue(fuser *fu, int gi) {
     dl_group *gr = &fu->f->groups[gi];
     bool conv = gr->kind == DL_G_CONV;
@@ -252,7 +278,8 @@ static dl_status absorb_epilogue(fuser *fu, int gi) {
             if (!has_bias && !gr->epi.residual && is_bias(o, cur, conv)) {
                 gr->epi.bias = o;
                 has_bias = true;
-            } else if (!gr->epi.residual && same_type(&o->type, &cur->type)) {
+            } else if (!gr->epi.residual && same_type(&o->type, &cur->type) &&
+                       !residual_joins_pass(fu, c, o)) {
                 gr->epi.residual = o;
             } else {
                 break;
