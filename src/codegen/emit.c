@@ -515,14 +515,17 @@ static dl_status emit_transpose(dl_ctx *ctx, const dl_group *gr, const dl_target
     return dl_emit_transpose(ctx, &d, t, name, sb);
 }
 
+_Static_assert(DL_EW_GROUP_INPUTS <= DL_EW_MAX_INPUTS,
+               "the fuse pass caps a group's inputs at what the lowering takes");
+
 static dl_status emit_ew(dl_ctx *ctx, const dl_group *gr, const dl_target *t, const char *name,
                          dl_sbuf *sb) {
     if (gr->n_in > DL_EW_GROUP_INPUTS)
         return dl_fail(ctx, DL_ERR_UNSUPPORTED, "too many group inputs");
-    dl_kbuf kin[DL_EW_GROUP_INPUTS], kout[64];
-    int out_op[64];
-    dl_ew_op ops[64];
-    if (gr->n_nodes > 64) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "group too large");
+    dl_kbuf kin[DL_EW_GROUP_INPUTS], kout[DL_EW_GROUP_NODES];
+    int out_op[DL_EW_GROUP_NODES];
+    dl_ew_op ops[DL_EW_GROUP_NODES];
+    if (gr->n_nodes > DL_EW_GROUP_NODES) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "group too large");
     /* the group inputs that some op takes as an operand (not only as Expand's shape): the ones
      * the loops load */
     bool operand[DL_EW_GROUP_INPUTS] = {false};
@@ -537,7 +540,7 @@ static dl_status emit_ew(dl_ctx *ctx, const dl_group *gr, const dl_target *t, co
     for (int i = 0; i < n_in; i++)
         if (!dl_value_kbuf(ins[i], &kin[i]))
             return dl_fail(ctx, DL_ERR_UNSUPPORTED, "unranked input");
-    if (gr->n_out < 1 || gr->n_out > 64)
+    if (gr->n_out < 1 || gr->n_out > DL_EW_GROUP_NODES)
         return dl_fail(ctx, DL_ERR_UNSUPPORTED, "%d group results", gr->n_out);
     for (int k = 0; k < gr->n_out; k++) { /* each result, and the op that computes it */
         if (!dl_value_kbuf(gr->out[k], &kout[k]))

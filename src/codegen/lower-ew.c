@@ -8,12 +8,11 @@
 typedef enum { CAT_FULL, CAT_BCAST, CAT_DYN } dim_cat;
 
 /* A loop of the nest: one or more merged output dims. */
-#define MAX_IN 64 /* group inputs */
 
 typedef struct vdim {
     dl_lexpr *extent;
-    dim_cat cat[MAX_IN];
-    dl_lexpr *stride[MAX_IN]; /* per input, elements */
+    dim_cat cat[DL_EW_MAX_INPUTS];
+    dl_lexpr *stride[DL_EW_MAX_INPUTS]; /* per input, elements */
 } vdim;
 
 static bool kdim_eq(dl_kdim a, dl_kdim b) {
@@ -40,7 +39,7 @@ static dl_lexpr *hoist(dl_lfunc *f, dl_lexpr *e, const char *name) {
 }
 
 static dl_status check_group(dl_ctx *ctx, const dl_ew_group *g) {
-    if (g->n_out < 1 || g->n_ops < 1 || g->n_in < 0 || g->n_in > MAX_IN)
+    if (g->n_out < 1 || g->n_ops < 1 || g->n_in < 0 || g->n_in > DL_EW_MAX_INPUTS)
         return dl_fail(ctx, DL_ERR_INVALID, "elementwise group: %d inputs, %d ops, %d outputs",
                        g->n_in, g->n_ops, g->n_out);
     const dl_kbuf *o = &g->out[0];
@@ -166,7 +165,7 @@ dl_status dl_lower_elementwise(dl_ctx *ctx, const dl_ew_group *g, const char *na
     dl_lexpr *oidx = dl_le_i64(f, 0);
     for (int j = 0; j < nv; j++)
         oidx = dl_le_iadd(f, oidx, dl_le_imul(f, dl_le_var(f, loopvar[j]), ostride[j]));
-    dl_lexpr *inval[MAX_IN] = {NULL};
+    dl_lexpr *inval[DL_EW_MAX_INPUTS] = {NULL};
     for (int k = 0; k < g->n_in; k++) {
         dl_lexpr *idx = dl_le_i64(f, 0);
         for (int j = 0; j < nv; j++)

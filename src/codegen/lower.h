@@ -24,7 +24,8 @@ typedef struct dl_kbuf {
     dl_kdim dims[DL_MAX_RANK];
 } dl_kbuf;
 
-#define DL_EW_MAX_ARGS 8
+#define DL_EW_MAX_ARGS   8
+#define DL_EW_MAX_INPUTS 64 /* the values a group's loops read (dl_ew_group.in) */
 
 /* One op of an elementwise group. args[k] >= 0: group input k; args[k] < 0: the result of op
  * (-args[k] - 1), which comes earlier. Omitted optional inputs of the node are DL_EW_ABSENT. */

@@ -613,10 +613,12 @@ static int ew_producer(const fuser *fu, const dl_node *n, int i) {
     return -1;
 }
 
-/* The values that the nodes of groups gi and gj (or -1) and n read and none of them computes:
- * an elementwise kernel takes at most 64 (emit.c). */
-static int count_inputs(const fuser *fu, int gi, int gj, const dl_node *n) {
-    const dl_value *seen[DL_EW_GROUP_INPUTS + 1];
+/* Whether one kernel can hold groups gi and gj (or -1) and n: they read at most
+ * DL_EW_GROUP_INPUTS values from outside (what an elementwise kernel takes: emit.c), and none
+ * of their nodes reads a value computed among them through an input the loops do not load
+ * (Expand's shape: the executor needs it before the kernel runs, for the output's shape). */
+static bool one_kernel(const fuser *fu, int gi, int gj, const dl_node *n) {
+    const dl_value *seen[DL_EW_GROUP_INPUTS];
     int ns = 0;
     for (int pass = 0; pass < 3; pass++) {
         const int g = pass == 0 ? gi : gj;
@@ -627,19 +629,20 @@ static int count_inputs(const fuser *fu, int gi, int gj, const dl_node *n) {
             for (int i = 0; i < m->n_in; i++) {
                 const dl_value *v = m->in[i];
                 if (!v) continue;
-                if (v->producer && v->producer != n) {
-                    const int in = fu->group_of[v->producer->id];
-                    if (in >= 0 && (in == gi || in == gj)) continue;
+                const int in = v->producer ? fu->group_of[v->producer->id] : -1;
+                if (in >= 0 && (in == gi || in == gj)) { /* computed among them */
+                    if (!dl_ew_operand(m, i)) return false;
+                    continue;
                 }
                 bool dup = false;
                 for (int j = 0; j < ns && !dup; j++) dup = seen[j] == v;
                 if (dup) continue;
-                if (ns == DL_EW_GROUP_INPUTS) return ns + 1;
+                if (ns == DL_EW_GROUP_INPUTS) return false;
                 seen[ns++] = v;
             }
         }
     }
-    return ns;
+    return true;
 }
 
 /* An elementwise node joins the elementwise group that computes one of its inputs. That input
@@ -651,8 +654,8 @@ static int joinable_group(fuser *fu, const dl_node *n) {
     if (!n->out[0]) return -1;
     for (int i = 0; i < n->n_in; i++) {
         const int gi = ew_producer(fu, n, i);
-        if (gi >= 0 && fu->f->groups[gi].n_nodes < 64 && fits_at(fu, gi, -1, n) &&
-            count_inputs(fu, gi, -1, n) <= DL_EW_GROUP_INPUTS)
+        if (gi >= 0 && fu->f->groups[gi].n_nodes < DL_EW_GROUP_NODES && fits_at(fu, gi, -1, n) &&
+            one_kernel(fu, gi, -1, n))
             return gi;
     }
     return -1;
@@ -684,10 +687,13 @@ static dl_status merge_groups(fuser *fu, int gi, int gj) {
  * group's results are then the values its nodes compute that are read outside it or are graph
  * outputs, n's last. */
 static dl_status add_ew_node(fuser *fu, int gi, dl_node *n, int pos) {
-    for (int i = 0; i < n->n_in && fu->f->groups[gi].n_nodes; i++) {
+    /* (n starting a group of its own joined none of its inputs' groups: it merges none) */
+    const bool joined = fu->f->groups[gi].n_nodes > 0;
+    for (int i = 0; i < n->n_in && joined; i++) {
         const int gj = ew_producer(fu, n, i);
-        if (gj < 0 || gj == gi || fu->f->groups[gi].n_nodes + fu->f->groups[gj].n_nodes >= 64 ||
-            !fits_at(fu, gj, gi, n) || count_inputs(fu, gi, gj, n) > DL_EW_GROUP_INPUTS)
+        if (gj < 0 || gj == gi ||
+            fu->f->groups[gi].n_nodes + fu->f->groups[gj].n_nodes >= DL_EW_GROUP_NODES ||
+            !fits_at(fu, gj, gi, n) || !one_kernel(fu, gi, gj, n))
             continue;
         DL_TRY(merge_groups(fu, gi, gj));
     }
@@ -811,10 +817,15 @@ dl_status dl_pass_fuse(dl_pass_ctx *pc) {
         s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory in fusion");
         goto done;
     }
-    for (int k = 0, *fill = fu.uses; k < nn; k++) { /* (uses counts down to 0 here, then back) */
+    /* each value's consumers in node order: uses[v], counted down as they are placed, is how
+     * many of v's slots are still free (the first at cons_at[v + 1] - uses[v]); restored after */
+    for (int k = 0; k < nn; k++) {
         const dl_node *n = g->nodes.items[k];
         for (int i = 0; i < n->n_in; i++)
-            if (n->in[i]) fu.cons[fu.cons_at[n->in[i]->id + 1] - fill[n->in[i]->id]--] = k;
+            if (n->in[i]) {
+                const int v = n->in[i]->id;
+                fu.cons[fu.cons_at[v + 1] - fu.uses[v]--] = k;
+            }
     }
     for (int v = 0; v < nv; v++) fu.uses[v] = fu.cons_at[v + 1] - fu.cons_at[v];
     s = fuse_attention(&fu);

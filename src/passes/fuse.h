@@ -9,8 +9,10 @@
 
 #include "passes-impl.h"
 
-/* The most values an elementwise group reads (its kernel's buffer table: emit.c). */
+/* The most values an elementwise group reads, and the most ops it holds (its kernel's tables:
+ * emit.c, lower-ew.c). */
 #define DL_EW_GROUP_INPUTS 64
+#define DL_EW_GROUP_NODES  64
 
 typedef enum dl_gkind {
     DL_G_EW,        /* elementwise chain: loop IR */
