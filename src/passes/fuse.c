@@ -23,10 +23,9 @@
 typedef struct fuser {
     dl_graph *g;
     dl_fusion *f;
-    int *uses;        /* by value id: number of node-input references */
-    dl_node **first_consumer; /* by value id */
-    int *cons_at;             /* by value id v: its consumers' positions are */
-    int *cons;                /* cons[cons_at[v] .. cons_at[v + 1]) */
+    /* by value id v: the positions of the nodes reading it, once per input that does, in node
+     * order, are cons[cons_at[v] .. cons_at[v + 1]) */
+    int *cons_at, *cons;
     int *group_of;    /* by node position: group index or -1 */
     int *last_pos;    /* by group: position of its last node */
     int cap;
@@ -118,10 +117,20 @@ static dl_status add_node(fuser *fu, int gi, dl_node *n, int pos, bool result_is
     return DL_OK;
 }
 
+/* How many node inputs read v. */
+static int n_uses(const fuser *fu, const dl_value *v) {
+    return fu->cons_at[v->id + 1] - fu->cons_at[v->id];
+}
+
+/* The position of the first node reading v (which some node does). */
+static int first_use(const fuser *fu, const dl_value *v) {
+    return fu->cons[fu->cons_at[v->id]];
+}
+
 /* The single consumer of v when v feeds exactly one node input and is not a graph output. */
 static dl_node *sole_consumer(fuser *fu, const dl_value *v) {
-    if (v->is_output || fu->uses[v->id] != 1) return NULL;
-    return fu->first_consumer[v->id];
+    if (v->is_output || n_uses(fu, v) != 1) return NULL;
+    return fu->g->nodes.items[first_use(fu, v)];
 }
 
 static bool scalar_const(const dl_value *v, float *out) {
@@ -164,10 +173,10 @@ static bool match_gelu_end(fuser *fu, const dl_value *v, const dl_value *x, dl_n
  * runtime's own erf (dlrt_erf: within 6 ulp of erf, at a third of the cost of the unfused
  * chain's erff; dlrt-impl.h says what that means for GELU's small negative values). */
 static bool match_gelu(fuser *fu, dl_value *x, dl_node **chain, float *d) {
-    if (x->is_output || fu->uses[x->id] != 2 || x->type.dtype != DL_F32) return false;
+    if (x->is_output || n_uses(fu, x) != 2 || x->type.dtype != DL_F32) return false;
     /* x's two readers come at or after its first one, in topological order */
     dl_node *div = NULL;
-    for (int k = fu->first_consumer[x->id]->id; k < fu->g->nodes.len && !div; k++) {
+    for (int k = first_use(fu, x); k < fu->g->nodes.len && !div; k++) {
         dl_node *n = fu->g->nodes.items[k];
         if (dl_node_is(n, "Div") && n->n_in == 2 && n->in[0] == x && n->in[1] != x &&
             fu->group_of[n->id] < 0 && scalar_const(n->in[1], d) && n->out[0] &&
@@ -187,19 +196,19 @@ static bool match_gelu(fuser *fu, dl_value *x, dl_node **chain, float *d) {
  * the GEMM applies it to its rows as DLRT_ACT_GELU_TANH (tanhf, in the same order of operations:
  * an unfused chain costs GPT-2 a pass over each 128 x 3072 feed-forward activation). */
 static bool match_gelu_tanh(fuser *fu, dl_value *x, dl_node **chain, int *n, float *a, float *b) {
-    if (x->is_output || x->type.dtype != DL_F32 || (fu->uses[x->id] != 3 && fu->uses[x->id] != 5))
-        return false;
+    const int uses = n_uses(fu, x);
+    if (x->is_output || x->type.dtype != DL_F32 || (uses != 3 && uses != 5)) return false;
     dl_node *cube = NULL;
     int k = 0;
-    for (int i = fu->first_consumer[x->id]->id; i < fu->g->nodes.len && !cube; i++) {
+    for (int i = first_use(fu, x); i < fu->g->nodes.len && !cube; i++) {
         dl_node *c = fu->g->nodes.items[i];
         float e;
         if (fu->group_of[c->id] >= 0 || !c->out[0] || !same_type(&c->out[0]->type, &x->type))
             continue;
-        if (fu->uses[x->id] == 3 && dl_node_is(c, "Pow") && c->n_in == 2 && c->in[0] == x &&
+        if (uses == 3 && dl_node_is(c, "Pow") && c->n_in == 2 && c->in[0] == x &&
             scalar_const(c->in[1], &e) && e == 3.0f) {
             chain[k++] = cube = c;
-        } else if (fu->uses[x->id] == 5 && dl_node_is(c, "Mul") && c->n_in == 2 && c->in[0] == x &&
+        } else if (uses == 5 && dl_node_is(c, "Mul") && c->n_in == 2 && c->in[0] == x &&
                    c->in[1] == x) {
             dl_node *m = chain_next(fu, c->out[0], "Mul");
             if (m && other_input(m, c->out[0]) == x) chain[k++] = c, chain[k++] = cube = m;
@@ -791,43 +800,34 @@ dl_status dl_pass_fuse(dl_pass_ctx *pc) {
     int nn = g->nodes.len, nv = g->values.len;
     fuser fu = {.g = g};
     fu.f = dl_calloc(1, sizeof(dl_fusion));
-    fu.uses = dl_calloc((size_t)nv + 1, sizeof(int));
-    fu.first_consumer = dl_calloc((size_t)nv + 1, sizeof(dl_node *));
     fu.cons_at = dl_calloc((size_t)nv + 2, sizeof(int));
     fu.group_of = dl_malloc(sizeof(int) * ((size_t)nn + 1));
     int *order = NULL;
     dl_status s = DL_OK;
-    if (!fu.f || !fu.uses || !fu.first_consumer || !fu.cons_at || !fu.group_of) {
+    if (!fu.f || !fu.cons_at || !fu.group_of) {
         s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory in fusion");
         goto done;
     }
+    /* the consumer lists: each value's count at cons_at[v + 2], summed into where v + 1's
+     * list starts; placing a consumer then moves cons_at[v + 1] on, to v's end at last */
     for (int k = 0; k < nn; k++) {
         dl_node *n = g->nodes.items[k];
         n->id = k;
         fu.group_of[k] = -1;
-        for (int i = 0; i < n->n_in; i++) {
-            dl_value *v = n->in[i];
-            if (!v) continue;
-            if (!fu.uses[v->id]++) fu.first_consumer[v->id] = n;
-        }
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i]) fu.cons_at[n->in[i]->id + 2]++;
     }
-    for (int v = 0; v < nv; v++) fu.cons_at[v + 1] = fu.cons_at[v] + fu.uses[v];
-    fu.cons = dl_malloc(sizeof(int) * ((size_t)fu.cons_at[nv] + 1));
+    for (int v = 0; v < nv; v++) fu.cons_at[v + 2] += fu.cons_at[v + 1];
+    fu.cons = dl_malloc(sizeof(int) * ((size_t)fu.cons_at[nv + 1] + 1));
     if (!fu.cons) {
         s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory in fusion");
         goto done;
     }
-    /* each value's consumers in node order: uses[v], counted down as they are placed, is how
-     * many of v's slots are still free (the first at cons_at[v + 1] - uses[v]); restored after */
     for (int k = 0; k < nn; k++) {
         const dl_node *n = g->nodes.items[k];
         for (int i = 0; i < n->n_in; i++)
-            if (n->in[i]) {
-                const int v = n->in[i]->id;
-                fu.cons[fu.cons_at[v + 1] - fu.uses[v]--] = k;
-            }
+            if (n->in[i]) fu.cons[fu.cons_at[n->in[i]->id + 1]++] = k;
     }
-    for (int v = 0; v < nv; v++) fu.uses[v] = fu.cons_at[v + 1] - fu.cons_at[v];
     s = fuse_attention(&fu);
     if (s == DL_OK) s = fuse_matmul_transposes(&fu);
     for (int k = 0; k < nn && s == DL_OK; k++) {
@@ -874,8 +874,6 @@ dl_status dl_pass_fuse(dl_pass_ctx *pc) {
     fu.f = NULL;
 done:
     dl_fusion_free(fu.f);
-    dl_free(fu.uses);
-    dl_free(fu.first_consumer);
     dl_free(fu.cons_at);
     dl_free(fu.cons);
     dl_free(fu.group_of);
