@@ -39,19 +39,45 @@ enum {
     DLRT_DWF_MAX_WIDTH = 40  /* stride-1 rows up to this wide run flat (dlrt_dwf_range) */
 };
 
-/* The epilogue on output vector v of row oc, columns j.. (n valid), then the store. The
- * residual is read before the store (it may be y itself) and, in a row's last vector, only
- * where the row has it. */
-static DLRT_INLINE void dlrt_dwr_store(const dlrt_epilogue *ep, int64_t oc, int64_t j, __m512 v,
-                                       float *dst, int64_t n) {
-    if (ep) {
-        const float *rp = ep->residual ? ep->residual + oc * ep->res_rs + j : NULL;
-        float part[DLRT_DWR_VEC];
-        if (rp && n < DLRT_DWR_VEC) {
-            _mm512_storeu_ps(part, dlrt_rv_load(rp, 0, n));
-            rp = part;
-        }
-        v = dlrt_gemm_epi_vec(ep, v, ep->bias ? ep->bias + oc * ep->bias_rs : NULL, rp);
+/* A plane's epilogue resolved once (dlrt_dwr_epi_for): the steps of dlrt_gemm_epi_vec as flags
+ * and broadcast vectors, kept in a local of the plane's function (dlrt_dwr_plane). Read through
+ * the epilogue itself, every output vector reloaded its fields (a store to y may alias them, for
+ * all the compiler knows), multiplied beta by the plane's bias again and branched on each step:
+ * layer alone, one thread, stride 2 on 112x112 (96 ch) 0.113 -> 0.097 ms with nothing else
+ * changed. */
+typedef struct dlrt_dwr_epi {
+    __m512 alpha, bias, lo, hi; /* alpha; beta times the plane's bias; Clip's bounds */
+    const float *res;           /* the plane's residual (NULL: none) */
+    int on, scale, add_bias, act;
+} dlrt_dwr_epi;
+
+/* Plane oc's steps of eb (a dlrt_conv_ep epilogue: one bias per plane, planes of residual
+ * res_rs apart), or none when eb is NULL. */
+static dlrt_dwr_epi dlrt_dwr_epi_for(const dlrt_epilogue *eb, int64_t oc) {
+    dlrt_dwr_epi e = {0};
+    if (!eb) return e;
+    e.on = 1;
+    e.scale = eb->alpha != 1.0f;
+    e.alpha = _mm512_set1_ps(eb->alpha);
+    e.add_bias = eb->bias != NULL;
+    if (e.add_bias) e.bias = _mm512_set1_ps(eb->beta * eb->bias[oc * eb->bias_rs]);
+    e.res = eb->residual ? eb->residual + oc * eb->res_rs : NULL;
+    e.act = eb->act;
+    e.lo = _mm512_set1_ps(eb->act_a), e.hi = _mm512_set1_ps(eb->act_b);
+    return e;
+}
+
+/* The epilogue on output vector v of the plane's positions j.. (n valid), then the store: the
+ * steps and roundings of dlrt_gemm_epi_vec. The residual is read before the store (it may be y
+ * itself) and, in a row's last vector, only where the row has it. */
+static DLRT_INLINE void dlrt_dwr_store(const dlrt_dwr_epi *e, int64_t j, __m512 v, float *dst,
+                                       int64_t n) {
+    if (e->on) {
+        if (e->scale) v = _mm512_mul_ps(v, e->alpha);
+        if (e->add_bias) v = _mm512_add_ps(v, e->bias);
+        if (e->res) v = _mm512_add_ps(v, dlrt_rv_load(e->res, j, j + n));
+        if (e->act == DLRT_ACT_RELU) v = _mm512_max_ps(v, _mm512_setzero_ps());
+        if (e->act == DLRT_ACT_CLIP) v = _mm512_min_ps(e->hi, _mm512_max_ps(e->lo, v));
     }
     if (n >= DLRT_DWR_VEC)
         _mm512_storeu_ps(dst, v);
@@ -71,8 +97,8 @@ static DLRT_INLINE __m512 dlrt_dwr_taps(const __m512 *w, int ky, __m512 a, __m51
 /* One output row at stride 1: wn outputs from rows of in_w inputs (wn differs from in_w when the
  * padding after the row is not 1), r[ky] the window's input rows (NULL: padding), w the 9 taps;
  * the row's outputs are columns j0.. of the plane (for the epilogue). */
-static void dlrt_dwr_row1(const float *const *r, const __m512 *w, int64_t in_w, int64_t wn,
-                          float *y, const dlrt_epilogue *ep, int64_t oc, int64_t j0) {
+static DLRT_INLINE void dlrt_dwr_row1(const float *const *r, const __m512 *w, int64_t in_w,
+                                      int64_t wn, float *y, const dlrt_dwr_epi *ep, int64_t j0) {
     const __m512 z = _mm512_setzero_ps();
     __m512 prev[3] = {z, z, z}, cur[3];
     for (int ky = 0; ky < 3; ky++) cur[ky] = r[ky] ? dlrt_rv_load(r[ky], 0, in_w) : z;
@@ -84,13 +110,42 @@ static void dlrt_dwr_row1(const float *const *r, const __m512 *w, int64_t in_w, 
                                 dlrt_rv_next1(nx, cur[ky]), acc);
             prev[ky] = cur[ky], cur[ky] = nx;
         }
-        dlrt_dwr_store(ep, oc, j0 + j, acc, y + j, wn - j);
+        dlrt_dwr_store(ep, j0 + j, acc, y + j, wn - j);
+    }
+}
+
+/* Two output rows at stride 1, each summed as dlrt_dwr_row1 sums it (the same bits): r[0 ..
+ * 3] the input rows the two windows read (the first row's window r[0 .. 2], the second's r[1 ..
+ * 3]; the two rows they share are loaded and shifted once), y the first row's outputs, the
+ * second's wn floats on, j0 the first's position in the plane. Each output's sum is a chain of
+ * nine dependent multiply-adds: one row at a time, the chains of successive vectors did not
+ * overlap enough to keep the FMA units busy; two rows' chains interleaved do (figures in
+ * dlrt_dwr_plane). Four rows at a time spill registers (144 ch 56x56 0.082 -> 0.185 ms). */
+static DLRT_INLINE void dlrt_dwr_rows1x2(const float *const *r, const __m512 *w, int64_t in_w,
+                                         int64_t wn, float *y, const dlrt_dwr_epi *ep, int64_t j0) {
+    const __m512 z = _mm512_setzero_ps();
+    __m512 prev[4] = {z, z, z, z}, cur[4];
+    for (int k = 0; k < 4; k++) cur[k] = r[k] ? dlrt_rv_load(r[k], 0, in_w) : z;
+    for (int64_t j = 0; j < wn; j += DLRT_DWR_VEC) {
+        __m512 a[4], c[4], acc0 = z, acc1 = z;
+        for (int k = 0; k < 4; k++) {
+            const __m512 nx = r[k] ? dlrt_rv_load(r[k], j + DLRT_DWR_VEC, in_w) : z;
+            a[k] = dlrt_rv_back1(cur[k], prev[k]);
+            c[k] = dlrt_rv_next1(nx, cur[k]);
+            prev[k] = cur[k], cur[k] = nx; /* prev[k]: the centre taps now */
+        }
+        for (int ky = 0; ky < 3; ky++) {
+            acc0 = dlrt_dwr_taps(w, ky, a[ky], prev[ky], c[ky], acc0);
+            acc1 = dlrt_dwr_taps(w, ky, a[ky + 1], prev[ky + 1], c[ky + 1], acc1);
+        }
+        dlrt_dwr_store(ep, j0 + j, acc0, y + j, wn - j);
+        dlrt_dwr_store(ep, j0 + wn + j, acc1, y + wn + j, wn - j);
     }
 }
 
 /* One output row at stride 2 (wn outputs from rows of in_w inputs). */
-static void dlrt_dwr_row2(const float *const *r, const __m512 *w, int64_t in_w, int64_t wn,
-                          float *y, const dlrt_epilogue *ep, int64_t oc, int64_t j0) {
+static DLRT_INLINE void dlrt_dwr_row2(const float *const *r, const __m512 *w, int64_t in_w,
+                                      int64_t wn, float *y, const dlrt_dwr_epi *ep, int64_t j0) {
     const __m512 z = _mm512_setzero_ps();
     __m512 prev[3] = {z, z, z}; /* the odd lanes of the step before: lane 15 is x[2j - 1] */
     for (int64_t j = 0; j < wn; j += DLRT_DWR_VEC) {
@@ -100,7 +155,28 @@ static void dlrt_dwr_row2(const float *const *r, const __m512 *w, int64_t in_w, 
             if (r[ky]) dlrt_rv_taps2(r[ky], in_w, j, &prev[ky], &a, &b, &c);
             acc = dlrt_dwr_taps(w, ky, a, b, c, acc);
         }
-        dlrt_dwr_store(ep, oc, j0 + j, acc, y + j, wn - j);
+        dlrt_dwr_store(ep, j0 + j, acc, y + j, wn - j);
+    }
+}
+
+/* Two output rows at stride 2 (the same bits as dlrt_dwr_row2 gives each): r[0 .. 4] the input
+ * rows, the first window's r[0 .. 2], the second's r[2 .. 4]. Input row by input row, each row's
+ * taps going to the windows that read it, so that only one row's taps are live beside the
+ * weights and the carried odd lanes; all five rows' taps at once spilled. */
+static DLRT_INLINE void dlrt_dwr_rows2x2(const float *const *r, const __m512 *w, int64_t in_w,
+                                         int64_t wn, float *y, const dlrt_dwr_epi *ep, int64_t j0) {
+    const __m512 z = _mm512_setzero_ps();
+    __m512 prev[5] = {z, z, z, z, z};
+    for (int64_t j = 0; j < wn; j += DLRT_DWR_VEC) {
+        __m512 acc0 = z, acc1 = z;
+        for (int k = 0; k < 5; k++) {
+            __m512 a = z, b = z, c = z;
+            if (r[k]) dlrt_rv_taps2(r[k], in_w, j, &prev[k], &a, &b, &c);
+            if (k <= 2) acc0 = dlrt_dwr_taps(w, k, a, b, c, acc0);
+            if (k >= 2) acc1 = dlrt_dwr_taps(w, k - 2, a, b, c, acc1);
+        }
+        dlrt_dwr_store(ep, j0 + j, acc0, y + j, wn - j);
+        dlrt_dwr_store(ep, j0 + wn + j, acc1, y + wn + j, wn - j);
     }
 }
 
@@ -128,7 +204,7 @@ static DLRT_INLINE __m512i dlrt_dwf_wrap(__m512i col, __m512i width) {
  * of each lane is carried from vector to vector). Rows of 28 to 40 fill whole vectors this way
  * where the row kernel leaves lanes idle and restarts at every row. */
 static void dlrt_dwf_range(const float *x, int64_t n, int64_t in_w, const __m512 *w, float *y,
-                           const dlrt_epilogue *ep, int64_t oc, int64_t q0, int64_t q1) {
+                           const dlrt_dwr_epi *ep, int64_t q0, int64_t q1) {
     const __m512 z = _mm512_setzero_ps();
     const __m512i width = _mm512_set1_epi32((int)in_w), last = _mm512_set1_epi32((int)in_w - 1);
     const __m512i step = _mm512_set1_epi32(DLRT_DWR_VEC);
@@ -152,7 +228,7 @@ static void dlrt_dwf_range(const float *x, int64_t n, int64_t in_w, const __m512
                                 dlrt_rv_next1_z(right, nx, cur[ky]), acc);
             prev[ky] = cur[ky], cur[ky] = nx;
         }
-        dlrt_dwr_store(ep, oc, q, acc, y + q, q1 - q);
+        dlrt_dwr_store(ep, q, acc, y + q, q1 - q);
         col = dlrt_dwf_wrap(_mm512_add_epi32(col, step), width);
     }
 }
@@ -177,11 +253,94 @@ int dlrt_conv_dw_row_applies(const dlrt_conv *p, const dlrt_win3 *g) {
     return (g->stride[1] == 1 || g->stride[1] == 2) && g->out[2] >= DLRT_DWR_MIN_WIDTH;
 }
 
+/* Where a plane's rows and its weights are: one work unit (dlrt_conv_dw_row). */
+typedef struct dlrt_dwr_unit {
+    const float *x; /* the input plane, ih x iw */
+    float *y;       /* the output plane, rows ow wide */
+    const float *w; /* its 9 taps */
+    int64_t ih, iw, ow;
+    const dlrt_epilogue *eb; /* dlrt_conv_ep's, or NULL */
+    int64_t oc;
+} dlrt_dwr_unit;
+
+/* Output rows [r0, r1) of a plane at stride s (1 or 2), two at a time, then the last alone. A
+ * function of its own for each stride (dlrt_dwr_plane_s1, _s2): the epilogue, resolved once into
+ * a local, and the weights stay in registers for all the rows. With the row functions not
+ * inlined, each row paid for loading them again (all slower than before); inlined into the work
+ * loop, the strides' copies shared one register allocation and the gains came and went from
+ * build to build. Layer alone, one thread, medians, before -> after the epilogue and two rows
+ * at a time (the same bits): 144 ch 56x56 0.115 -> 0.082 ms, stride 2: 96 ch 112x112 0.113 ->
+ * 0.105, 144 ch 56x56 0.046 -> 0.0435. The flat kernel computing two vectors a step was slower
+ * (192 ch 28x28 0.044 -> 0.049), so it goes one. */
+static DLRT_INLINE void dlrt_dwr_plane(const int s, const dlrt_dwr_unit *u, int64_t r0,
+                                       int64_t r1) {
+    const dlrt_dwr_epi pe = dlrt_dwr_epi_for(u->eb, u->oc);
+    const int64_t ih_n = u->ih, iw_n = u->iw, ow_n = u->ow;
+    const float *xp = u->x;
+    float *yp = u->y;
+    __m512 wv[9];
+    for (int t = 0; t < 9; t++) wv[t] = _mm512_set1_ps(u->w[t]);
+    const int act_after = dlrt_gemm_act_after(u->eb);
+    int64_t oh = r0;
+    for (; s == 1 && oh + 1 < r1; oh += 2) {
+        const float *rows[4];
+        for (int k = 0; k < 4; k++) {
+            const int64_t ih = oh - 1 + k;
+            rows[k] = ih >= 0 && ih < ih_n ? xp + ih * iw_n : NULL;
+        }
+        dlrt_dwr_rows1x2(rows, wv, iw_n, ow_n, yp + oh * ow_n, &pe, oh * ow_n);
+        if (act_after) /* the rest of dlrt_epi_apply, on the stored rows */
+            dlrt_act_apply(u->eb->act, u->eb->act_a, u->eb->act_b, yp + oh * ow_n, 2 * ow_n);
+    }
+    for (; s == 2 && oh + 1 < r1; oh += 2) {
+        const float *rows[5];
+        for (int k = 0; k < 5; k++) {
+            const int64_t ih = 2 * oh - 1 + k;
+            rows[k] = ih >= 0 && ih < ih_n ? xp + ih * iw_n : NULL;
+        }
+        dlrt_dwr_rows2x2(rows, wv, iw_n, ow_n, yp + oh * ow_n, &pe, oh * ow_n);
+        if (act_after)
+            dlrt_act_apply(u->eb->act, u->eb->act_a, u->eb->act_b, yp + oh * ow_n, 2 * ow_n);
+    }
+    for (; oh < r1; oh++) {
+        const float *rows[3];
+        for (int ky = 0; ky < 3; ky++) {
+            const int64_t ih = oh * s - 1 + ky;
+            rows[ky] = ih >= 0 && ih < ih_n ? xp + ih * iw_n : NULL;
+        }
+        if (s == 1)
+            dlrt_dwr_row1(rows, wv, iw_n, ow_n, yp + oh * ow_n, &pe, oh * ow_n);
+        else
+            dlrt_dwr_row2(rows, wv, iw_n, ow_n, yp + oh * ow_n, &pe, oh * ow_n);
+        if (act_after) dlrt_act_apply(u->eb->act, u->eb->act_a, u->eb->act_b, yp + oh * ow_n, ow_n);
+    }
+}
+
+static void __attribute__((noinline))
+dlrt_dwr_plane_s1(const dlrt_dwr_unit *u, int64_t r0, int64_t r1) {
+    dlrt_dwr_plane(1, u, r0, r1);
+}
+
+static void __attribute__((noinline))
+dlrt_dwr_plane_s2(const dlrt_dwr_unit *u, int64_t r0, int64_t r1) {
+    dlrt_dwr_plane(2, u, r0, r1);
+}
+
+/* Outputs [q0, q1) of a plane by the flat kernel. */
+static void __attribute__((noinline))
+dlrt_dwr_plane_flat(const dlrt_dwr_unit *u, int64_t n, int64_t q0, int64_t q1) {
+    const dlrt_dwr_epi pe = dlrt_dwr_epi_for(u->eb, u->oc);
+    __m512 wv[9];
+    for (int t = 0; t < 9; t++) wv[t] = _mm512_set1_ps(u->w[t]);
+    dlrt_dwf_range(u->x, n, u->iw, wv, u->y, &pe, q0, q1);
+    if (dlrt_gemm_act_after(u->eb))
+        dlrt_act_apply(u->eb->act, u->eb->act_a, u->eb->act_b, u->y + q0, q1 - q0);
+}
+
 int dlrt_conv_dw_row(const dlrt_conv *p, const dlrt_win3 *g, const float *x, const float *w,
                      float *y, const dlrt_epilogue *ep) {
     if (!dlrt_conv_dw_row_applies(p, g)) return 0;
-    const int64_t planes = p->n * p->c_out, oh_n = g->out[1], ow_n = g->out[2];
-    const int64_t ih_n = g->in[1], iw_n = g->in[2], s = g->stride[1];
+    const int64_t planes = p->n * p->c_out, oh_n = g->out[1];
     const int flat = dlrt_dwf_applies(g);
     const int64_t nvec = (g->out_sp + DLRT_DWR_VEC - 1) / DLRT_DWR_VEC;
     const int64_t blocks = dlrt_conv_row_blocks(planes, flat ? nvec : oh_n);
@@ -189,36 +348,24 @@ int dlrt_conv_dw_row(const dlrt_conv *p, const dlrt_win3 *g, const float *x, con
     const int par = units > 1 && (double)planes * (double)g->out_sp * 9.0 >= DLRT_PAR_MIN / 4;
     (void)par;
     DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-    for (int64_t u = 0; u < units; u++) {
-        const int64_t pl = u / blocks, blk = u % blocks, b = pl / p->c_out, oc = pl % p->c_out;
-        const int64_t r0 = oh_n * blk / blocks, r1 = oh_n * (blk + 1) / blocks;
-        const float *xp = x + (b * p->c_in + oc) * g->in_sp;
-        float *yp = y + (b * p->c_out + oc) * g->out_sp;
+    for (int64_t un = 0; un < units; un++) {
+        const int64_t pl = un / blocks, blk = un % blocks, b = pl / p->c_out, oc = pl % p->c_out;
         dlrt_epilogue e;
-        const dlrt_epilogue *eb = dlrt_conv_ep(p, g->out_sp, ep, b, 0, &e);
-        __m512 wv[9];
-        for (int t = 0; t < 9; t++) wv[t] = _mm512_set1_ps(w[oc * 9 + t]);
-        if (flat) {
-            const int64_t q0 = nvec * blk / blocks * DLRT_DWR_VEC,
-                          q1 = DLRT_MIN(nvec * (blk + 1) / blocks * DLRT_DWR_VEC, g->out_sp);
-            dlrt_dwf_range(xp, g->in_sp, iw_n, wv, yp, eb, oc, q0, q1);
-            if (dlrt_gemm_act_after(eb))
-                dlrt_act_apply(eb->act, eb->act_a, eb->act_b, yp + q0, q1 - q0);
-            continue;
-        }
-        for (int64_t oh = r0; oh < r1; oh++) {
-            const float *rows[3];
-            for (int ky = 0; ky < 3; ky++) {
-                const int64_t ih = oh * s - 1 + ky;
-                rows[ky] = ih >= 0 && ih < ih_n ? xp + ih * iw_n : NULL;
-            }
-            if (s == 1)
-                dlrt_dwr_row1(rows, wv, iw_n, ow_n, yp + oh * ow_n, eb, oc, oh * ow_n);
-            else
-                dlrt_dwr_row2(rows, wv, iw_n, ow_n, yp + oh * ow_n, eb, oc, oh * ow_n);
-            if (dlrt_gemm_act_after(eb)) /* the rest of dlrt_epi_apply, on the stored row */
-                dlrt_act_apply(eb->act, eb->act_a, eb->act_b, yp + oh * ow_n, ow_n);
-        }
+        const dlrt_dwr_unit u = {.x = x + (b * p->c_in + oc) * g->in_sp,
+                                 .y = y + (b * p->c_out + oc) * g->out_sp,
+                                 .w = w + oc * 9,
+                                 .ih = g->in[1],
+                                 .iw = g->in[2],
+                                 .ow = g->out[2],
+                                 .eb = dlrt_conv_ep(p, g->out_sp, ep, b, 0, &e),
+                                 .oc = oc};
+        if (flat)
+            dlrt_dwr_plane_flat(&u, g->in_sp, nvec * blk / blocks * DLRT_DWR_VEC,
+                                DLRT_MIN(nvec * (blk + 1) / blocks * DLRT_DWR_VEC, g->out_sp));
+        else if (g->stride[1] == 1)
+            dlrt_dwr_plane_s1(&u, oh_n * blk / blocks, oh_n * (blk + 1) / blocks);
+        else
+            dlrt_dwr_plane_s2(&u, oh_n * blk / blocks, oh_n * (blk + 1) / blocks);
     }
     return 1;
 }
