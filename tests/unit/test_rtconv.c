@@ -370,7 +370,9 @@ static void dw_planes(const dlrt_conv *p, const float *x, const float *w, float 
  * kernel, with a bias and clip, with an in-place residual and ReLU, and with alpha and a sigmoid
  * applied after the store. Stride-1 rows of 28 to 40 with pad 1 all round run flat, a plane
  * split into runs of vectors when planes are few (28x28, 40x40, 17x31, 41x29 here), and
- * 14 x 41 stays with rows, as do the one-, two- and three-row planes 48, 45 and 64 wide. */
+ * 14 x 41 stays with rows, as do the one-, two- and three-row planes 48, 45 and 64 wide. Rows go
+ * two at a time: 14 x 41 at stride 1 and 60 x 60 at stride 2 (30 rows in 7 blocks, 6 planes)
+ * have row blocks starting at odd rows and ending with one row left. */
 static void test_depthwise_rows(void) {
     /* height, width, stride, padding after (both dims): 1, or 0 and 2 (ONNX's explicit pads may
      * differ from the 1 before; the rows are then not as wide as the input) */
@@ -379,7 +381,7 @@ static void test_depthwise_rows(void) {
         {9, 57, 2, 1},  {3, 112, 2, 1}, {4, 113, 1, 1}, {30, 30, 1, 0}, {28, 28, 1, 2},
         {7, 60, 2, 0},  {6, 59, 2, 2},  {40, 40, 1, 1}, {3, 37, 1, 1},  {17, 31, 1, 1},
         {41, 29, 1, 1}, {1, 28, 1, 1},  {14, 41, 1, 1}, {1, 48, 1, 1},  {2, 45, 1, 1},
-        {3, 64, 1, 1}};
+        {3, 64, 1, 1},  {60, 60, 2, 1}};
     for (size_t c = 0; c < sizeof taken / sizeof taken[0]; c++) {
         dlrt_conv p = {.nsp = 2, .n = 1 + (int64_t)(c % 2)};
         p.group = p.c_in = p.c_out = 3 + (int64_t)c % 3;

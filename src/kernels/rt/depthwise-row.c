@@ -23,12 +23,12 @@
  * kernel stays faster (384 ch: 0.024 vs 0.032), so they stay with it.
  *
  * Each output is w[0]*x[0] followed by fused multiply-adds in tap order, padding taps included
- * as zeros, and the epilogue takes dlrt_epi_apply's steps on the vector (dlrt_gemm_epi_vec):
- * the bits of the plane kernel. Work is split over planes (image x channel), and over row
- * blocks (runs of vectors for the flat kernel) when planes are few; each output is computed by
- * one unit, whatever the thread count. */
+ * as zeros, and the epilogue takes dlrt_epi_apply's steps on the vector (dlrt_dwr_store, a copy
+ * of dlrt_gemm_epi_vec's): the bits of the plane kernel. Work is split over planes (image x
+ * channel), and over row blocks (runs of vectors for the flat kernel) when planes are few; each
+ * output is computed by one unit, whatever the thread count. */
 #include "conv-impl.h"
-#include "gemm-micro.h" /* dlrt_gemm_epi_vec, dlrt_gemm_act_after */
+#include "gemm-micro.h" /* dlrt_gemm_act_after */
 
 #if defined(__AVX512F__) && !defined(DLRT_GEMM_GENERIC)
 #include "rowvec.h"
@@ -40,11 +40,12 @@ enum {
 };
 
 /* A plane's epilogue resolved once (dlrt_dwr_epi_for): the steps of dlrt_gemm_epi_vec as flags
- * and broadcast vectors, kept in a local of the plane's function (dlrt_dwr_plane). Read through
- * the epilogue itself, every output vector reloaded its fields (a store to y may alias them, for
- * all the compiler knows), multiplied beta by the plane's bias again and branched on each step:
- * layer alone, one thread, stride 2 on 112x112 (96 ch) 0.113 -> 0.097 ms with nothing else
- * changed. */
+ * and broadcast vectors, kept in a local of the plane's function (dlrt_dwr_plane,
+ * dlrt_dwr_plane_flat). Read through the epilogue itself, every output vector reloaded its fields
+ * (a store to y may alias them, for all the compiler knows), multiplied beta by the plane's bias
+ * again and branched on each step: layer alone, one thread, rows still one at a time, stride 2
+ * on 112x112 (96 ch) 0.111 -> 0.109 ms and 56x56 (144 ch) 0.0465 -> 0.046 (0.113 -> 0.097 in one
+ * build whose row loop was inlined into the work loop; such builds varied, see dlrt_dwr_plane). */
 typedef struct dlrt_dwr_epi {
     __m512 alpha, bias, lo, hi; /* alpha; beta times the plane's bias; Clip's bounds */
     const float *res;           /* the plane's residual (NULL: none) */
@@ -96,9 +97,9 @@ static DLRT_INLINE __m512 dlrt_dwr_taps(const __m512 *w, int ky, __m512 a, __m51
 
 /* One output row at stride 1: wn outputs from rows of in_w inputs (wn differs from in_w when the
  * padding after the row is not 1), r[ky] the window's input rows (NULL: padding), w the 9 taps;
- * the row's outputs are columns j0.. of the plane (for the epilogue). */
+ * the row's outputs are positions j0.. of the plane (for the epilogue). */
 static DLRT_INLINE void dlrt_dwr_row1(const float *const *r, const __m512 *w, int64_t in_w,
-                                      int64_t wn, float *y, const dlrt_dwr_epi *ep, int64_t j0) {
+                                      int64_t wn, float *y, const dlrt_dwr_epi *pe, int64_t j0) {
     const __m512 z = _mm512_setzero_ps();
     __m512 prev[3] = {z, z, z}, cur[3];
     for (int ky = 0; ky < 3; ky++) cur[ky] = r[ky] ? dlrt_rv_load(r[ky], 0, in_w) : z;
@@ -110,7 +111,7 @@ static DLRT_INLINE void dlrt_dwr_row1(const float *const *r, const __m512 *w, in
                                 dlrt_rv_next1(nx, cur[ky]), acc);
             prev[ky] = cur[ky], cur[ky] = nx;
         }
-        dlrt_dwr_store(ep, j0 + j, acc, y + j, wn - j);
+        dlrt_dwr_store(pe, j0 + j, acc, y + j, wn - j);
     }
 }
 
@@ -122,7 +123,7 @@ static DLRT_INLINE void dlrt_dwr_row1(const float *const *r, const __m512 *w, in
  * overlap enough to keep the FMA units busy; two rows' chains interleaved do (figures in
  * dlrt_dwr_plane). Four rows at a time spill registers (144 ch 56x56 0.082 -> 0.185 ms). */
 static DLRT_INLINE void dlrt_dwr_rows1x2(const float *const *r, const __m512 *w, int64_t in_w,
-                                         int64_t wn, float *y, const dlrt_dwr_epi *ep, int64_t j0) {
+                                         int64_t wn, float *y, const dlrt_dwr_epi *pe, int64_t j0) {
     const __m512 z = _mm512_setzero_ps();
     __m512 prev[4] = {z, z, z, z}, cur[4];
     for (int k = 0; k < 4; k++) cur[k] = r[k] ? dlrt_rv_load(r[k], 0, in_w) : z;
@@ -138,14 +139,14 @@ static DLRT_INLINE void dlrt_dwr_rows1x2(const float *const *r, const __m512 *w,
             acc0 = dlrt_dwr_taps(w, ky, a[ky], prev[ky], c[ky], acc0);
             acc1 = dlrt_dwr_taps(w, ky, a[ky + 1], prev[ky + 1], c[ky + 1], acc1);
         }
-        dlrt_dwr_store(ep, j0 + j, acc0, y + j, wn - j);
-        dlrt_dwr_store(ep, j0 + wn + j, acc1, y + wn + j, wn - j);
+        dlrt_dwr_store(pe, j0 + j, acc0, y + j, wn - j);
+        dlrt_dwr_store(pe, j0 + wn + j, acc1, y + wn + j, wn - j);
     }
 }
 
 /* One output row at stride 2 (wn outputs from rows of in_w inputs). */
 static DLRT_INLINE void dlrt_dwr_row2(const float *const *r, const __m512 *w, int64_t in_w,
-                                      int64_t wn, float *y, const dlrt_dwr_epi *ep, int64_t j0) {
+                                      int64_t wn, float *y, const dlrt_dwr_epi *pe, int64_t j0) {
     const __m512 z = _mm512_setzero_ps();
     __m512 prev[3] = {z, z, z}; /* the odd lanes of the step before: lane 15 is x[2j - 1] */
     for (int64_t j = 0; j < wn; j += DLRT_DWR_VEC) {
@@ -155,7 +156,7 @@ static DLRT_INLINE void dlrt_dwr_row2(const float *const *r, const __m512 *w, in
             if (r[ky]) dlrt_rv_taps2(r[ky], in_w, j, &prev[ky], &a, &b, &c);
             acc = dlrt_dwr_taps(w, ky, a, b, c, acc);
         }
-        dlrt_dwr_store(ep, j0 + j, acc, y + j, wn - j);
+        dlrt_dwr_store(pe, j0 + j, acc, y + j, wn - j);
     }
 }
 
@@ -164,7 +165,7 @@ static DLRT_INLINE void dlrt_dwr_row2(const float *const *r, const __m512 *w, in
  * taps going to the windows that read it, so that only one row's taps are live beside the
  * weights and the carried odd lanes; all five rows' taps at once spilled. */
 static DLRT_INLINE void dlrt_dwr_rows2x2(const float *const *r, const __m512 *w, int64_t in_w,
-                                         int64_t wn, float *y, const dlrt_dwr_epi *ep, int64_t j0) {
+                                         int64_t wn, float *y, const dlrt_dwr_epi *pe, int64_t j0) {
     const __m512 z = _mm512_setzero_ps();
     __m512 prev[5] = {z, z, z, z, z};
     for (int64_t j = 0; j < wn; j += DLRT_DWR_VEC) {
@@ -175,8 +176,8 @@ static DLRT_INLINE void dlrt_dwr_rows2x2(const float *const *r, const __m512 *w,
             if (k <= 2) acc0 = dlrt_dwr_taps(w, k, a, b, c, acc0);
             if (k >= 2) acc1 = dlrt_dwr_taps(w, k - 2, a, b, c, acc1);
         }
-        dlrt_dwr_store(ep, j0 + j, acc0, y + j, wn - j);
-        dlrt_dwr_store(ep, j0 + wn + j, acc1, y + wn + j, wn - j);
+        dlrt_dwr_store(pe, j0 + j, acc0, y + j, wn - j);
+        dlrt_dwr_store(pe, j0 + wn + j, acc1, y + wn + j, wn - j);
     }
 }
 
@@ -204,7 +205,7 @@ static DLRT_INLINE __m512i dlrt_dwf_wrap(__m512i col, __m512i width) {
  * of each lane is carried from vector to vector). Rows of 28 to 40 fill whole vectors this way
  * where the row kernel leaves lanes idle and restarts at every row. */
 static void dlrt_dwf_range(const float *x, int64_t n, int64_t in_w, const __m512 *w, float *y,
-                           const dlrt_dwr_epi *ep, int64_t q0, int64_t q1) {
+                           const dlrt_dwr_epi *pe, int64_t q0, int64_t q1) {
     const __m512 z = _mm512_setzero_ps();
     const __m512i width = _mm512_set1_epi32((int)in_w), last = _mm512_set1_epi32((int)in_w - 1);
     const __m512i step = _mm512_set1_epi32(DLRT_DWR_VEC);
@@ -228,7 +229,7 @@ static void dlrt_dwf_range(const float *x, int64_t n, int64_t in_w, const __m512
                                 dlrt_rv_next1_z(right, nx, cur[ky]), acc);
             prev[ky] = cur[ky], cur[ky] = nx;
         }
-        dlrt_dwr_store(ep, q, acc, y + q, q1 - q);
+        dlrt_dwr_store(pe, q, acc, y + q, q1 - q);
         col = dlrt_dwf_wrap(_mm512_add_epi32(col, step), width);
     }
 }
@@ -253,82 +254,74 @@ int dlrt_conv_dw_row_applies(const dlrt_conv *p, const dlrt_win3 *g) {
     return (g->stride[1] == 1 || g->stride[1] == 2) && g->out[2] >= DLRT_DWR_MIN_WIDTH;
 }
 
-/* Where a plane's rows and its weights are: one work unit (dlrt_conv_dw_row). */
+/* One work unit of dlrt_conv_dw_row: where a plane's input and output are, its weights, and
+ * its epilogue (dlrt_conv_ep's, bias and residual indexed by oc). */
 typedef struct dlrt_dwr_unit {
     const float *x; /* the input plane, ih x iw */
     float *y;       /* the output plane, rows ow wide */
     const float *w; /* its 9 taps */
     int64_t ih, iw, ow;
-    const dlrt_epilogue *eb; /* dlrt_conv_ep's, or NULL */
-    int64_t oc;
+    const dlrt_epilogue *eb; /* or NULL */
+    int64_t oc;              /* its channel */
 } dlrt_dwr_unit;
 
-/* Output rows [r0, r1) of a plane at stride s (1 or 2), two at a time, then the last alone. A
- * function of its own for each stride (dlrt_dwr_plane_s1, _s2): the epilogue, resolved once into
- * a local, and the weights stay in registers for all the rows. With the row functions not
- * inlined, each row paid for loading them again (all slower than before); inlined into the work
- * loop, the strides' copies shared one register allocation and the gains came and went from
- * build to build. Layer alone, one thread, medians, before -> after the epilogue and two rows
- * at a time (the same bits): 144 ch 56x56 0.115 -> 0.082 ms, stride 2: 96 ch 112x112 0.113 ->
- * 0.105, 144 ch 56x56 0.046 -> 0.0435. The flat kernel computing two vectors a step was slower
- * (192 ch 28x28 0.044 -> 0.049), so it goes one. */
+/* rows[k] = input row ih0 + k of the plane for k < n, NULL for rows outside it (padding). */
+static DLRT_INLINE void dlrt_dwr_rows_at(const dlrt_dwr_unit *u, int64_t ih0, int n,
+                                         const float **rows) {
+    for (int k = 0; k < n; k++) {
+        const int64_t ih = ih0 + k;
+        rows[k] = ih >= 0 && ih < u->ih ? u->x + ih * u->iw : NULL;
+    }
+}
+
+/* Output rows [r0, r1) of a plane at stride s (1 or 2), two at a time (dlrt_dwr_rows1x2,
+ * dlrt_dwr_rows2x2), then the last alone. A function of its own for each stride
+ * (dlrt_dwr_plane_s1, _s2): the epilogue, resolved once into a local, and the weights stay in
+ * registers for all the rows. With the row functions not inlined, each row paid for loading
+ * them again (all slower than before); inlined into the work loop, the strides' copies shared
+ * one register allocation and the gains came and went from build to build. Layer alone, one
+ * thread, medians, before -> after the epilogue and two rows at a time (the same bits): 144 ch
+ * 56x56 0.115 -> 0.081 ms; stride 2: 96 ch 112x112 0.111 -> 0.106, 144 ch 56x56 0.046 ->
+ * 0.044 (rows one at a time with the epilogue resolved: 0.109 and 0.046). */
 static DLRT_INLINE void dlrt_dwr_plane(const int s, const dlrt_dwr_unit *u, int64_t r0,
                                        int64_t r1) {
     const dlrt_dwr_epi pe = dlrt_dwr_epi_for(u->eb, u->oc);
-    const int64_t ih_n = u->ih, iw_n = u->iw, ow_n = u->ow;
-    const float *xp = u->x;
-    float *yp = u->y;
+    const int64_t iw_n = u->iw, ow_n = u->ow;
     __m512 wv[9];
     for (int t = 0; t < 9; t++) wv[t] = _mm512_set1_ps(u->w[t]);
     const int act_after = dlrt_gemm_act_after(u->eb);
-    int64_t oh = r0;
-    for (; s == 1 && oh + 1 < r1; oh += 2) {
-        const float *rows[4];
-        for (int k = 0; k < 4; k++) {
-            const int64_t ih = oh - 1 + k;
-            rows[k] = ih >= 0 && ih < ih_n ? xp + ih * iw_n : NULL;
-        }
-        dlrt_dwr_rows1x2(rows, wv, iw_n, ow_n, yp + oh * ow_n, &pe, oh * ow_n);
-        if (act_after) /* the rest of dlrt_epi_apply, on the stored rows */
-            dlrt_act_apply(u->eb->act, u->eb->act_a, u->eb->act_b, yp + oh * ow_n, 2 * ow_n);
-    }
-    for (; s == 2 && oh + 1 < r1; oh += 2) {
-        const float *rows[5];
-        for (int k = 0; k < 5; k++) {
-            const int64_t ih = 2 * oh - 1 + k;
-            rows[k] = ih >= 0 && ih < ih_n ? xp + ih * iw_n : NULL;
-        }
-        dlrt_dwr_rows2x2(rows, wv, iw_n, ow_n, yp + oh * ow_n, &pe, oh * ow_n);
-        if (act_after)
-            dlrt_act_apply(u->eb->act, u->eb->act_a, u->eb->act_b, yp + oh * ow_n, 2 * ow_n);
-    }
-    for (; oh < r1; oh++) {
-        const float *rows[3];
-        for (int ky = 0; ky < 3; ky++) {
-            const int64_t ih = oh * s - 1 + ky;
-            rows[ky] = ih >= 0 && ih < ih_n ? xp + ih * iw_n : NULL;
-        }
-        if (s == 1)
-            dlrt_dwr_row1(rows, wv, iw_n, ow_n, yp + oh * ow_n, &pe, oh * ow_n);
+    for (int64_t oh = r0; oh < r1;) {
+        const int pair = oh + 1 < r1;
+        const float *rows[5]; /* the window rows of the pair, s + 3 of them, or of the row */
+        dlrt_dwr_rows_at(u, oh * s - 1, pair ? s + 3 : 3, rows);
+        float *yr = u->y + oh * ow_n;
+        if (pair && s == 1)
+            dlrt_dwr_rows1x2(rows, wv, iw_n, ow_n, yr, &pe, oh * ow_n);
+        else if (pair)
+            dlrt_dwr_rows2x2(rows, wv, iw_n, ow_n, yr, &pe, oh * ow_n);
+        else if (s == 1)
+            dlrt_dwr_row1(rows, wv, iw_n, ow_n, yr, &pe, oh * ow_n);
         else
-            dlrt_dwr_row2(rows, wv, iw_n, ow_n, yp + oh * ow_n, &pe, oh * ow_n);
-        if (act_after) dlrt_act_apply(u->eb->act, u->eb->act_a, u->eb->act_b, yp + oh * ow_n, ow_n);
+            dlrt_dwr_row2(rows, wv, iw_n, ow_n, yr, &pe, oh * ow_n);
+        const int done = pair ? 2 : 1;
+        if (act_after) /* the rest of dlrt_epi_apply, on the stored rows */
+            dlrt_act_apply(u->eb->act, u->eb->act_a, u->eb->act_b, yr, done * ow_n);
+        oh += done;
     }
 }
 
-static void __attribute__((noinline))
-dlrt_dwr_plane_s1(const dlrt_dwr_unit *u, int64_t r0, int64_t r1) {
+static DLRT_NOINLINE void dlrt_dwr_plane_s1(const dlrt_dwr_unit *u, int64_t r0, int64_t r1) {
     dlrt_dwr_plane(1, u, r0, r1);
 }
 
-static void __attribute__((noinline))
-dlrt_dwr_plane_s2(const dlrt_dwr_unit *u, int64_t r0, int64_t r1) {
+static DLRT_NOINLINE void dlrt_dwr_plane_s2(const dlrt_dwr_unit *u, int64_t r0, int64_t r1) {
     dlrt_dwr_plane(2, u, r0, r1);
 }
 
-/* Outputs [q0, q1) of a plane by the flat kernel. */
-static void __attribute__((noinline))
-dlrt_dwr_plane_flat(const dlrt_dwr_unit *u, int64_t n, int64_t q0, int64_t q1) {
+/* Outputs [q0, q1) of a plane by the flat kernel, one vector a step: two a step, their chains
+ * interleaved as dlrt_dwr_rows1x2 does, were slower (192 ch 28x28 0.044 -> 0.049 ms). */
+static DLRT_NOINLINE void dlrt_dwr_plane_flat(const dlrt_dwr_unit *u, int64_t n, int64_t q0,
+                                              int64_t q1) {
     const dlrt_dwr_epi pe = dlrt_dwr_epi_for(u->eb, u->oc);
     __m512 wv[9];
     for (int t = 0; t < 9; t++) wv[t] = _mm512_set1_ps(u->w[t]);

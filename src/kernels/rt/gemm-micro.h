@@ -365,7 +365,9 @@ static inline int dlrt_gemm_epi_direct(const dlrt_epilogue *ep) {
  * none). The bias goes as a product then a sum, dlrt_epi_apply's (the direct store of
  * DLRT_EPI_BLOCK fuses it into one multiply-add). ReLU and Clip are applied here (max(p, q)
  * is p > q ? p : q and min(p, q) is p < q ? p : q: dlrt_act_apply's comparisons, NaNs and signed
- * zeros included); the other activations run after the store (dlrt_gemm_act_after). */
+ * zeros included); the other activations run after the store (dlrt_gemm_act_after). The row
+ * depthwise kernel takes the same steps from an epilogue resolved per plane (depthwise-row.c's
+ * dlrt_dwr_store): keep the two in step, since the plane kernel's bits are promised for both. */
 static DLRT_INLINE dlrt_vf dlrt_gemm_epi_vec(const dlrt_epilogue *ep, dlrt_vf v, const float *bp,
                                              const float *rp) {
     if (ep->alpha != 1.0f) v = DLRT_VMUL(v, DLRT_VBCAST(ep->alpha));
