@@ -26,8 +26,8 @@ typedef struct fuser {
     /* by value id v: the positions of the nodes reading it, once per input that does, in node
      * order, are cons[cons_at[v] .. cons_at[v + 1]) */
     int *cons_at, *cons;
-    int *group_of;    /* by node position: group index or -1 */
-    int *last_pos;    /* by group: position of its last node */
+    int *group_of; /* by node position: group index or -1 */
+    int *last_pos; /* by group: position of its last node */
     int cap;
 } fuser;
 
@@ -234,11 +234,10 @@ static int ew_producer(const fuser *fu, const dl_node *n, int i);
 
 /* Whether the residual Add c (of a product's result and o) is left to the elementwise pass that
  * computes o, where o fits its results at c's place (fits_at) or is read by c alone, and c's
- * result goes on into
- * elementwise ops: that pass then reads the product once and writes the end of the chain,
- * where as the product's residual, o was written, read back by the product, and its sum
- * written and read again. SGD's weight decay (the gradient plus wd times the weight, then the
- * momentum and the update) becomes one pass after the weight gradient's product. */
+ * result goes on into elementwise ops: that pass then reads the product once and writes the
+ * end of the chain, where as the product's residual, o was written, read back by the product,
+ * and its sum written and read again. SGD's weight decay (the gradient plus wd times the weight,
+ * then the momentum and the update) becomes one pass after the weight gradient's product. */
 static bool residual_joins_pass(fuser *fu, const dl_node *c, const dl_value *o) {
     const dl_node *next = sole_consumer(fu, c->out[0]);
     if (!next || dl_node_kernel_kind(next) != DL_G_EW || !o->producer ||
@@ -622,6 +621,28 @@ static int ew_producer(const fuser *fu, const dl_node *n, int i) {
     return -1;
 }
 
+/* Adds to seen[] (*ns of them, at most DL_EW_GROUP_INPUTS) the values node m reads from outside
+ * groups gi and gj (or -1); false when that outgrows seen or m reads a value computed in them
+ * through an input the loops do not load (one_kernel). */
+static bool kernel_reads(const fuser *fu, int gi, int gj, const dl_node *m, const dl_value **seen,
+                         int *ns) {
+    for (int i = 0; i < m->n_in; i++) {
+        const dl_value *v = m->in[i];
+        if (!v) continue;
+        const int in = v->producer ? fu->group_of[v->producer->id] : -1;
+        if (in >= 0 && (in == gi || in == gj)) { /* computed among them */
+            if (!dl_ew_operand(m, i)) return false;
+            continue;
+        }
+        bool dup = false;
+        for (int j = 0; j < *ns && !dup; j++) dup = seen[j] == v;
+        if (dup) continue;
+        if (*ns == DL_EW_GROUP_INPUTS) return false;
+        seen[(*ns)++] = v;
+    }
+    return true;
+}
+
 /* Whether one kernel can hold groups gi and gj (or -1) and n: they read at most
  * DL_EW_GROUP_INPUTS values from outside (what an elementwise kernel takes: emit.c), and none
  * of their nodes reads a value computed among them through an input the loops do not load
@@ -629,29 +650,12 @@ static int ew_producer(const fuser *fu, const dl_node *n, int i) {
 static bool one_kernel(const fuser *fu, int gi, int gj, const dl_node *n) {
     const dl_value *seen[DL_EW_GROUP_INPUTS];
     int ns = 0;
-    for (int pass = 0; pass < 3; pass++) {
-        const int g = pass == 0 ? gi : gj;
-        if (pass < 2 && g < 0) continue;
-        const int nn = pass < 2 ? fu->f->groups[g].n_nodes : 1;
-        for (int k = 0; k < nn; k++) {
-            const dl_node *m = pass < 2 ? fu->f->groups[g].nodes[k] : n;
-            for (int i = 0; i < m->n_in; i++) {
-                const dl_value *v = m->in[i];
-                if (!v) continue;
-                const int in = v->producer ? fu->group_of[v->producer->id] : -1;
-                if (in >= 0 && (in == gi || in == gj)) { /* computed among them */
-                    if (!dl_ew_operand(m, i)) return false;
-                    continue;
-                }
-                bool dup = false;
-                for (int j = 0; j < ns && !dup; j++) dup = seen[j] == v;
-                if (dup) continue;
-                if (ns == DL_EW_GROUP_INPUTS) return false;
-                seen[ns++] = v;
-            }
-        }
-    }
-    return true;
+    const int groups[2] = {gi, gj};
+    for (int g = 0; g < 2; g++)
+        for (int k = 0; groups[g] >= 0 && k < fu->f->groups[groups[g]].n_nodes; k++)
+            if (!kernel_reads(fu, gi, gj, fu->f->groups[groups[g]].nodes[k], seen, &ns))
+                return false;
+    return kernel_reads(fu, gi, gj, n, seen, &ns);
 }
 
 /* An elementwise node joins the elementwise group that computes one of its inputs. That input

@@ -128,6 +128,24 @@ static DLRT_INLINE void dlrt_gemm_copy_nr(const float *src, float *restrict dst)
 #endif
 }
 
+/* dlrt_gemm_pack's full panels (`full` of w lines, w a constant: NR or MR) of lines contiguous at
+ * each depth, X[p * ld + i], depth by depth across all of them; returns the lines packed. */
+static inline int dlrt_gemm_pack_across(const float *X, int64_t ld, int64_t i0, int full,
+                                        int64_t p0, int kc, size_t pstride, float *restrict dst,
+                                        const int w) {
+    for (int p = 0; p < kc; p++) {
+        const float *src = X + (p0 + p) * ld + i0;
+        for (int q = 0; q < full; q++) {
+            float *to = dst + (size_t)q * pstride + (size_t)p * (size_t)w;
+            if (w == DLRT_GEMM_NR)
+                dlrt_gemm_copy_nr(src + q * w, to);
+            else
+                dlrt_gemm_pack_full(src + q * w, 0, 1, to, w);
+        }
+    }
+    return full * w;
+}
+
 /* Packs lines [i0, i0+m) x depths [p0, p0+kc) of an operand into panels of w lines, pstride
  * floats apart (w * kc: one K block; w * K: panels over all of K):
  * dst[panel * pstride + p * w + ii] = line i0 + panel*w + ii at depth p0 + p, where line i at depth
@@ -145,36 +163,20 @@ static void dlrt_gemm_pack(const float *X, int64_t ld, int by_rows, const dlrt_g
         return;
     }
     int r = 0;
-    if (!by_rows && w == DLRT_GEMM_NR && m >= DLRT_GEMM_NR) {
-        /* full B panels of rows in place: depth by depth across them, so that each depth is one
-         * run of memory (a panel at a time read NR floats from each row, a page apart in large
-         * matrices, which the prefetchers did not follow: packing was a tenth of a 1024-cube
-         * product on 2 threads) */
-        const int full = m / DLRT_GEMM_NR;
-        for (int p = 0; p < kc; p++) {
-            const float *src = X + (p0 + p) * ld + i0;
-            for (int q = 0; q < full; q++)
-                dlrt_gemm_copy_nr(src + q * DLRT_GEMM_NR, dst + q * pstride + p * DLRT_GEMM_NR);
-        }
-        r = full * DLRT_GEMM_NR;
-        dst += (size_t)full * pstride;
-    } else if (!by_rows && w == DLRT_GEMM_MR && m >= 2 * DLRT_GEMM_MR) {
-        /* full A panels of a transposed A (a weight gradient's activations), the same way:
-         * panel by panel read MR floats a depth, ld apart, and at a stride of a multiple of 4
-         * KiB those lines all share an L1 set, so each panel read them again from L2 (1024 x
-         * 256 x 1024 with A transposed, one thread: 2.49 -> 2.16-2.20 ms, against 2.22 with A
-         * as rows; the GPT training step's 12 products of that shape 28.1 -> 27.2 ms) */
-        const int full = m / DLRT_GEMM_MR;
-        for (int p = 0; p < kc; p++) {
-            const float *src = X + (p0 + p) * ld + i0;
-            for (int q = 0; q < full; q++)
-                dlrt_gemm_pack_full(src + q * DLRT_GEMM_MR, 0, 1,
-                                    dst + (size_t)q * pstride + (size_t)p * DLRT_GEMM_MR,
-                                    DLRT_GEMM_MR);
-        }
-        r = full * DLRT_GEMM_MR;
-        dst += (size_t)full * pstride;
-    }
+    /* full panels of lines contiguous at each depth (X's columns: B in place, a transposed A),
+     * depth by depth across all of them, so that each depth is one run of memory. Panel by
+     * panel, B's read NR floats from each row, a page apart in large matrices, which the
+     * prefetchers did not follow (packing was a tenth of a 1024-cube product on 2 threads); a
+     * transposed A's read MR floats a depth, ld apart, and at a stride of a multiple of 4 KiB (a
+     * weight gradient's activations) those lines all share an L1 set, so each panel read them
+     * again from L2 (1024 x 256 x 1024 with A transposed, one thread: 2.49 -> 2.16-2.20 ms,
+     * against 2.22 with A as rows; the GPT training step's 12 products of that shape 28.1 ->
+     * 27.2 ms). */
+    if (!by_rows && w == DLRT_GEMM_NR && m >= DLRT_GEMM_NR)
+        r = dlrt_gemm_pack_across(X, ld, i0, m / DLRT_GEMM_NR, p0, kc, pstride, dst, DLRT_GEMM_NR);
+    else if (!by_rows && w == DLRT_GEMM_MR && m >= 2 * DLRT_GEMM_MR)
+        r = dlrt_gemm_pack_across(X, ld, i0, m / DLRT_GEMM_MR, p0, kc, pstride, dst, DLRT_GEMM_MR);
+    dst += (size_t)(r / w) * pstride;
     for (; r < m; r += w, dst += pstride) {
         int n = DLRT_MIN(w, m - r);
         if (by_rows) {
