@@ -455,13 +455,14 @@ static void test_gemm_row_packed(void) {
 static void test_gemm_split(void) {
     static const int64_t shapes[][2] = {
         {128, 784}, {64, 3136},  {128, 768}, {600, 49}, {49, 512},  {7, 1000}, {2048, 2048},
-        {13, 130},  {12544, 64}, {784, 128}, {49, 160}, {49, 1280}, {49, 320}};
+        {13, 130},  {12544, 64}, {784, 128}, {49, 160}, {49, 1280}, {49, 320}, {128, 2304}};
     enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
-    /* variant 2: B prepacked (weights), columns cut before rows */
-    for (int variant = 0; variant < 3; variant++)
+    /* variant 2: B prepacked (weights), columns cut before rows; 3: that and transposed (a 1x1
+     * or implicit-GEMM convolution on a small plane) */
+    for (int variant = 0; variant < 4; variant++)
         for (int s = 0; s < NSHAPES; s++) {
             const int64_t M = shapes[s][0], N = shapes[s][1];
-            const int transposed = variant == 1, cols_first = variant == 2;
+            const int transposed = variant & 1, cols_first = variant >= 2;
             int64_t mu, tm, tn;
             dlrt_gemm_split_rows(M, N, transposed, cols_first, 2, &mu, &tm, &tn);
             /* MT where it shares out evenly: not a 7x7 plane's 49 rows over 160 columns (3
@@ -501,8 +502,13 @@ static void test_gemm_split(void) {
             const int64_t half_panels = (panels + 1) / 2;
             for (int o = 0; o < 2 && cols_first && tn == panels && tm > 1; o++)
                 ordered &= cols[o][1] - cols[o][0] <= (half_panels + 1) * DLRT_GEMM_NR;
-            const int balanced =
-                8 * dlrt_gemm_max_load(M, N, mu, tm, tn, cols_first, 2) <= 9 * M * N / 2;
+            const int64_t load = dlrt_gemm_max_load(M, N, mu, tm, tn, cols_first, 2);
+            /* and within 1/16 where a finer cut of whole tiles makes it so (dlrt_gemm_even_out),
+             * as in AVX-512's GPT-2 128 x 2304 with its weights as B (9 tiles: 16 and 20 panels
+             * of 36) and a stride-2 3x3 on 28x28 (784 x 128 transposed: 432 and 352 rows) */
+            const int even = !((s == 9 && variant == 3) || (s == 13 && cols_first)) ||
+                             16 * load <= 17 * M * N / 2;
+            const int balanced = 8 * load <= 9 * M * N / 2 && even;
             /* rows M <= MC share out by columns, so B is not packed once per row block; with
              * prepacked weights of 4 panels or more, columns always go first (rows are cut
              * only once each column panel is a tile), so that each thread streams only its

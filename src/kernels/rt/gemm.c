@@ -675,6 +675,26 @@ static int64_t dlrt_gemm_max_load(int64_t M, int64_t N, int64_t mu, int64_t tm, 
     return DLRT_MAX(best, load);
 }
 
+/* Cuts an M x N product that dlrt_gemm_split's *tm x *tn tiles share out unevenly finer, in the
+ * direction that it cuts first, up to twice the tiles (as fine as its next step would), into the
+ * first cut (the fewest tiles) that gives no thread over 1/64 more than its share; else leaves
+ * it. Tiles of mcut x ncut cannot share some products out: GPT-2's 128 x 2304 (36 panels in 9
+ * tiles: 16 and 20 panels on 2 threads) is even in 11, ResNet-50's stride-2 3x3 on 28x28 (784 x
+ * 128 transposed: 17 row units in 5 tiles, 432 and 352 rows) in two columns. */
+static void dlrt_gemm_even_out(int64_t M, int64_t N, int64_t mu, int64_t threads, int cols_first,
+                               int64_t *tm, int64_t *tn) {
+    /* rows are cut first only where that repacks nothing and streams no weights twice */
+    const int by_rows = !cols_first && M > DLRT_GEMM_MC;
+    int64_t *cut = by_rows ? tm : tn;
+    const int64_t first = *cut;
+    const int64_t most = by_rows ? (M + mu - 1) / mu : (N + DLRT_GEMM_NR - 1) / DLRT_GEMM_NR;
+    for (*cut = first + 1; *cut <= DLRT_MIN(most, 2 * first); ++*cut)
+        if (64 * dlrt_gemm_max_load(M, N, mu, *tm, *tn, cols_first, threads) <=
+            65 * M * N / threads)
+            return;
+    *cut = first;
+}
+
 /* How an M x N product is cut for `threads` threads: into tm x tn tiles of whole panels, as even
  * as panels allow (dlrt_gemm_cut), each thread running a run of consecutive tiles holding about
  * its share of the area (dlrt_gemm_owner). While a thread would still get over 1/8 more than
@@ -684,17 +704,23 @@ static int64_t dlrt_gemm_max_load(int64_t M, int64_t N, int64_t mu, int64_t tm, 
  * only its share of the weights instead of all of them (BERT-base 60.0 -> 56.6 ms and GPT-2
  * 83.9 -> 81.8 on 2 threads; MobileNetV2's 320 -> 1280 on 7x7 0.115 -> 0.093 ms). Even tiles
  * matter: 784 columns cut at 256 were 256+256+256+16, two tiles a thread but 512 columns
- * against 272. Each element's sum runs the same whatever the cut, so results do not depend on
- * it. */
+ * against 272. A cut within 1/8 but over 1/16 uneven is evened out where a finer one can be
+ * (dlrt_gemm_even_out). Each element's sum runs the same whatever the cut, so results do not
+ * depend on it. */
 static int dlrt_gemm_split(int64_t M, int64_t N, int64_t mu, int64_t threads, int cols_first,
                            int64_t *tm, int64_t *tn) {
     int64_t mcut = DLRT_GEMM_MC, ncut = DLRT_GEMM_NC;
     const int64_t panels = (N + DLRT_GEMM_NR - 1) / DLRT_GEMM_NR;
     for (;;) {
         *tm = (M + mcut - 1) / mcut, *tn = (N + ncut - 1) / ncut;
-        if (threads <= 1 ||
-            8 * dlrt_gemm_max_load(M, N, mu, *tm, *tn, cols_first, threads) <= 9 * M * N / threads)
+        if (threads <= 1) return 1;
+        const int64_t load = dlrt_gemm_max_load(M, N, mu, *tm, *tn, cols_first, threads);
+        if (8 * load <= 9 * M * N / threads) {
+            /* searched only where over 1/16 uneven: this runs at every call */
+            if (16 * load > 17 * M * N / threads)
+                dlrt_gemm_even_out(M, N, mu, threads, cols_first, tm, tn);
             return 1;
+        }
         if (cols_first && panels >= 2 * threads && ncut > DLRT_GEMM_NR && *tn < panels)
             ncut = DLRT_MAX((int64_t)DLRT_GEMM_NR,
                             (ncut / 2 + DLRT_GEMM_NR - 1) / DLRT_GEMM_NR * DLRT_GEMM_NR);
