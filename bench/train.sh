@@ -4,7 +4,8 @@
 # usage: bench/train.sh [--threads N] [--steps N] [--models "mlp lenet gpt"] [--build DIR]
 #                       [--models-dir DIR]
 #
-#   --threads N     threads for both (default 1): torch.set_num_threads, dlcc --threads
+#   --threads N     threads for both (default 1): torch.set_num_threads and OpenBLAS's threads
+#                   (bench/train_torch.py), dlcc --threads
 #   --steps N       training steps per model (default 30); the first 3 are warm-up, not counted
 #   --models LIST   of bench/train_models.py's models (default: mlp lenet gpt)
 #   --build DIR     where dlcc is (default build)
@@ -19,6 +20,15 @@
 # tokens, AdamW lr 3e-4). Prints a table: model, torch ms, dlcc ms, dlcc/torch (< 1: dlcc is
 # faster). A runtime that fails on a model is reported with its error and "n/a".
 # Python: DLCC_TORCH_PYTHON (default /usr/bin/python3: Debian's torch 1.13, onnx, numpy).
+# Debian's torch does its matrix products in the system BLAS (libblas.so.3): OpenBLAS is
+# installed if missing (libopenblas0-pthread; as root, else an error), since the reference BLAS
+# it would otherwise get is 30-50x slower. On a CPU with AVX-512, OPENBLAS_CORETYPE defaults to
+# SkylakeX: OpenBLAS 0.3.21 does not know Zen 4 or 5 and runs its AVX2 kernels there (torch's
+# 1024 matmul on one thread 18.2 ms, 11.3 with SkylakeX's), and the peer gets its best; a value
+# already set is kept (the last line printed names the core used). At 2 threads or more torch's
+# own OpenMP threads spin while OpenBLAS's work, on the same cores: its figures there are not a
+# fair peer (GPT 367 ms a step at 2 threads, 123 at one; OMP_WAIT_POLICY=PASSIVE gave 103, but
+# LeNet's convolutions 2.0 -> 3.9 ms).
 set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -45,6 +55,19 @@ done
 if [ "$STEPS" -le "$WARMUP" ]; then
     echo "bench/train.sh: --steps must be larger than $WARMUP" >&2
     exit 2
+fi
+if ! ldconfig -p | grep -q 'libopenblas.*\.so'; then
+    if [ "$(id -u)" != 0 ]; then
+        echo "bench/train.sh: OpenBLAS is missing (torch would run on the reference BLAS):" \
+            "apt-get install libopenblas0-pthread" >&2
+        exit 2
+    fi
+    echo "installing OpenBLAS (libopenblas0-pthread) for torch"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        libopenblas0-pthread >/dev/null || exit 2
+fi
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -qw avx512f /proc/cpuinfo; then
+    export OPENBLAS_CORETYPE=SkylakeX
 fi
 case $BUILD in /*) cache_default=$BUILD/cache ;; *) cache_default=$PWD/$BUILD/cache ;; esac
 export DLCC_CACHE_DIR=${DLCC_CACHE_DIR:-$cache_default}
@@ -114,4 +137,11 @@ for m in $MODELS; do
         ratio=$(awk -v a="$d" -v b="$t" 'BEGIN { printf "%.2f", a / b }')
     fi
     printf '%-8s %12s %12s %12s\n' "$m" "${t:-n/a}" "${d:-n/a}" "$ratio"
+done
+for m in $MODELS; do # the BLAS torch ran on, as train_torch.py found it
+    blas=$(field "$WORK/$m.torch.json" blas)
+    [ -n "$blas" ] || continue
+    echo "torch's BLAS: $blas (OpenBLAS core $(field "$WORK/$m.torch.json" blas_core)," \
+        "$(field "$WORK/$m.torch.json" blas_threads) thread(s))"
+    break
 done
