@@ -20,15 +20,16 @@
 # tokens, AdamW lr 3e-4). Prints a table: model, torch ms, dlcc ms, dlcc/torch (< 1: dlcc is
 # faster). A runtime that fails on a model is reported with its error and "n/a".
 # Python: DLCC_TORCH_PYTHON (default /usr/bin/python3: Debian's torch 1.13, onnx, numpy).
-# Debian's torch does its matrix products in the system BLAS (libblas.so.3): OpenBLAS is
-# installed if missing (libopenblas0-pthread; as root, else an error), since the reference BLAS
-# it would otherwise get is 30-50x slower. On a CPU with AVX-512, OPENBLAS_CORETYPE defaults to
-# SkylakeX: OpenBLAS 0.3.21 does not know Zen 4 or 5 and runs its AVX2 kernels there (torch's
-# 1024 matmul on one thread 18.2 ms, 11.3 with SkylakeX's), and the peer gets its best; a value
-# already set is kept (the last line printed names the core used). At 2 threads or more torch's
-# own OpenMP threads spin while OpenBLAS's work, on the same cores: its figures there are not a
-# fair peer (GPT 367 ms a step at 2 threads, 123 at one; OMP_WAIT_POLICY=PASSIVE gave 103, but
-# LeNet's convolutions 2.0 -> 3.9 ms).
+# Debian's torch does its matrix products in the system BLAS (libblas.so.3): torch must run them
+# on OpenBLAS or MKL (bench/train_torch.py --check-blas), and OpenBLAS is installed where it is
+# missing (libopenblas0-pthread; as root, else an error), since the reference BLAS it would
+# otherwise get is 30-50x slower. On a CPU with AVX-512 (F, BW, DQ, VL), OPENBLAS_CORETYPE
+# defaults to SkylakeX: Debian 12's OpenBLAS 0.3.21 does not know Zen 4 or 5 and runs its AVX2
+# kernels there (torch's 1024 matmul on one thread 18.2 ms, 11.3 with SkylakeX's), and the peer
+# gets its best; a value already set is kept (the last line printed names the core used). At 2
+# threads or more torch's own OpenMP threads spin while OpenBLAS's work, on the same cores: its
+# figures there are not a fair peer (GPT 367 ms a step at 2 threads, 123 at one;
+# OMP_WAIT_POLICY=PASSIVE gave 103, but LeNet's convolutions 2.0 -> 3.9 ms).
 set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -56,19 +57,29 @@ if [ "$STEPS" -le "$WARMUP" ]; then
     echo "bench/train.sh: --steps must be larger than $WARMUP" >&2
     exit 2
 fi
-if ! ldconfig -p | grep -q 'libopenblas.*\.so'; then
-    if [ "$(id -u)" != 0 ]; then
-        echo "bench/train.sh: OpenBLAS is missing (torch would run on the reference BLAS):" \
-            "apt-get install libopenblas0-pthread" >&2
-        exit 2
-    fi
-    echo "installing OpenBLAS (libopenblas0-pthread) for torch"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-        libopenblas0-pthread >/dev/null || exit 2
-fi
-if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -qw avx512f /proc/cpuinfo; then
+# SkylakeX's kernels need AVX-512 F, BW, DQ and VL (Knights Landing has F alone)
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && [ "$(grep -m1 '^flags' /proc/cpuinfo |
+        grep -ow -e avx512f -e avx512bw -e avx512dq -e avx512vl | sort -u | wc -l)" = 4 ]; then
     export OPENBLAS_CORETYPE=SkylakeX
 fi
+# the BLAS torch calls (train_torch.py --check-blas, exit 3: neither OpenBLAS nor MKL); as root,
+# OpenBLAS is installed where its package is missing, and checked again
+if ! "$PY" bench/train_torch.py --check-blas >/dev/null 2>/tmp/dlcc-train-blas.$$; then
+    if [ "$(id -u)" = 0 ] && ! dpkg-query -W -f='${Status}' libopenblas0-pthread 2>/dev/null |
+            grep -q "ok installed"; then
+        echo "installing OpenBLAS (libopenblas0-pthread) for torch"
+        export DEBIAN_FRONTEND=noninteractive
+        { apt-get update -q && apt-get install -y -q --no-install-recommends \
+            libopenblas0-pthread; } >/tmp/dlcc-train-apt.$$ 2>&1 ||
+            { tail -5 /tmp/dlcc-train-apt.$$ >&2; rm -f /tmp/dlcc-train-*.$$; exit 2; }
+    fi
+    if ! "$PY" bench/train_torch.py --check-blas >/dev/null 2>/tmp/dlcc-train-blas.$$; then
+        cat /tmp/dlcc-train-blas.$$ >&2
+        rm -f /tmp/dlcc-train-*.$$
+        exit 2
+    fi
+fi
+rm -f /tmp/dlcc-train-*.$$
 case $BUILD in /*) cache_default=$BUILD/cache ;; *) cache_default=$PWD/$BUILD/cache ;; esac
 export DLCC_CACHE_DIR=${DLCC_CACHE_DIR:-$cache_default}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/dlcc-train-bench.XXXXXX") || exit 1

@@ -354,14 +354,17 @@ static void in_place_case(int64_t M, int64_t N, int64_t K) {
  * prepacked one, with a column bias scaled by beta (fused in full tiles), residual and ReLU. */
 static void test_gemm_threads(void) {
 #ifdef _OPENMP
-    /* (the sixth: transposed, its row panels B's columns read in place on the vector builds;
-     * the last: B prepacked, its tiles shared out in column-major order) */
-    static const int64_t shapes[][3] = {{128, 768, 300}, {130, 700, 200}, {600, 49, 500},
-                                        {128, 784, 150}, {64, 3136, 40},  {160, 49, 960},
-                                        {49, 320, 960}};
+    /* M, N, K and which operand is prepacked (1: A, 2: B). The sixth: transposed, its row
+     * panels B's columns read in place on the vector builds; B prepacked: its tiles shared out
+     * in column-major order, GPT-2's 128 x 2304 cut finer to even it out on 2 threads
+     * (dlrt_gemm_even_out) */
+    static const int64_t shapes[][4] = {{128, 768, 300, 0}, {130, 700, 200, 0}, {600, 49, 500, 1},
+                                        {128, 784, 150, 0}, {64, 3136, 40, 0},  {160, 49, 960, 0},
+                                        {49, 320, 960, 2},  {128, 2304, 100, 2}};
     const int saved = omp_get_max_threads();
-    for (int s = 0; s < 7; s++) {
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        const int a_packed = shapes[s][3] == 1, b_packed = shapes[s][3] == 2;
         float *a = rand_buf(M * K), *b = rand_buf(K * N), *bias = rand_buf(N);
         float *res = rand_buf(M * N), *ap = malloc(dlrt_gemm_packed_bytes(0, M, K) + 4);
         float *bp = malloc(dlrt_gemm_packed_bytes(1, N, K) + 4);
@@ -373,8 +376,8 @@ static void test_gemm_threads(void) {
         int same = 1;
         for (int t = 1; t <= 4; t++) {
             omp_set_num_threads(t);
-            dlrt_sgemm_ex(M, N, K, s == 2 ? ap : a, K, 0, s == 2, s == 6 ? bp : b, N, 0, s == 6,
-                          t == 1 ? c1 : ct, N, &ep);
+            dlrt_sgemm_ex(M, N, K, a_packed ? ap : a, K, 0, a_packed, b_packed ? bp : b, N, 0,
+                          b_packed, t == 1 ? c1 : ct, N, &ep);
             if (t > 1) same = same && !memcmp(c1, ct, (size_t)(M * N) * sizeof(float));
         }
         char what[120];
@@ -453,9 +456,14 @@ static void test_gemm_row_packed(void) {
  * units of mu: MR, or MT for a transposed product, whose tiles then hold whole blocks of its
  * vector-square store but the last, unless MT cannot share the product out evenly. */
 static void test_gemm_split(void) {
-    static const int64_t shapes[][2] = {
-        {128, 784}, {64, 3136},  {128, 768}, {600, 49}, {49, 512},  {7, 1000}, {2048, 2048},
-        {13, 130},  {12544, 64}, {784, 128}, {49, 160}, {49, 1280}, {49, 320}, {128, 2304}};
+    /* M, N and the variants (bits: 1 << variant) whose cut dlrt_gemm_even_out must bring within
+     * 1/16 of even, as it does for AVX-512's tiles: GPT-2's 128 x 2304 with its weights as B (9
+     * tiles: 16 and 20 panels of 36) and a stride-2 3x3 on 28x28 (784 x 128 transposed, weights
+     * as B: 432 and 352 rows) */
+    static const int64_t shapes[][3] = {
+        {128, 784, 0}, {64, 3136, 0},   {128, 768, 0}, {600, 49, 0},   {49, 512, 0},
+        {7, 1000, 0},  {2048, 2048, 0}, {13, 130, 0},  {12544, 64, 0}, {784, 128, 8},
+        {49, 160, 0},  {49, 1280, 0},   {49, 320, 0},  {128, 2304, 12}};
     enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
     /* variant 2: B prepacked (weights), columns cut before rows; 3: that and transposed (a 1x1
      * or implicit-GEMM convolution on a small plane) */
@@ -503,11 +511,7 @@ static void test_gemm_split(void) {
             for (int o = 0; o < 2 && cols_first && tn == panels && tm > 1; o++)
                 ordered &= cols[o][1] - cols[o][0] <= (half_panels + 1) * DLRT_GEMM_NR;
             const int64_t load = dlrt_gemm_max_load(M, N, mu, tm, tn, cols_first, 2);
-            /* and within 1/16 where a finer cut of whole tiles makes it so (dlrt_gemm_even_out),
-             * as in AVX-512's GPT-2 128 x 2304 with its weights as B (9 tiles: 16 and 20 panels
-             * of 36) and a stride-2 3x3 on 28x28 (784 x 128 transposed: 432 and 352 rows) */
-            const int even = !((s == 9 && variant == 3) || (s == 13 && cols_first)) ||
-                             16 * load <= 17 * M * N / 2;
+            const int even = !(shapes[s][2] >> variant & 1) || 16 * load <= 17 * M * N / 2;
             const int balanced = 8 * load <= 9 * M * N / 2 && even;
             /* rows M <= MC share out by columns, so B is not packed once per row block; with
              * prepacked weights of 4 panels or more, columns always go first (rows are cut

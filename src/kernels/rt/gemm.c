@@ -675,20 +675,33 @@ static int64_t dlrt_gemm_max_load(int64_t M, int64_t N, int64_t mu, int64_t tm, 
     return DLRT_MAX(best, load);
 }
 
-/* Cuts an M x N product that dlrt_gemm_split's *tm x *tn tiles share out unevenly finer, in the
- * direction that it cuts first, up to twice the tiles (as fine as its next step would), into the
- * first cut (the fewest tiles) that gives no thread over 1/64 more than its share; else leaves
- * it. Tiles of mcut x ncut cannot share some products out: GPT-2's 128 x 2304 (36 panels in 9
- * tiles: 16 and 20 panels on 2 threads) is even in 11, ResNet-50's stride-2 3x3 on 28x28 (784 x
- * 128 transposed: 17 row units in 5 tiles, 432 and 352 rows) in two columns. */
+/* Cuts an M x N product that dlrt_gemm_split's *tm x *tn tiles share out over 1/16 unevenly
+ * into more tiles, in rows where B is not prepacked and M > MC (B is then packed once for all row
+ * tiles where the caller gives a workspace), else in columns (never below two panels where B is
+ * not prepacked, the split's own floor): the first count up to twice as many (as fine as the
+ * split's next step), and at most EVEN_TRIES more, that gives no thread over 1/64 more than its
+ * share; else the cut stays. GPT-2's 128 x 2304 (36 panels in 9 tiles: 16 and 20 on 2 threads)
+ * is even in 11; ResNet-50's stride-2 3x3 on 28x28 (784 x 128 transposed: 432 and 352 rows) in
+ * two columns. Not in rows for few-row products (MobileNetV2's 16 x 12544 in two row tiles:
+ * 0.038 -> 0.045 ms), nor for differences under 1/16 (128 x 768 in 4 tiles instead of 6: GPT-2's
+ * fc_proj +1.5%). The split runs at every call: the tries are bounded, and skipped where whole
+ * units alone, all in one tile the other way, cannot come within 1/64 (65 * M * N cannot
+ * overflow: C holds M * N floats). */
 static void dlrt_gemm_even_out(int64_t M, int64_t N, int64_t mu, int64_t threads, int cols_first,
                                int64_t *tm, int64_t *tn) {
-    /* rows are cut first only where that repacks nothing and streams no weights twice */
+    enum { EVEN_TRIES = 8 };
     const int by_rows = !cols_first && M > DLRT_GEMM_MC;
     int64_t *cut = by_rows ? tm : tn;
-    const int64_t first = *cut;
-    const int64_t most = by_rows ? (M + mu - 1) / mu : (N + DLRT_GEMM_NR - 1) / DLRT_GEMM_NR;
-    for (*cut = first + 1; *cut <= DLRT_MIN(most, 2 * first); ++*cut)
+    const int64_t first = *cut, other = by_rows ? *tn : *tm;
+    const int64_t len = by_rows ? M : N, unit = by_rows ? mu : DLRT_GEMM_NR;
+    const int64_t units = (len + unit - 1) / unit;
+    /* with one tile the other way and units all alike, some thread gets ceil(units / threads) */
+    if (other == 1 && len % unit == 0 &&
+        64 * ((units + threads - 1) / threads) * threads > 65 * units)
+        return;
+    const int64_t most = by_rows || cols_first ? units : (units + 1) / 2;
+    const int64_t last = DLRT_MIN(DLRT_MIN(most, 2 * first), first + EVEN_TRIES);
+    for (*cut = first + 1; *cut <= last; ++*cut)
         if (64 * dlrt_gemm_max_load(M, N, mu, *tm, *tn, cols_first, threads) <=
             65 * M * N / threads)
             return;
