@@ -684,12 +684,14 @@ static int64_t dlrt_gemm_max_load(int64_t M, int64_t N, int64_t mu, int64_t tm, 
  * is even in 11; ResNet-50's stride-2 3x3 on 28x28 (784 x 128 transposed: 432 and 352 rows) in
  * two columns. Not in rows for few-row products (MobileNetV2's 16 x 12544 in two row tiles:
  * 0.038 -> 0.045 ms), nor for differences under 1/16 (128 x 768 in 4 tiles instead of 6: GPT-2's
- * fc_proj +1.5%). The split runs at every call: the tries are bounded, and skipped where whole
- * units alone, all in one tile the other way, cannot come within 1/64 (65 * M * N cannot
- * overflow: C holds M * N floats). */
+ * fc_proj +1.5%). The split runs at every call: the tries are bounded (a 24111 x 1836 product
+ * on 128 threads, 252 x 8 tiles, had weighed 25000 more tiles in 8 tries; now 1), and skipped
+ * where whole units alone, all in one tile the other way, cannot come within 1/64 (65 * M * N
+ * cannot overflow: C holds M * N floats). */
 static void dlrt_gemm_even_out(int64_t M, int64_t N, int64_t mu, int64_t threads, int cols_first,
                                int64_t *tm, int64_t *tn) {
-    enum { EVEN_TRIES = 8 };
+    /* at most 8 more tiles, and about 4096 tiles weighed in all (each try weighs every tile) */
+    enum { EVEN_TRIES = 8, EVEN_BUDGET = 4096 };
     const int by_rows = !cols_first && M > DLRT_GEMM_MC;
     int64_t *cut = by_rows ? tm : tn;
     const int64_t first = *cut, other = by_rows ? *tn : *tm;
@@ -700,7 +702,8 @@ static void dlrt_gemm_even_out(int64_t M, int64_t N, int64_t mu, int64_t threads
         64 * ((units + threads - 1) / threads) * threads > 65 * units)
         return;
     const int64_t most = by_rows || cols_first ? units : (units + 1) / 2;
-    const int64_t last = DLRT_MIN(DLRT_MIN(most, 2 * first), first + EVEN_TRIES);
+    const int64_t tries = DLRT_MIN((int64_t)EVEN_TRIES, EVEN_BUDGET / (2 * *tm * *tn));
+    const int64_t last = DLRT_MIN(DLRT_MIN(most, 2 * first), first + tries);
     for (*cut = first + 1; *cut <= last; ++*cut)
         if (64 * dlrt_gemm_max_load(M, N, mu, *tm, *tn, cols_first, threads) <=
             65 * M * N / threads)
