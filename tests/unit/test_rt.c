@@ -530,6 +530,59 @@ static void test_gemm_split(void) {
         }
 }
 
+/* Random products on 2-4 threads (dlrt_gemm_split_rows, finer cuts of dlrt_gemm_even_out
+ * included): every cut covers the product exactly with non-empty blocks of whole units (the last
+ * block's may be partial), none past MC x NC, at most one a unit or a panel, and hands every
+ * tile to one thread in order, their areas summing to the product's. A check per variant. */
+static void test_gemm_split_random(void) {
+    for (int variant = 0; variant < 4; variant++) {
+        const int transposed = variant & 1, cols_first = variant >= 2;
+        int ok = 1;
+        char what[200];
+        snprintf(what, sizeof what, "gemm split of 3000 random products on 2-4 threads%s%s",
+                 transposed ? ", transposed" : "", cols_first ? ", columns first" : "");
+        for (int c = 0; c < 3000 && ok; c++) { /* small sizes often: few panels, few units */
+            const int64_t M = irand(1, c % 2 ? 400 : 3000), N = irand(1, c % 3 ? 800 : 5000);
+            const int64_t team = irand(2, 4);
+            int64_t mu, tm, tn;
+            dlrt_gemm_split_rows(M, N, transposed, cols_first, team, &mu, &tm, &tn);
+            ok = tm >= 1 && tn >= 1 && tm <= (M + mu - 1) / mu &&
+                 tn <= (N + DLRT_GEMM_NR - 1) / DLRT_GEMM_NR && dlrt_gemm_cut(M, mu, tm, tm) == M &&
+                 dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, tn) == N;
+            for (int64_t b = 0; b < tm && ok; b++) {
+                int64_t h;
+                const int64_t lo = dlrt_gemm_block(M, mu, tm, b, &h);
+                ok = lo % mu == 0 && h > 0 && h <= DLRT_GEMM_MC && (b == tm - 1 || h % mu == 0);
+            }
+            for (int64_t b = 0; b < tn && ok; b++) {
+                int64_t w;
+                const int64_t lo = dlrt_gemm_block(N, DLRT_GEMM_NR, tn, b, &w);
+                ok = lo % DLRT_GEMM_NR == 0 && w > 0 && w <= DLRT_GEMM_NC;
+            }
+            int64_t prev = 0, area = 0;
+            for (int64_t t = 0; t < tm * tn && ok; t++) {
+                int64_t bi, bj, h, w;
+                dlrt_gemm_tile_at(t, tm, tn, cols_first, &bi, &bj);
+                const int64_t o = dlrt_gemm_owner(M, N, mu, tm, tn, bi, bj, cols_first, team);
+                ok = o >= prev && o < team;
+                prev = o;
+                dlrt_gemm_block(M, mu, tm, bi, &h);
+                dlrt_gemm_block(N, DLRT_GEMM_NR, tn, bj, &w);
+                area += h * w;
+            }
+            ok = ok && area == M * N;
+            if (!ok)
+                snprintf(what, sizeof what,
+                         "gemm split %lldx%lld on %lld threads%s%s: %lldx%lld tiles of rows in "
+                         "units of %lld",
+                         (long long)M, (long long)N, (long long)team,
+                         transposed ? ", transposed" : "", cols_first ? ", columns first" : "",
+                         (long long)tm, (long long)tn, (long long)mu);
+        }
+        check(ok, what);
+    }
+}
+
 /* dlrt_gemm_packed_index names where dlrt_gemm_pack_operand put each value (lines past a
  * panel boundary, depths past a KC piece), for both operands. */
 static void test_packed_index(void) {
@@ -1524,6 +1577,7 @@ int main(int argc, char **argv) {
     test_gemm_threads();
     test_gemm_row_packed();
     test_gemm_split();
+    test_gemm_split_random();
     printf("gemm: %d passed, %d failed (%.1f s)\n", passed, failed, now_s() - t);
     test_conv();
     test_conv_packed();
