@@ -152,7 +152,7 @@ done
 for m in $MODELS; do # the BLAS torch ran on, as train_torch.py found it
     blas=$(field "$WORK/$m.torch.json" blas)
     [ -n "$blas" ] || continue
-    echo "torch's BLAS: $blas (OpenBLAS core $(field "$WORK/$m.torch.json" blas_core)," \
+    echo "torch's BLAS: $blas (core $(field "$WORK/$m.torch.json" blas_core)," \
         "$(field "$WORK/$m.torch.json" blas_threads) thread(s))"
     break
 done

@@ -651,10 +651,12 @@ static bool one_kernel(const fuser *fu, int gi, int gj, const dl_node *n) {
     const dl_value *seen[DL_EW_GROUP_INPUTS];
     int ns = 0;
     const int groups[2] = {gi, gj};
-    for (int g = 0; g < 2; g++)
-        for (int k = 0; groups[g] >= 0 && k < fu->f->groups[groups[g]].n_nodes; k++)
-            if (!kernel_reads(fu, gi, gj, fu->f->groups[groups[g]].nodes[k], seen, &ns))
-                return false;
+    for (int g = 0; g < 2; g++) {
+        if (groups[g] < 0) continue;
+        const dl_group *grp = &fu->f->groups[groups[g]];
+        for (int k = 0; k < grp->n_nodes; k++)
+            if (!kernel_reads(fu, gi, gj, grp->nodes[k], seen, &ns)) return false;
+    }
     return kernel_reads(fu, gi, gj, n, seen, &ns);
 }
 

@@ -448,6 +448,25 @@ static void test_gemm_row_packed(void) {
     }
 }
 
+/* Whether a tm x tn cut covers an M x N product exactly: blocks starting on whole units (mu
+ * rows, NR columns), non-empty, none past MC x NC, whole units but the last. */
+static int gemm_cut_exact(int64_t M, int64_t N, int64_t mu, int64_t tm, int64_t tn) {
+    int exact = tm >= 1 && tn >= 1 && dlrt_gemm_cut(M, mu, tm, 0) == 0 &&
+                dlrt_gemm_cut(M, mu, tm, tm) == M && dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, 0) == 0 &&
+                dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, tn) == N;
+    for (int64_t b = 0; b < tm && exact; b++) {
+        int64_t h;
+        const int64_t lo = dlrt_gemm_block(M, mu, tm, b, &h);
+        exact = lo % mu == 0 && h > 0 && h <= DLRT_GEMM_MC && (b == tm - 1 || h % mu == 0);
+    }
+    for (int64_t b = 0; b < tn && exact; b++) {
+        int64_t w;
+        const int64_t lo = dlrt_gemm_block(N, DLRT_GEMM_NR, tn, b, &w);
+        exact = lo % DLRT_GEMM_NR == 0 && w > 0 && w <= DLRT_GEMM_NC;
+    }
+    return exact;
+}
+
 /* The cut of a product into tiles for 2 threads (dlrt_gemm_split_rows) covers it exactly with
  * whole
  * panels, none wider than MC x NC, and shares it out over the threads by area (dlrt_gemm_owner)
@@ -477,20 +496,7 @@ static void test_gemm_split(void) {
              * panels) when MT is over half of them (AVX-512's 48) */
             const int mt = transposed && !((s == 10 || s == 12) && 2 * DLRT_GEMM_MT > 49);
             const int unit = mu == (mt ? DLRT_GEMM_MT : DLRT_GEMM_MR);
-            int exact = dlrt_gemm_cut(M, mu, tm, 0) == 0 && dlrt_gemm_cut(M, mu, tm, tm) == M &&
-                        dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, 0) == 0 &&
-                        dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, tn) == N;
-            for (int64_t b = 0; b < tm; b++) {
-                int64_t h;
-                const int64_t lo = dlrt_gemm_block(M, mu, tm, b, &h);
-                exact &= lo % mu == 0 && h > 0 && h <= DLRT_GEMM_MC;
-                if (b < tm - 1) exact &= h % mu == 0;
-            }
-            for (int64_t b = 0; b < tn; b++) {
-                int64_t w;
-                const int64_t lo = dlrt_gemm_block(N, DLRT_GEMM_NR, tn, b, &w);
-                exact &= lo % DLRT_GEMM_NR == 0 && w > 0 && w <= DLRT_GEMM_NC;
-            }
+            const int exact = gemm_cut_exact(M, N, mu, tm, tn);
             int64_t prev = 0;
             int ordered = 1;
             /* consecutive runs, from thread 0 to 1, in the order the tiles are shared out
@@ -546,19 +552,7 @@ static void test_gemm_split_random(void) {
             const int64_t team = irand(2, 4);
             int64_t mu, tm, tn;
             dlrt_gemm_split_rows(M, N, transposed, cols_first, team, &mu, &tm, &tn);
-            ok = tm >= 1 && tn >= 1 && tm <= (M + mu - 1) / mu &&
-                 tn <= (N + DLRT_GEMM_NR - 1) / DLRT_GEMM_NR && dlrt_gemm_cut(M, mu, tm, tm) == M &&
-                 dlrt_gemm_cut(N, DLRT_GEMM_NR, tn, tn) == N;
-            for (int64_t b = 0; b < tm && ok; b++) {
-                int64_t h;
-                const int64_t lo = dlrt_gemm_block(M, mu, tm, b, &h);
-                ok = lo % mu == 0 && h > 0 && h <= DLRT_GEMM_MC && (b == tm - 1 || h % mu == 0);
-            }
-            for (int64_t b = 0; b < tn && ok; b++) {
-                int64_t w;
-                const int64_t lo = dlrt_gemm_block(N, DLRT_GEMM_NR, tn, b, &w);
-                ok = lo % DLRT_GEMM_NR == 0 && w > 0 && w <= DLRT_GEMM_NC;
-            }
+            ok = gemm_cut_exact(M, N, mu, tm, tn);
             int64_t prev = 0, area = 0;
             for (int64_t t = 0; t < tm * tn && ok; t++) {
                 int64_t bi, bj, h, w;

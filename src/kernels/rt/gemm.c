@@ -676,22 +676,23 @@ static int64_t dlrt_gemm_max_load(int64_t M, int64_t N, int64_t mu, int64_t tm, 
 }
 
 /* Cuts an M x N product that dlrt_gemm_split's *tm x *tn tiles share out over 1/16 unevenly
- * into more tiles, in rows where B is not prepacked and M > MC (B is then packed once for all row
- * tiles where the caller gives a workspace), else in columns (never below two panels where B is
- * not prepacked, the split's own floor): the first count up to twice as many (as fine as the
- * split's next step), and at most EVEN_TRIES more, that gives no thread over 1/64 more than its
- * share; else the cut stays. GPT-2's 128 x 2304 (36 panels in 9 tiles: 16 and 20 on 2 threads)
- * is even in 11; ResNet-50's stride-2 3x3 on 28x28 (784 x 128 transposed: 432 and 352 rows) in
- * two columns. Not in rows for few-row products (MobileNetV2's 16 x 12544 in two row tiles:
- * 0.038 -> 0.045 ms), nor for differences under 1/16 (128 x 768 in 4 tiles instead of 6: GPT-2's
- * fc_proj +1.5%). The split runs at every call: the tries are bounded (a 24111 x 1836 product
- * on 128 threads, 252 x 8 tiles, had weighed 25000 more tiles in 8 tries; now 1), and skipped
- * where whole units alone, all in one tile the other way, cannot come within 1/64 (65 * M * N
- * cannot overflow: C holds M * N floats). */
+ * (load: their largest share) into more tiles, in rows where B is not prepacked and M > MC (B is
+ * then packed once for all row tiles where the caller gives a workspace), else in columns (never
+ * below two panels where B is not prepacked, the split's own floor): the first count up to twice
+ * as many (as fine as the split's next step), and at most EVEN_TRIES more, that gives no thread
+ * over 1/64 more than its share; else the cut stays. GPT-2's 128 x 2304 (36 panels in 9 tiles:
+ * 16 and 20 on 2 threads) is even in 11; ResNet-50's stride-2 3x3 on 28x28 (784 x 128
+ * transposed: 432 and 352 rows) in two columns. Not in rows for few-row products (MobileNetV2's
+ * 16 x 12544 in two row tiles: 0.038 -> 0.045 ms), nor for differences under 1/16 (128 x 768 in
+ * 4 tiles instead of 6: GPT-2's fc_proj +1.5%). The split runs at every call: the tries are
+ * bounded (a 24111 x 1836 product on 128 threads, 252 x 8 tiles, had weighed 25000 more tiles in
+ * 8 tries; now 1), and skipped where whole units alone, all in one tile the other way, cannot
+ * come within 1/64 (65 * M * N cannot overflow: C holds M * N floats). */
 static void dlrt_gemm_even_out(int64_t M, int64_t N, int64_t mu, int64_t threads, int cols_first,
-                               int64_t *tm, int64_t *tn) {
+                               int64_t load, int64_t *tm, int64_t *tn) {
     /* at most 8 more tiles, and about 4096 tiles weighed in all (each try weighs every tile) */
     enum { EVEN_TRIES = 8, EVEN_BUDGET = 4096 };
+    if (16 * load <= 17 * M * N / threads) return;
     const int by_rows = !cols_first && M > DLRT_GEMM_MC;
     int64_t *cut = by_rows ? tm : tn;
     const int64_t first = *cut, other = by_rows ? *tn : *tm;
@@ -732,9 +733,7 @@ static int dlrt_gemm_split(int64_t M, int64_t N, int64_t mu, int64_t threads, in
         if (threads <= 1) return 1;
         const int64_t load = dlrt_gemm_max_load(M, N, mu, *tm, *tn, cols_first, threads);
         if (8 * load <= 9 * M * N / threads) {
-            /* searched only where over 1/16 uneven: this runs at every call */
-            if (16 * load > 17 * M * N / threads)
-                dlrt_gemm_even_out(M, N, mu, threads, cols_first, tm, tn);
+            dlrt_gemm_even_out(M, N, mu, threads, cols_first, load, tm, tn);
             return 1;
         }
         if (cols_first && panels >= 2 * threads && ncut > DLRT_GEMM_NR && *tn < panels)
