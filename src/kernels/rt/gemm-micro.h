@@ -313,33 +313,54 @@ DLRT_GEMM_MICRO_PART(dlrt_gemm_micro, DLRT_GEMM_MR, DLRT_GEMM_NV)
 
 /* The microkernels of a product whose left operand is read where it lies, never packed
  * (dlrt_gemm_index: a convolution's windows in its padded input): row i of the tile at depth p
- * is ab[i][off[p]], b a packed panel (NR floats per depth). acc[MR x nv vectors] = or += the
- * block, each element summed over p in order, as the packed kernels sum it. */
-#define DLRT_GEMM_MICRO_IDX(name, nv)                                                              \
+ * is ab[i][off[p]], b a packed panel (NR floats per depth). acc[rows x nv vectors] = or += the
+ * block (later rows untouched), each element summed over p in order, as the packed kernels sum
+ * it: the same bits whatever rows and nv. */
+#define DLRT_GEMM_MICRO_IDX(name, rows, nv)                                                        \
     static inline void name(int kc, const float *const *ab, const int32_t *restrict off,           \
                             const float *restrict b, float *restrict acc, int add) {               \
-        dlrt_vf c[DLRT_GEMM_MR][nv];                                                               \
-        const float *ar[DLRT_GEMM_MR];                                                             \
-        for (int i = 0; i < DLRT_GEMM_MR; i++) ar[i] = ab[i];                                      \
-        for (int i = 0; i < DLRT_GEMM_MR; i++)                                                     \
+        dlrt_vf c[rows][nv];                                                                       \
+        const float *ar[rows];                                                                     \
+        for (int i = 0; i < (rows); i++) ar[i] = ab[i];                                            \
+        for (int i = 0; i < (rows); i++)                                                           \
             for (int j = 0; j < (nv); j++) c[i][j] = DLRT_VZERO();                                 \
         for (int p = 0; p < kc; p++, b += DLRT_GEMM_NR) {                                          \
             const int32_t o = off[p];                                                              \
             dlrt_vf bv[nv];                                                                        \
             for (int j = 0; j < (nv); j++) bv[j] = DLRT_VLOAD(b + j * DLRT_GEMM_VW);               \
-            for (int i = 0; i < DLRT_GEMM_MR; i++) {                                               \
+            if ((rows) < DLRT_GEMM_MR) /* (see DLRT_GEMM_IN_REGS) */                               \
+                DLRT_GEMM_IN_REGS(bv, nv);                                                         \
+            for (int i = 0; i < (rows); i++) {                                                     \
                 const dlrt_vf av = DLRT_VBCAST(ar[i][o]);                                          \
                 for (int j = 0; j < (nv); j++) c[i][j] = DLRT_VFMA(av, bv[j], c[i][j]);            \
             }                                                                                      \
         }                                                                                          \
-        DLRT_GEMM_ACC_STORE(acc, c, DLRT_GEMM_MR, nv, add);                                        \
+        DLRT_GEMM_ACC_STORE(acc, c, rows, nv, add);                                                \
     }
-DLRT_GEMM_MICRO_IDX(dlrt_gemm_micro_idx_n1, 1)
-DLRT_GEMM_MICRO_IDX(dlrt_gemm_micro_idx_n2, 2)
-DLRT_GEMM_MICRO_IDX(dlrt_gemm_micro_idx_n3, 3)
-DLRT_GEMM_MICRO_IDX(dlrt_gemm_micro_idx_full, DLRT_GEMM_NV)
-/* The one for a panel of nv vectors (1 .. NV). */
-static inline void dlrt_gemm_micro_idx(int nv, int kc, const float *const *ab,
+DLRT_GEMM_MICRO_IDX(dlrt_gemm_micro_idx_n1, DLRT_GEMM_MR, 1)
+DLRT_GEMM_MICRO_IDX(dlrt_gemm_micro_idx_n2, DLRT_GEMM_MR, 2)
+DLRT_GEMM_MICRO_IDX(dlrt_gemm_micro_idx_n3, DLRT_GEMM_MR, 3)
+DLRT_GEMM_MICRO_IDX(dlrt_gemm_micro_idx_full, DLRT_GEMM_MR, DLRT_GEMM_NV)
+/* The first 1 .. MR - 1 rows of a full-width panel: the last row tile of a convolution whose
+ * output positions are not a multiple of MR, which the full kernel pads to MR rows (a 7x7 plane
+ * has 49 = 8 x 6 + 1: a ninth of ResNet-50's 512-channel 3x3 layers was padding). */
+DLRT_GEMM_MICRO_IDX(dlrt_gemm_micro_idx_m1, 1, DLRT_GEMM_NV)
+DLRT_GEMM_MICRO_IDX(dlrt_gemm_micro_idx_m2, 2, DLRT_GEMM_NV)
+DLRT_GEMM_MICRO_IDX(dlrt_gemm_micro_idx_m3, 3, DLRT_GEMM_NV)
+DLRT_GEMM_MICRO_IDX(dlrt_gemm_micro_idx_m4, 4, DLRT_GEMM_NV)
+DLRT_GEMM_MICRO_IDX(dlrt_gemm_micro_idx_m5, 5, DLRT_GEMM_NV)
+/* Out of line: one call per column panel of a product, against five more inlined kernels. */
+static void __attribute__((noinline))
+dlrt_gemm_micro_idx_short(int rows, int kc, const float *const *ab, const int32_t *restrict off,
+                          const float *restrict b, float *restrict acc, int add) {
+#define DLRT_GEMM_MICRO_IDX_M(n) dlrt_gemm_micro_idx_m##n(kc, ab, off, b, acc, add)
+    DLRT_GEMM_SHORT_ROWS(rows, DLRT_GEMM_MICRO_IDX_M);
+#undef DLRT_GEMM_MICRO_IDX_M
+}
+/* The one for the first `rows` (1 .. MR) rows of a panel of nv vectors (1 .. NV); a narrow
+ * panel's short tile (rare: both of a product's edges) is computed at MR rows, its rows past
+ * `rows` repeating ab[0]. */
+static inline void dlrt_gemm_micro_idx(int rows, int nv, int kc, const float *const *ab,
                                        const int32_t *restrict off, const float *restrict b,
                                        float *restrict acc, int add) {
     if (nv == 1)
@@ -348,6 +369,8 @@ static inline void dlrt_gemm_micro_idx(int nv, int kc, const float *const *ab,
         dlrt_gemm_micro_idx_n2(kc, ab, off, b, acc, add);
     else if (nv == 3 && DLRT_GEMM_NV > 3)
         dlrt_gemm_micro_idx_n3(kc, ab, off, b, acc, add);
+    else if (rows < DLRT_GEMM_MR)
+        dlrt_gemm_micro_idx_short(rows, kc, ab, off, b, acc, add);
     else
         dlrt_gemm_micro_idx_full(kc, ab, off, b, acc, add);
 }
@@ -489,11 +512,12 @@ static inline void dlrt_gemm_micro(int kc, const float *restrict a, int64_t aste
 }
 
 /* The same with the left operand read where it lies (dlrt_gemm_index): row i at depth p is
- * ab[i][off[p]]; nv is unused (the whole panel, its padding lines zero). */
-static inline void dlrt_gemm_micro_idx(int nv, int kc, const float *const *ab,
+ * ab[i][off[p]]; rows and nv are unused (the whole tile: rows past the product repeat ab[0],
+ * the panel's padding lines are zero). */
+static inline void dlrt_gemm_micro_idx(int rows, int nv, int kc, const float *const *ab,
                                        const int32_t *restrict off, const float *restrict b,
                                        float *restrict acc, int add) {
-    (void)nv;
+    (void)rows, (void)nv;
     float c[DLRT_GEMM_MR][DLRT_GEMM_NR] = {{0}};
     for (int p = 0; p < kc; p++) {
         const float *bp = b + p * DLRT_GEMM_NR;

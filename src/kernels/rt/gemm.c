@@ -434,7 +434,7 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
                     const size_t at = (size_t)(r / DLRT_GEMM_MR) * share;
                     dlrt_gemm_prefetch(bnext, bbytes, at, at + share);
                 }
-                if (g->a_index) { /* rows past the product repeat its row i0 + r: not stored */
+                if (g->a_index) { /* rows past the product: not computed, or repeat row i0 + r */
                     const float *ab[DLRT_GEMM_MR];
                     for (int i = 0; i < DLRT_GEMM_MR; i++)
                         ab[i] = g->a_index->rows[i0 + r + (r + i < mc ? i : 0)];
@@ -443,7 +443,7 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
 #else
                     const int nv = 0;
 #endif
-                    dlrt_gemm_micro_idx(nv, kc, ab, g->a_index->off + p0, bp, pt, !first);
+                    dlrt_gemm_micro_idx(mr, nv, kc, ab, g->a_index->off + p0, bp, pt, !first);
                     continue;
                 }
                 if (g->a_packed && c == 0) { /* the first pass over A's block reads memory */
