@@ -604,6 +604,58 @@ static void test_packed_index(void) {
         }
 }
 
+/* dlrt_sgemm_indexed (the implicit-GEMM convolution's product) on lines read through row
+ * pointers: every output within tolerance of a double-precision sum, and each element's bits
+ * those of the same product with more lines, so that a last row tile of 1 .. MR - 1 lines (its
+ * own short kernel) sums exactly as a full tile does. M covers full and partial panels of
+ * every build's NR, N every remainder of MR and past one tile of MC, K one K block and several. */
+static void test_gemm_indexed(void) {
+    static const int64_t ms[] = {16, 64, 96, 136};
+    static const int64_t ks[] = {5, 70, 300};
+    for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+            const int64_t M = ms[mi], K = ks[ki], big = 211;
+            float *a = rand_buf(M * K), *x = rand_buf(big * K);
+            float *ap = malloc(dlrt_gemm_packed_bytes(1, M, K));
+            dlrt_gemm_pack_operand(1, M, K, a, K, 1, ap);
+            const float **rows = malloc((size_t)big * sizeof *rows);
+            int32_t *off = malloc((size_t)K * sizeof *off);
+            for (int64_t i = 0; i < big; i++) rows[i] = x + i * K;
+            for (int64_t p = 0; p < K; p++) off[p] = (int32_t)p;
+            const dlrt_gemm_index ax = {rows, off};
+            float *cb = malloc((size_t)(M * big) * sizeof(float));
+            dlrt_sgemm_indexed(M, big, K, ap, &ax, cb, big, NULL);
+            int close = 1, same = 1;
+            for (int64_t n = 1; n <= 20 || n == 49 || n == 197; n = n == 20   ? 49
+                                                                    : n == 49 ? 197
+                                                                              : n + 1) {
+                float *c = malloc((size_t)(M * n) * sizeof(float));
+                dlrt_sgemm_indexed(M, n, K, ap, &ax, c, n, NULL);
+                for (int64_t m = 0; m < M; m++)
+                    for (int64_t j = 0; j < n; j++) {
+                        double ref = 0, mag = 0;
+                        for (int64_t p = 0; p < K; p++) {
+                            ref += (double)a[m * K + p] * x[j * K + p];
+                            mag += fabs((double)a[m * K + p] * x[j * K + p]);
+                        }
+                        close &= fabs(c[m * n + j] - ref) <= 1e-5 * mag + 1e-6;
+                        same &= memcmp(&c[m * n + j], &cb[m * big + j], sizeof(float)) == 0;
+                    }
+                free(c);
+            }
+            char what[128];
+            snprintf(what, sizeof what,
+                     "indexed GEMM, M %lld, K %lld: N 1-20, 49, 197 close to the sum", (long long)M,
+                     (long long)K);
+            check(close, what);
+            snprintf(what, sizeof what,
+                     "indexed GEMM, M %lld, K %lld: short row tiles sum as full ones", (long long)M,
+                     (long long)K);
+            check(same, what);
+            free(a), free(x), free(ap), free(rows), free(off), free(cb);
+        }
+}
+
 static void test_gemm(void) {
     static const int64_t sz[] = {0, 1, 3, 17, 64, 129};
     gemm_cfg plain = {.alpha = 1, .beta = 1};
@@ -1568,6 +1620,7 @@ int main(int argc, char **argv) {
     double t = now_s();
     test_gemm();
     test_packed_index();
+    test_gemm_indexed();
     test_gemm_threads();
     test_gemm_row_packed();
     test_gemm_split();
