@@ -381,7 +381,8 @@ static void test_depthwise_rows(void) {
         {9, 57, 2, 1},  {3, 112, 2, 1}, {4, 113, 1, 1}, {30, 30, 1, 0}, {28, 28, 1, 2},
         {7, 60, 2, 0},  {6, 59, 2, 2},  {40, 40, 1, 1}, {3, 37, 1, 1},  {17, 31, 1, 1},
         {41, 29, 1, 1}, {1, 28, 1, 1},  {14, 41, 1, 1}, {1, 48, 1, 1},  {2, 45, 1, 1},
-        {3, 64, 1, 1},  {60, 60, 2, 1}};
+        {3, 64, 1, 1},  {60, 60, 2, 1}, {28, 28, 2, 1}, {27, 27, 2, 1}, {9, 33, 2, 1},
+        {4, 53, 2, 1},  {5, 31, 2, 0},  {6, 30, 2, 2}};
     for (size_t c = 0; c < sizeof taken / sizeof taken[0]; c++) {
         dlrt_conv p = {.nsp = 2, .n = 1 + (int64_t)(c % 2)};
         p.group = p.c_in = p.c_out = 3 + (int64_t)c % 3;
@@ -392,7 +393,8 @@ static void test_depthwise_rows(void) {
         dlrt_win3 g;
         dlrt_conv_geom(&p, &g);
 #if defined(__AVX512F__)
-        CHECK("row depthwise takes 3x3 pad 1 at rows of 28+", dlrt_conv_dw_row_applies(&p, &g));
+        CHECK("row depthwise takes 3x3 pad 1 at rows of 28+ (14+ at stride 2)",
+              dlrt_conv_dw_row_applies(&p, &g));
 #else
         CHECK("no row depthwise without AVX-512", !dlrt_conv_dw_row_applies(&p, &g));
 #endif
@@ -424,7 +426,7 @@ static void test_depthwise_rows(void) {
         free(x), free(w), free(bias), free(y), free(y0), free(r);
     }
     /* left to the other kernels */
-    for (int c = 0; c < 9; c++) {
+    for (int c = 0; c < 10; c++) {
         dlrt_conv p = {.nsp = 2, .n = 1, .group = 4, .c_in = 4, .c_out = 4};
         for (int d = 0; d < 2; d++)
             p.in[d] = 56, p.k[d] = 3, p.stride[d] = 1, p.dil[d] = 1, p.pad_begin[d] = 1;
@@ -438,7 +440,8 @@ static void test_depthwise_rows(void) {
         if (c == 7) p.nsp = 1, p.in[0] = 64, p.k[0] = 3; /* 1-D */
         if (c == 8)
             p.nsp = 3, p.in[2] = 56, p.k[2] = 3, p.stride[2] = 1, p.dil[2] = 1,
-            p.pad_begin[2] = 1; /* 3-D */
+            p.pad_begin[2] = 1;                                  /* 3-D */
+        if (c == 9) p.in[1] = 26, p.stride[0] = p.stride[1] = 2; /* 13 outputs a row at stride 2 */
         for (int d = 0; d < p.nsp; d++)
             p.out[d] =
                 (p.in[d] + 2 * p.pad_begin[d] - (p.k[d] - 1) * p.dil[d] - 1) / p.stride[d] + 1;

@@ -20,7 +20,8 @@
  * MobileNetV2's layers, one thread (layer alone, blocked kernel -> this one): 96 ch 112x112
  * stride 2 0.174 -> 0.106 ms, 32 ch 112x112 0.131 -> 0.071, 144 ch 56x56 0.139 -> 0.103, 144 ch
  * 56x56 stride 2 0.066 -> 0.045, 192 ch 28x28 0.046 -> 0.041; on 14x14 planes the blocked
- * kernel stays faster (384 ch: 0.024 vs 0.032), so they stay with it.
+ * kernel stays faster (384 ch: 0.024 vs 0.032), so they stay with it, but at stride 2 this one
+ * takes output rows from 14 wide (DLRT_DWR_MIN_WIDTH_S2).
  *
  * Each output is w[0]*x[0] followed by fused multiply-adds in tap order, padding taps included
  * as zeros, and the epilogue takes dlrt_epi_apply's steps on the vector (dlrt_dwr_store, a copy
@@ -36,7 +37,12 @@
 enum {
     DLRT_DWR_VEC = 16,
     DLRT_DWR_MIN_WIDTH = 28, /* output rows narrower than this stay with the blocked kernel */
-    DLRT_DWF_MAX_WIDTH = 40  /* stride-1 rows up to this wide run flat (dlrt_dwf_range) */
+    /* at stride 2 from 14: the blocked kernel transposes four input pixels per output there.
+     * One thread, layer alone, blocked -> row kernel: 192 ch 28x28 -> 14x14 0.0209 -> 0.0187
+     * ms, 96 ch 32 -> 16 0.0165 -> 0.0102, 256 ch 48 -> 24 0.085 -> 0.064; 24 -> 12 alike (96
+     * ch 0.0080 both), 20 -> 10 and 14 -> 7 slower (576 ch 0.0157 -> 0.029) */
+    DLRT_DWR_MIN_WIDTH_S2 = 14,
+    DLRT_DWF_MAX_WIDTH = 40 /* stride-1 rows up to this wide run flat (dlrt_dwf_range) */
 };
 
 /* A plane's epilogue resolved once (dlrt_dwr_epi_for): the steps of dlrt_gemm_epi_vec as flags
@@ -251,7 +257,8 @@ int dlrt_conv_dw_row_applies(const dlrt_conv *p, const dlrt_win3 *g) {
     for (int d = 1; d < 3; d++)
         if (g->k[d] != 3 || g->dil[d] != 1 || g->pad[d] != 1 || g->stride[d] != g->stride[1])
             return 0;
-    return (g->stride[1] == 1 || g->stride[1] == 2) && g->out[2] >= DLRT_DWR_MIN_WIDTH;
+    const int64_t min_w = g->stride[1] == 2 ? DLRT_DWR_MIN_WIDTH_S2 : DLRT_DWR_MIN_WIDTH;
+    return (g->stride[1] == 1 || g->stride[1] == 2) && g->out[2] >= min_w;
 }
 
 /* One work unit of dlrt_conv_dw_row: where a plane's input and output are, its weights, and
