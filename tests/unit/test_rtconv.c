@@ -362,13 +362,13 @@ static void dw_planes(const dlrt_conv *p, const float *x, const float *w, float 
     free(buf);
 }
 
-/* 3x3 depthwise at pad 1 and stride 1 or 2 on rows of 28 or more outputs, read straight from the
- * planes on AVX-512 builds (depthwise-row.c): where the rule takes a layer and where it leaves
- * it (narrower rows, other pads, strides, dilations, kernels, a channel multiplier, 1-D and 3-D);
- * random widths on and off the vector size, odd input widths at stride 2, one- and two-row
- * planes, batches, against the reference with every epilogue and bit for bit against the plane
- * kernel, with a bias and clip, with an in-place residual and ReLU, and with alpha and a sigmoid
- * applied after the store. Stride-1 rows of 28 to 40 with pad 1 all round run flat, a plane
+/* 3x3 depthwise at pad 1 and stride 1 or 2 on rows of 28 or more outputs (14 at stride 2), read
+ * straight from the planes on AVX-512 builds (depthwise-row.c): where the rule takes a layer and
+ * where it leaves it (narrower rows, other pads, strides, dilations, kernels, a channel multiplier,
+ * 1-D and 3-D); random widths on and off the vector size, odd input widths at stride 2, one- and
+ * two-row planes, batches, against the reference with every epilogue and bit for bit against the
+ * plane kernel, with a bias and clip, with an in-place residual and ReLU, and with alpha and a
+ * sigmoid applied after the store. Stride-1 rows of 28 to 40 with pad 1 all round run flat, a plane
  * split into runs of vectors when planes are few (28x28, 40x40, 17x31, 41x29 here), and
  * 14 x 41 stays with rows, as do the one-, two- and three-row planes 48, 45 and 64 wide. Rows go
  * two at a time: 14 x 41 at stride 1 and 60 x 60 at stride 2 (30 rows in 7 blocks, 6 planes)

@@ -116,7 +116,8 @@ int64_t dlrt_conv_dw_cv(const dlrt_conv *p, const dlrt_win3 *g, const float *x, 
                         float *y, const dlrt_epilogue *ep);
 int64_t dlrt_conv_dw_cv_channels(const dlrt_conv *p, const dlrt_win3 *g, const dlrt_epilogue *ep);
 /* depthwise-row.c (AVX-512 builds; elsewhere it applies to nothing): 2-D 3x3 depthwise with
- * pad 1 before (any padding after), stride 1 or 2, channel multiplier 1, output rows of 28+,
+ * pad 1 before (any padding after), stride 1 or 2, channel multiplier 1, output rows of 28+ (14+
+ * at stride 2),
  * computed straight from the planes; dlrt_conv_dw_row computes the whole layer and returns 1
  * where dlrt_conv_dw_row_applies, else 0 and computes nothing. */
 int dlrt_conv_dw_row_applies(const dlrt_conv *p, const dlrt_win3 *g);

@@ -1,8 +1,9 @@
 /* depthwise-row.c — 3x3 depthwise convolution with pad 1 at stride 1 or 2, read straight from
  * the NCHW planes and vectorized along output rows (AVX-512 builds).
  *
- * MobileNet-style layers on planes of 28x28 and up. The blocked kernel (depthwise-cv.c) spends
- * most of its time transposing 16 planes into channel vectors and back, the plane kernel
+ * MobileNet-style layers on planes of 28x28 and up (at stride 2, outputs of 14x14 and up). The
+ * blocked kernel (depthwise-cv.c) spends most of its time putting 16 planes into channel vectors
+ * and back (filling and storing its buffer: 58% of a 14x14 unit), the plane kernel
  * (depthwise.c) copying the input into zero-padded phase planes; here nothing is copied. Each
  * vector of 16 outputs of a row is, per input row of the window, one load of the next 16 inputs
  * and the shifted neighbours made in registers:
@@ -36,7 +37,8 @@
 
 enum {
     DLRT_DWR_VEC = 16,
-    DLRT_DWR_MIN_WIDTH = 28, /* output rows narrower than this stay with the blocked kernel */
+    DLRT_DWR_MIN_WIDTH = 28, /* at stride 1, output rows narrower than this stay with the
+                                blocked kernel */
     /* at stride 2 from 14: the blocked kernel transposes four input pixels per output there.
      * One thread, layer alone, blocked -> row kernel: 192 ch 28x28 -> 14x14 0.0209 -> 0.0187
      * ms, 96 ch 32 -> 16 0.0165 -> 0.0102, 256 ch 48 -> 24 0.085 -> 0.064; 24 -> 12 alike (96
