@@ -612,34 +612,45 @@ static void test_packed_index(void) {
 static void test_gemm_indexed(void) {
     static const int64_t ms[] = {16, 64, 96, 136};
     static const int64_t ks[] = {5, 70, 300};
+    int64_t ns[22]; /* 1 .. 20, 49 (a 7x7 plane), 197 (past MC) */
+    for (int i = 0; i < 20; i++) ns[i] = i + 1;
+    ns[20] = 49, ns[21] = 197;
+    enum { BIG = 211 }; /* lines of the product the others are compared with */
     for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
         for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
-            const int64_t M = ms[mi], K = ks[ki], big = 211;
-            float *a = rand_buf(M * K), *x = rand_buf(big * K);
+            const int64_t M = ms[mi], K = ks[ki];
+            float *a = rand_buf(M * K), *x = rand_buf(BIG * K);
             float *ap = malloc(dlrt_gemm_packed_bytes(1, M, K));
             dlrt_gemm_pack_operand(1, M, K, a, K, 1, ap);
-            const float **rows = malloc((size_t)big * sizeof *rows);
+            const float **rows = malloc((size_t)BIG * sizeof *rows);
             int32_t *off = malloc((size_t)K * sizeof *off);
-            for (int64_t i = 0; i < big; i++) rows[i] = x + i * K;
+            for (int64_t i = 0; i < BIG; i++) rows[i] = x + i * K;
             for (int64_t p = 0; p < K; p++) off[p] = (int32_t)p;
             const dlrt_gemm_index ax = {rows, off};
-            float *cb = malloc((size_t)(M * big) * sizeof(float));
-            dlrt_sgemm_indexed(M, big, K, ap, &ax, cb, big, NULL);
+            float *cb = malloc((size_t)(M * BIG) * sizeof(float));
+            dlrt_sgemm_indexed(M, BIG, K, ap, &ax, cb, BIG, NULL);
+            /* the double-precision sums and their magnitudes, once for every line */
+            double *ref = malloc((size_t)(M * BIG) * sizeof(double)),
+                   *mag = malloc((size_t)(M * BIG) * sizeof(double));
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t j = 0; j < BIG; j++) {
+                    double r = 0, g = 0;
+                    for (int64_t p = 0; p < K; p++) {
+                        r += (double)a[m * K + p] * x[j * K + p];
+                        g += fabs((double)a[m * K + p] * x[j * K + p]);
+                    }
+                    ref[m * BIG + j] = r, mag[m * BIG + j] = g;
+                }
             int close = 1, same = 1;
-            for (int64_t n = 1; n <= 20 || n == 49 || n == 197; n = n == 20   ? 49
-                                                                    : n == 49 ? 197
-                                                                              : n + 1) {
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                const int64_t n = ns[ni];
                 float *c = malloc((size_t)(M * n) * sizeof(float));
                 dlrt_sgemm_indexed(M, n, K, ap, &ax, c, n, NULL);
                 for (int64_t m = 0; m < M; m++)
                     for (int64_t j = 0; j < n; j++) {
-                        double ref = 0, mag = 0;
-                        for (int64_t p = 0; p < K; p++) {
-                            ref += (double)a[m * K + p] * x[j * K + p];
-                            mag += fabs((double)a[m * K + p] * x[j * K + p]);
-                        }
-                        close &= fabs(c[m * n + j] - ref) <= 1e-5 * mag + 1e-6;
-                        same &= memcmp(&c[m * n + j], &cb[m * big + j], sizeof(float)) == 0;
+                        close &=
+                            fabs(c[m * n + j] - ref[m * BIG + j]) <= 1e-5 * mag[m * BIG + j] + 1e-6;
+                        same &= memcmp(&c[m * n + j], &cb[m * BIG + j], sizeof(float)) == 0;
                     }
                 free(c);
             }
@@ -652,7 +663,7 @@ static void test_gemm_indexed(void) {
                      "indexed GEMM, M %lld, K %lld: short row tiles sum as full ones", (long long)M,
                      (long long)K);
             check(same, what);
-            free(a), free(x), free(ap), free(rows), free(off), free(cb);
+            free(a), free(x), free(ap), free(rows), free(off), free(cb), free(ref), free(mag);
         }
 }
 

@@ -440,8 +440,9 @@ static void test_depthwise_rows(void) {
         if (c == 7) p.nsp = 1, p.in[0] = 64, p.k[0] = 3; /* 1-D */
         if (c == 8)
             p.nsp = 3, p.in[2] = 56, p.k[2] = 3, p.stride[2] = 1, p.dil[2] = 1,
-            p.pad_begin[2] = 1;                                  /* 3-D */
-        if (c == 9) p.in[1] = 26, p.stride[0] = p.stride[1] = 2; /* 13 outputs a row at stride 2 */
+            p.pad_begin[2] = 1; /* 3-D */
+        /* 13 outputs a row at stride 2 */
+        if (c == 9) p.in[1] = 26, p.stride[0] = p.stride[1] = 2;
         for (int d = 0; d < p.nsp; d++)
             p.out[d] =
                 (p.in[d] + 2 * p.pad_begin[d] - (p.k[d] - 1) * p.dil[d] - 1) / p.stride[d] + 1;

@@ -328,7 +328,7 @@ DLRT_GEMM_MICRO_PART(dlrt_gemm_micro, DLRT_GEMM_MR, DLRT_GEMM_NV)
             const int32_t o = off[p];                                                              \
             dlrt_vf bv[nv];                                                                        \
             for (int j = 0; j < (nv); j++) bv[j] = DLRT_VLOAD(b + j * DLRT_GEMM_VW);               \
-            if ((rows) < DLRT_GEMM_MR) /* (see DLRT_GEMM_IN_REGS) */                               \
+            if ((rows) < DLRT_GEMM_MR) /* B pinned in short tiles, as DLRT_GEMM_MAC pins it */     \
                 DLRT_GEMM_IN_REGS(bv, nv);                                                         \
             for (int i = 0; i < (rows); i++) {                                                     \
                 const dlrt_vf av = DLRT_VBCAST(ar[i][o]);                                          \
