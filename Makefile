@@ -27,12 +27,12 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 # Unit tests that compile the runtime kernels themselves (they include rt-lib.c) are also built
 # once per instruction set, so every microkernel path is tested on one machine;
 # tests/run-tests.sh runs the ones this CPU can execute. The avx2 build also runs every
-# OpenMP-parallel path (DLRT_PAR_MIN=1).
+# parallel path (DLRT_PAR_MIN=1).
 ISA_UNITS := $(shell grep -l 'kernels/rt-lib.c' $(UNIT_SRC) 2>/dev/null)
 ifeq ($(shell uname -m),x86_64)
 ISA_BIN := $(foreach i,avx512 avx2 generic,$(ISA_UNITS:tests/unit/%.c=$(BUILD)/tests-isa/$(i)/%))
 endif
-ISA_CFLAGS := $(filter-out -O2,$(CFLAGS)) -O3 -fopenmp
+ISA_CFLAGS := $(filter-out -O2,$(CFLAGS)) -O3 -pthread -DDLRT_THREADS -fopenmp-simd
 
 all: $(BUILD)/dlcc $(BUILD)/libdlcc.a $(BUILD)/libdlcc.so $(EX_BIN) $(UNIT_BIN) $(ISA_BIN)
 

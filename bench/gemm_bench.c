@@ -14,10 +14,10 @@
  * over max |OpenBLAS|), then calls timed one by one in blocks ordered dlcc, OpenBLAS, OpenBLAS,
  * dlcc, each block starting with an untimed call and lasting SEC/2 (default SEC 0.3 s, at least 2
  * calls), with a 120 ms pause between blocks: OpenBLAS's pthread workers spin for ~0.1 s after a
- * call and would otherwise steal a core from the next dlcc block (and libgomp's from OpenBLAS).
+ * call and would otherwise steal a core from the next dlcc block (and dlcc's from OpenBLAS).
  * The figure is 2*M*N*K over the median call time.
- * Threads: omp_set_num_threads for dlcc (OpenMP), openblas_set_num_threads for OpenBLAS; both are
- * read back and the program stops if either differs from what was asked.
+ * Threads: dlrt_set_threads for dlcc (its pool, threads.c), openblas_set_num_threads for OpenBLAS;
+ * both are read back and the program stops if either differs from what was asked.
  * Peak: a one-thread FMA-throughput loop (independent accumulator chains in the widest vectors
  * the build targets: AVX-512, else AVX2+FMA, else scalar), best of 50 runs of 10 ms; the peak for
  * T threads is taken as T times that (other load on the machine shows up as < 100%). */
@@ -26,7 +26,6 @@
 
 #include <cblas.h>
 #include <math.h>
-#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,12 +232,12 @@ static void fill_random(float *x, int64_t n, uint64_t *state) {
 }
 
 static int set_threads(int t) {
-    omp_set_num_threads(t);
+    dlrt_set_threads(t);
     openblas_set_num_threads(t);
-    int o = omp_get_max_threads(), b = openblas_get_num_threads();
+    int o = dlrt_threads(), b = openblas_get_num_threads();
     if (o != t || b != t) {
-        fprintf(stderr, "gemm_bench: asked for %d threads, got %d OpenMP (dlcc) and %d OpenBLAS\n",
-                t, o, b);
+        fprintf(stderr, "gemm_bench: asked for %d threads, got %d (dlcc) and %d OpenBLAS\n", t, o,
+                b);
         return -1;
     }
     return 0;

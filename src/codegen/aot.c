@@ -93,7 +93,8 @@ static dl_status emit_header(dl_ctx *ctx, const dl_program *p, int64_t arena, co
                   "bytes. */\n");
     dl_sb_put(&h,
               "void model_run(void *arena, const void *const *inputs, void *const *outputs);\n");
-    dl_sb_put(&h, "/* OpenMP thread count when built with -fopenmp (no effect otherwise). */\n");
+    dl_sb_put(&h, "/* Threads for the kernels when built with -pthread -DDLRT_THREADS (no effect "
+                  "otherwise; n < 1: one per CPU). */\n");
     dl_sb_put(&h, "void model_set_threads(int n);\n\n#endif\n");
     dl_status s = write_sb(ctx, dir, "model.h", &h);
     dl_sb_free(&h);
@@ -244,7 +245,8 @@ static const char example_main[] =
 static dl_status emit_makefile(dl_ctx *ctx, const char *dir) {
     dl_sbuf mk = {0};
     dl_sb_put(&mk, "# Builds the model bundle with any C11 compiler: make [CC=...] [CFLAGS=...]\n"
-                   "# Add -fopenmp to CFLAGS and LDLIBS for multi-threaded kernels.\n"
+                   "# Add -pthread -DDLRT_THREADS to CFLAGS and -pthread to LDLIBS for\n"
+                   "# multi-threaded kernels (and -fopenmp-simd to CFLAGS for the simd loops).\n"
                    "CC ?= cc\nCFLAGS ?= -std=c11 -O2\nLDLIBS ?= -lm\n"
                    "SRC = main.c model.c kernels.c weights.c");
     for (int i = 0; i < dl_rt_n_files; i++) {

@@ -4,7 +4,7 @@
  * Layout of the cache folder (nothing else in it is ever touched):
  *   <key>.so, <key>.o      a model's shared object / a shared source's object file
  *   <key>.meta             "dlcc-cache-meta 1", the entry's file name, size and XXH3-128
- *   <key>.probe            a remembered compiler probe (e.g. whether -fopenmp works)
+ *   <key>.probe            a remembered compiler probe (e.g. whether -pthread works)
  *   <key>.<ext>.tmp.<pid>[.<n>] a file being written, renamed into place when complete
  *   tmp-<pid>-XXXXXX/      a build in progress (one folder per build, flat)
  * where <key> is 32 lowercase hex digits. */

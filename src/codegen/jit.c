@@ -50,8 +50,9 @@ typedef struct jit_cc {
     bool runs;                     /* `CC --version` exited with 0 */
     char path[1024];               /* the program, resolved through PATH */
     char version[JIT_VERSION_MAX]; /* its --version output */
-    int openmp;                    /* -fopenmp accepted: 1, rejected: 0, not probed yet: -1 */
-    int vecmath;                   /* index in vecmath_libs + 1, 0 none, -1 not probed yet */
+    int threads;  /* -pthread builds a pthread program: 1, not: 0, not probed yet: -1 */
+    int omp_simd; /* -fopenmp-simd accepted (the `omp simd` pragmas): 1, 0, -1 */
+    int vecmath;  /* index in vecmath_libs + 1, 0 none, -1 not probed yet */
 } jit_cc;
 
 /* Vector math: libraries implementing the GNU vector function ABI (_ZGVeN16v_expf...), so loops
@@ -158,7 +159,8 @@ static jit_cc *cc_lookup(const char *spec) {
     static jit_cc spare; /* probe results for specs past the table are not remembered */
     jit_cc *c = cc_used < JIT_CC_SLOTS ? &cc_slots[cc_used++] : &spare;
     memset(c, 0, sizeof *c);
-    c->openmp = -1;
+    c->threads = -1;
+    c->omp_simd = -1;
     c->vecmath = -1;
     snprintf(c->spec, sizeof c->spec, "%s", spec);
     char copy[sizeof c->spec];
@@ -252,7 +254,8 @@ static void key_compiler(XXH3_state_t *st, const jit_cfg *c) {
     key_str(st, c->cc.version);
     key_str(st, cpu_features);
     for (int i = 0; i < c->n_flags; i++) key_str(st, c->flags[i]);
-    key_str(st, c->cc.openmp == 1 ? "-fopenmp" : "no-openmp");
+    key_str(st, c->cc.threads == 1 ? "-pthread" : "no-threads");
+    key_str(st, c->cc.omp_simd == 1 ? "-fopenmp-simd" : "no-omp-simd");
     key_str(st, c->cc.vecmath > 0 ? vecmath_libs[c->cc.vecmath - 1] : "no-vecmath");
 }
 
@@ -358,14 +361,19 @@ static dl_status job_failure(dl_ctx *ctx, const jit_job *job, const char *what, 
                    what, code, dir, brief[0] ? brief : "(no compiler output)");
 }
 
-/* Words common to compiling and linking: CC, -std/-fPIC/-fopenmp, then the user's flags (last,
- * so they can override ours). Returns the count. */
+/* Words common to compiling and linking: CC, -std/-fPIC, -pthread -DDLRT_THREADS (the runtime's
+ * thread pool, threads.c) and -fopenmp-simd where the compiler takes them, then the user's flags
+ * (last, so they can override ours). Returns the count. */
 static int base_words(const jit_cfg *c, const char **argv) {
     int k = 0;
     for (int i = 0; i < c->n_cc; i++) argv[k++] = c->cc_words[i];
     argv[k++] = "-std=c11";
     argv[k++] = "-fPIC";
-    if (c->cc.openmp == 1) argv[k++] = "-fopenmp";
+    if (c->cc.threads == 1) {
+        argv[k++] = "-pthread";
+        argv[k++] = "-DDLRT_THREADS=1";
+    }
+    if (c->cc.omp_simd == 1) argv[k++] = "-fopenmp-simd";
     /* errno is never read; without this gcc will not call vector variants of math functions */
     argv[k++] = "-fno-math-errno";
     if (c->cc.vecmath > 0) argv[k++] = "-DDLRT_VECMATH=1";
@@ -416,18 +424,27 @@ static int probe_build(const jit_cfg *c, const char *what, const char *src_text,
     return known;
 }
 
-/* Probes OpenMP and the vector-math libraries once per compiler. */
+/* Probes threads, `omp simd` and the vector-math libraries once per compiler. */
 static void probe_features(jit_cfg *c) {
     pthread_mutex_lock(&cc_lock);
     jit_cc *slot = cc_lookup(c->cc.spec);
-    int openmp = slot->openmp, vecmath = slot->vecmath;
+    int threads = slot->threads, omp_simd = slot->omp_simd, vecmath = slot->vecmath;
     pthread_mutex_unlock(&cc_lock);
-    if (openmp < 0)
-        openmp = probe_build(c, "openmp probe 1",
-                             "#include <omp.h>\nint dl_omp_probe(void) {\n    int n = 0;\n"
-                             "#pragma omp parallel\n    n = omp_get_num_threads();\n"
-                             "    return n;\n}\n",
-                             "-fopenmp", false);
+    if (threads < 0)
+        threads = probe_build(c, "threads probe 1",
+                              "#include <pthread.h>\n#include <stdatomic.h>\n"
+                              "static _Thread_local int dl_tls;\nstatic _Atomic int dl_n;\n"
+                              "static void *dl_run(void *a) { dl_tls = 1; dl_n += dl_tls; "
+                              "return a; }\n"
+                              "int dl_threads_probe(void) {\n    pthread_t t;\n"
+                              "    if (pthread_create(&t, 0, dl_run, 0)) return 0;\n"
+                              "    pthread_join(t, 0);\n    return dl_n;\n}\n",
+                              "-pthread", false);
+    if (omp_simd < 0)
+        omp_simd = probe_build(c, "omp simd probe 1",
+                               "void dl_simd_probe(float *x, int n) {\n"
+                               "#pragma omp simd\n    for (int i = 0; i < n; i++) x[i] += 1;\n}\n",
+                               "-fopenmp-simd", false);
     if (vecmath < 0) {
         vecmath = 0;
         const int n = (int)(sizeof vecmath_libs / sizeof vecmath_libs[0]);
@@ -443,10 +460,12 @@ static void probe_features(jit_cfg *c) {
     }
     pthread_mutex_lock(&cc_lock);
     slot = cc_lookup(c->cc.spec);
-    slot->openmp = openmp;
+    slot->threads = threads;
+    slot->omp_simd = omp_simd;
     slot->vecmath = vecmath;
     pthread_mutex_unlock(&cc_lock);
-    c->cc.openmp = openmp;
+    c->cc.threads = threads;
+    c->cc.omp_simd = omp_simd;
     c->cc.vecmath = vecmath;
 }
 

@@ -22,7 +22,7 @@ typedef struct dl_jit_src {
 
 typedef struct dl_jit_opts {
     const char *cc;        /* NULL: $CC, else "cc" */
-    const char *cflags;    /* NULL: $DLCC_CFLAGS, else "-O3 -march=native" (+ -fPIC -fopenmp) */
+    const char *cflags;    /* NULL: $DLCC_CFLAGS, else "-O3 -march=native" (+ -fPIC -pthread) */
     const char *cache_dir; /* NULL: $DLCC_CACHE_DIR, else $HOME/.cache/dlcc */
     bool no_cache;         /* build in a temp dir and do not keep the result */
     bool verbose;          /* print compiler command lines to stderr */

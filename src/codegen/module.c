@@ -89,11 +89,7 @@ dl_status dl_module_emit(dl_ctx *ctx, dl_graph *g, dl_fusion *f, const dl_target
             dl_sb_put(sb, "    0,\n");
     }
     if (f->n == 0) dl_sb_put(sb, "    0,\n");
-    dl_sb_put(
-        sb,
-        "};\n\n#ifdef _OPENMP\n#include <omp.h>\n#endif\n"
-        "void dlk_set_threads(int n) {\n#ifdef _OPENMP\n    if (n > 0) omp_set_num_threads(n);\n"
-        "#else\n    (void)n;\n#endif\n}\n");
+    dl_sb_put(sb, "};\n\nvoid dlk_set_threads(int n) {\n    dlrt_set_threads(n);\n}\n");
     *n_generated = count;
     return dl_sb_status(ctx, sb);
 }

@@ -3,7 +3,7 @@
  *   void (*const dlk_kernels[])(void *const *b, const int64_t *s)   one per group, NULL when
  *                                  the group is a view or runs its reference kernel
  *   const int dlk_n_kernels;
- *   void dlk_set_threads(int n);   OpenMP thread count (no-op without OpenMP)
+ *   void dlk_set_threads(int n);   the kernels' thread count (dlrt_set_threads)
  *   const int dlk_n_packs, dlk_pack_src[];     weights to pack once (value ids of constants)
  *   int64_t dlk_pack_bytes(int k); void dlk_pack(int k, const void *src, void *dst);
  * Kernels find value pointers at b[id], scratch at b[DLK_WS] and packed weight k at

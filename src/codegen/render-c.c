@@ -1,12 +1,15 @@
 /* render-c.c — renders a loop-IR function as C (the conventions of lower.h) and the prelude of
- * includes and scalar helpers that generated code calls. Schedules become pragmas:
- * `#pragma omp parallel for`, `#pragma omp simd` and `#pragma GCC unroll`, so the same text builds
- * with gcc and clang, with or without OpenMP. No pointer is `restrict`: the memory planner may
+ * includes and scalar helpers that generated code calls. Schedules become pragmas
+ * (`#pragma omp simd`, honoured under -fopenmp or -fopenmp-simd, and `#pragma GCC unroll`) and
+ * parallel loops calls of the runtime's thread pool: each is outlined into a function of a
+ * range of its iterations (NAME_pK) that reads the variables it needs from a struct, which
+ * dlrt_parallel (threads.c) runs in pieces. No pointer is `restrict`: the memory planner may
  * run an elementwise kernel in place. */
 #include "loop-ir.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Helpers follow the reference kernels' scalar rules exactly (NaN propagation, integer division
  * by zero giving 0, saturating float → int conversion, activations computed in double). */
@@ -18,6 +21,10 @@ static const char prelude[] =
     "#include <stdint.h>\n"
     "\n"
     "#define DLG_FN static inline __attribute__((unused))\n"
+    "/* the runtime's thread pool (dlrt.h), which parallel loops are outlined for */\n"
+    "typedef void (*dlrt_range_fn)(void *ctx, int64_t lo, int64_t hi);\n"
+    "__attribute__((visibility(\"hidden\"))) void dlrt_parallel(int64_t n, int64_t pieces, int64_t align,\n"
+    "                                                       int max_team, dlrt_range_fn fn, void *ctx);\n"
     "DLG_FN float dlg_minf(float a, float b) { return (a != a || b != b) ? NAN : (b < a ? b : a); }\n"
     "DLG_FN float dlg_maxf(float a, float b) { return (a != a || b != b) ? NAN : (b > a ? b : a); }\n"
     "DLG_FN double dlg_min(double a, double b) { return (a != a || b != b) ? NAN : (b < a ? b : a); }\n"
@@ -143,6 +150,8 @@ typedef struct rctx {
     const dl_lfunc *f;
     dl_sbuf *sb;
     char (*bufname)[32];
+    int n_par;  /* parallel loops met so far (numbers the outlined functions) */
+    bool nomem; /* an allocation failed while rendering */
 } rctx;
 
 enum {
@@ -372,6 +381,8 @@ typedef struct uses {
     int *var, *buf;
     bool sym;
     const bool *dead;
+    bool outside_par; /* count what the function itself renders: not inside parallel loops,
+                       * which are outlined (but their shared extents and condition) */
 } uses;
 
 static void count_expr(const dl_lexpr *e, uses *u) {
@@ -391,6 +402,12 @@ static void count_stmt(const dl_lstmt *s, uses *u) {
     case DL_LS_FOR:
         count_expr(s->extent, u);
         count_expr(s->par_if, u);
+        if (u->outside_par && s->parallel) {
+            const dl_lstmt *l = s;
+            for (int i = 1; i < s->collapse; i++, l = l->body) count_expr(l->body->extent, u);
+            u->sym = true; /* the call passes b and s */
+            break;
+        }
         count_stmt(s->body, u);
         break;
     case DL_LS_STORE:
@@ -426,6 +443,188 @@ static void count_live(const dl_lfunc *f, int *var_uses, int *buf_uses, bool *de
     }
 }
 
+/* ---------------------------------------------------------------- parallel loops */
+
+static void render_stmt(rctx *r, const dl_lstmt *s, int depth, const bool *dead);
+
+/* Marks the variables statement s declares: lets, locals, loop variables. */
+static void mark_declared(const dl_lstmt *s, bool *decl) {
+    if (!s) return;
+    switch (s->kind) {
+    case DL_LS_BLOCK:
+        for (int i = 0; i < s->n; i++) mark_declared(s->items[i], decl);
+        break;
+    case DL_LS_FOR:
+        decl[s->var] = true;
+        mark_declared(s->body, decl);
+        break;
+    case DL_LS_DECL:
+        decl[s->var] = true;
+        break;
+    case DL_LS_IF:
+        mark_declared(s->then_s, decl);
+        mark_declared(s->else_s, decl);
+        break;
+    default:
+        break;
+    }
+}
+
+/* What parallel loop s reads from the function around it: the variables it uses but does not
+ * declare (captured[v]), and the buffers it touches (bufs[i] > 0). Returns whether it reads
+ * symbols. The caller frees nothing: both arrays are the caller's, zeroed here. */
+static bool par_captures(const rctx *r, const dl_lstmt *s, const bool *dead, bool *captured,
+                         int *vars, int *bufs) {
+    const dl_lfunc *f = r->f;
+    memset(vars, 0, sizeof(int) * (size_t)f->n_vars);
+    memset(bufs, 0, sizeof(int) * (size_t)f->n_bufs);
+    memset(captured, 0, sizeof(bool) * (size_t)f->n_vars);
+    uses u = {.var = vars, .buf = bufs, .dead = dead};
+    count_stmt(s->body, &u);
+    const dl_lstmt *l = s; /* the collapsed loops' extents are evaluated inside */
+    for (int i = 1; i < s->collapse; i++, l = l->body) count_expr(l->body->extent, &u);
+    mark_declared(s, captured); /* (borrowed as "declared inside" first) */
+    for (int v = 0; v < f->n_vars; v++) captured[v] = vars[v] > 0 && !captured[v];
+    return u.sym;
+}
+
+/* The loops a parallel loop shares out: itself and collapse - 1 loops nested in it. */
+static int par_nest(const dl_lstmt *s, const dl_lstmt **loops) {
+    const int n = s->collapse > 1 ? s->collapse : 1;
+    loops[0] = s;
+    for (int i = 1; i < n; i++) loops[i] = loops[i - 1]->body;
+    return n;
+}
+
+/* Renders parallel loop s as a function of a range of its iterations (flattened over the
+ * collapsed loops), NAME_pK, with the struct NAME_pK_ctx it reads the captured variables from.
+ * Each piece of the range starts on a multiple of 64 iterations where the loop is vectorized,
+ * so every element takes the same path (vector body or scalar tail) whatever the thread count:
+ * a vector math function and its scalar twin may differ in the last bit. */
+static void render_par_fn(rctx *r, const dl_lstmt *s, int k, const bool *dead, bool *captured,
+                          int *vars, int *bufs) {
+    dl_sbuf *sb = r->sb;
+    const dl_lfunc *f = r->f;
+    const bool sym = par_captures(r, s, dead, captured, vars, bufs);
+    dl_sb_printf(sb, "typedef struct %s_p%d_ctx {\n    void *const *b;\n    const int64_t *s;\n",
+                 f->name, k);
+    for (int v = 0; v < f->n_vars; v++)
+        if (captured[v])
+            dl_sb_printf(sb, "    %s %s;\n", dl_ctype(f->vars[v].type), f->vars[v].name);
+    dl_sb_printf(sb, "} %s_p%d_ctx;\n\n", f->name, k);
+    dl_sb_printf(sb,
+                 "static void %s_p%d(void *dlg_ctx, int64_t dlg_lo, int64_t dlg_hi) {\n"
+                 "    const %s_p%d_ctx *dlg_c = (const %s_p%d_ctx *)dlg_ctx;\n",
+                 f->name, k, f->name, k, f->name, k);
+    bool any_buf = false;
+    for (int i = 0; i < f->n_bufs; i++) any_buf = any_buf || bufs[i] > 0;
+    if (any_buf) dl_sb_put(sb, "    void *const *b = dlg_c->b;\n");
+    if (sym) dl_sb_put(sb, "    const int64_t *s = dlg_c->s;\n");
+    for (int i = 0; i < f->n_bufs; i++) {
+        if (!bufs[i]) continue;
+        const dl_lbuf *bf = &f->bufs[i];
+        const char *ct = dl_ctype_mem(bf->dtype), *q = bf->written ? "" : "const ";
+        dl_sb_printf(sb, "    %s%s *%s = (%s%s *)b[%d];\n", q, ct, r->bufname[i], q, ct, bf->slot);
+    }
+    for (int v = 0; v < f->n_vars; v++)
+        if (captured[v])
+            dl_sb_printf(sb, "    %s%s %s = dlg_c->%s;\n",
+                         f->vars[v].kind == DL_LV_LOCAL ? "" : "const ", dl_ctype(f->vars[v].type),
+                         f->vars[v].name, f->vars[v].name);
+    const dl_lstmt *loops[DL_LOOP_MAX_DEPTH + 1];
+    const int n = par_nest(s, loops);
+    for (int i = 1; i < n; i++) {
+        dl_sb_printf(sb, "    const int64_t dlg_e%d = ", i);
+        render_expr(r, loops[i]->extent, 0);
+        dl_sb_put(sb, ";\n");
+    }
+    if (s->vectorize) dl_sb_put(sb, "    #pragma omp simd\n");
+    if (n == 1) {
+        const char *v = f->vars[s->var].name;
+        dl_sb_printf(sb, "    for (int64_t %s = dlg_lo; %s < dlg_hi; %s++) {\n", v, v, v);
+    } else {
+        dl_sb_put(sb, "    for (int64_t dlg_f = dlg_lo; dlg_f < dlg_hi; dlg_f++) {\n");
+        /* the innermost loop's variable varies fastest */
+        for (int i = 0; i < n; i++) {
+            dl_sb_printf(sb, "        const int64_t %s = dlg_f", f->vars[loops[i]->var].name);
+            for (int j = i + 1; j < n; j++) dl_sb_printf(sb, " / dlg_e%d", j);
+            if (i > 0) dl_sb_printf(sb, " %% dlg_e%d", i);
+            dl_sb_put(sb, ";\n");
+        }
+    }
+    render_stmt(r, loops[n - 1]->body, 2, dead);
+    dl_sb_put(sb, "    }\n}\n\n");
+}
+
+/* Outlines every parallel loop of s, in the order render_stmt meets them. */
+static void render_par_fns(rctx *r, const dl_lstmt *s, const bool *dead, bool *captured, int *vars,
+                           int *bufs) {
+    if (!s) return;
+    switch (s->kind) {
+    case DL_LS_BLOCK:
+        for (int i = 0; i < s->n; i++) render_par_fns(r, s->items[i], dead, captured, vars, bufs);
+        break;
+    case DL_LS_FOR:
+        if (s->parallel)
+            render_par_fn(r, s, r->n_par++, dead, captured, vars, bufs);
+        else
+            render_par_fns(r, s->body, dead, captured, vars, bufs);
+        break;
+    case DL_LS_IF:
+        render_par_fns(r, s->then_s, dead, captured, vars, bufs);
+        render_par_fns(r, s->else_s, dead, captured, vars, bufs);
+        break;
+    default:
+        break;
+    }
+}
+
+/* The call that runs outlined parallel loop s (render_par_fn) over all its iterations, in one
+ * piece per thread, or in one piece where its condition does not hold. */
+static void render_par_call(rctx *r, const dl_lstmt *s, int depth, const bool *dead) {
+    dl_sbuf *sb = r->sb;
+    const dl_lfunc *f = r->f;
+    const int k = r->n_par++;
+    bool *captured = dl_calloc((size_t)f->n_vars + 1, sizeof(bool));
+    int *vars = dl_calloc((size_t)f->n_vars + 1, sizeof(int));
+    int *bufs = dl_calloc((size_t)f->n_bufs + 1, sizeof(int));
+    if (!captured || !vars || !bufs) {
+        r->nomem = true;
+    } else {
+        par_captures(r, s, dead, captured, vars, bufs);
+        indent(sb, depth);
+        dl_sb_printf(sb, "{\n");
+        indent(sb, depth + 1);
+        dl_sb_printf(sb, "%s_p%d_ctx dlg_c = {.b = b, .s = s", f->name, k);
+        for (int v = 0; v < f->n_vars; v++)
+            if (captured[v]) dl_sb_printf(sb, ", .%s = %s", f->vars[v].name, f->vars[v].name);
+        dl_sb_put(sb, "};\n");
+        indent(sb, depth + 1);
+        dl_sb_put(sb, "dlrt_parallel(");
+        const dl_lstmt *loops[DL_LOOP_MAX_DEPTH + 1];
+        const int n = par_nest(s, loops);
+        for (int i = 0; i < n; i++) {
+            if (i) dl_sb_put(sb, " * ");
+            dl_sb_put(sb, "(int64_t)(");
+            render_expr(r, loops[i]->extent, 0);
+            dl_sb_put(sb, ")");
+        }
+        if (s->par_if) {
+            dl_sb_put(sb, ", (");
+            render_expr(r, s->par_if, 0);
+            dl_sb_put(sb, ") ? 0 : 1");
+        } else {
+            dl_sb_put(sb, ", 0");
+        }
+        dl_sb_printf(sb, ", %d, 0, %s_p%d, &dlg_c);\n", s->vectorize ? 64 : 1, f->name, k);
+        indent(sb, depth);
+        dl_sb_put(sb, "}\n");
+    }
+    dl_free(captured);
+    dl_free(vars);
+    dl_free(bufs);
+}
+
 static void render_stmt(rctx *r, const dl_lstmt *s, int depth, const bool *dead) {
     dl_sbuf *sb = r->sb;
     const dl_lfunc *f = r->f;
@@ -435,24 +634,16 @@ static void render_stmt(rctx *r, const dl_lstmt *s, int depth, const bool *dead)
         break;
     case DL_LS_FOR: {
         const char *v = f->vars[s->var].name;
-        if (s->parallel || s->vectorize) {
+        if (s->parallel) {
+            render_par_call(r, s, depth, dead);
+            break;
+        }
+        if (s->vectorize) {
             indent(sb, depth);
-            dl_sb_put(sb, s->parallel ? (s->vectorize ? "#pragma omp parallel for simd"
-                                                      : "#pragma omp parallel for")
-                                      : "#pragma omp simd");
-            if (s->vectorize && s->red_op != DL_REDOP_NONE)
+            dl_sb_put(sb, "#pragma omp simd");
+            if (s->red_op != DL_REDOP_NONE)
                 dl_sb_printf(sb, " reduction(%s:%s)", s->red_op == DL_REDOP_MUL ? "*" : "+",
                              f->vars[s->red_var].name);
-            /* Each thread's share starts on a multiple of the vector width, so every element
-             * takes the same path (vector body or scalar tail) whatever the thread count: a
-             * vector math function and its scalar twin may differ in the last bit. */
-            if (s->parallel && s->vectorize) dl_sb_put(sb, " schedule(simd:static)");
-            if (s->parallel && s->collapse > 1) dl_sb_printf(sb, " collapse(%d)", s->collapse);
-            if (s->parallel && s->par_if) {
-                dl_sb_put(sb, " if(");
-                render_expr(r, s->par_if, 0);
-                dl_sb_put(sb, ")");
-            }
             dl_sb_put(sb, "\n");
         }
         if (s->unroll > 1) {
@@ -530,30 +721,44 @@ dl_status dl_render_c(dl_ctx *ctx, const dl_lfunc *f, dl_sbuf *sb) {
     }
     bool sym_used = false;
     count_live(f, var_uses, buf_uses, dead, &sym_used);
-    dl_sb_printf(sb, "static void %s(void *const *b, const int64_t *s) {\n", f->name);
-    bool any_buf = false;
     for (int i = 0; i < f->n_bufs; i++) {
         const dl_lbuf *bf = &f->bufs[i];
         bool dup = false;
         for (int j = 0; j < i; j++) dup = dup || f->bufs[j].slot == bf->slot;
-        const char *ct = dl_ctype_mem(bf->dtype);
         if (dup)
             snprintf(names[i], sizeof names[i], "b%d_%s", bf->slot, dl_dtype_name(bf->dtype));
         else
             snprintf(names[i], sizeof names[i], "b%d", bf->slot);
+    }
+    /* the parallel loops' functions first, then what the function itself uses */
+    rctx r = {.f = f, .sb = sb, .bufname = names};
+    bool *scratch = dl_calloc((size_t)f->n_vars + 1, sizeof(bool));
+    if (scratch) render_par_fns(&r, f->body, dead, scratch, var_uses, buf_uses);
+    r.nomem = !scratch;
+    dl_free(scratch);
+    const bool any_par = r.n_par > 0;
+    r.n_par = 0;
+    memset(buf_uses, 0, sizeof(int) * ((size_t)f->n_bufs + 1));
+    uses own = {.var = var_uses, .buf = buf_uses, .dead = dead, .outside_par = true};
+    count_stmt(f->body, &own);
+    sym_used = own.sym;
+    dl_sb_printf(sb, "static void %s(void *const *b, const int64_t *s) {\n", f->name);
+    bool any_buf = false;
+    for (int i = 0; i < f->n_bufs; i++) {
+        const dl_lbuf *bf = &f->bufs[i];
         if (!buf_uses[i]) continue;
         any_buf = true;
-        const char *q = bf->written ? "" : "const ";
+        const char *ct = dl_ctype_mem(bf->dtype), *q = bf->written ? "" : "const ";
         dl_sb_printf(sb, "    %s%s *%s = (%s%s *)b[%d];\n", q, ct, names[i], q, ct, bf->slot);
     }
-    if (!any_buf) dl_sb_put(sb, "    (void)b;\n");
+    if (!any_buf && !any_par) dl_sb_put(sb, "    (void)b;\n");
     if (!sym_used) dl_sb_put(sb, "    (void)s;\n");
-    rctx r = {.f = f, .sb = sb, .bufname = names};
     render_stmt(&r, f->body, 1, dead);
     dl_sb_put(sb, "}\n");
     dl_free(var_uses);
     dl_free(buf_uses);
     dl_free(dead);
     dl_free(names);
+    if (r.nomem) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory rendering %s", f->name);
     return dl_sb_status(ctx, sb);
 }

@@ -12,5 +12,6 @@
 #include "rt/gemm.c"
 #include "rt/pool.c"
 #include "rt/softmax.c"
+#include "rt/threads.c"
 #include "rt/transpose.c"
 #include "rt/winograd.c"

@@ -6,7 +6,6 @@
 #include "../codegen/module.h"
 #include "../ir/rewrite.h"
 
-#include <dlfcn.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -72,25 +71,6 @@ static dl_jit_opts jit_opts(const dl_compile_options *o, const dl_isa *isa) {
     return j;
 }
 
-/* OpenMP runtimes keep idle worker threads after a parallel region; if the last module using
- * one were unloaded, the runtime would go with it under its sleeping threads. Pinning the
- * runtimes in memory (RTLD_NODELETE) lets modules be dlclosed safely. */
-static void pin_openmp_runtimes(void) {
-    static bool done;
-    if (done) return;
-    done = true;
-    /* Idle workers: libgomp's default spins up to 300000 rounds (milliseconds of a busy core)
-     * after every parallel region before sleeping, which steals the core from other processes
-     * and, on a loaded machine, from our own next region. A short spin keeps back-to-back
-     * kernels fast and then sleeps. Read once, when libgomp loads (just below), and only
-     * when the user set no OpenMP wait policy of their own. */
-    if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT"))
-        setenv("GOMP_SPINCOUNT", "20000", 0);
-    const char *libs[] = {"libgomp.so.1", "libomp.so.5", "libomp.so"};
-    for (size_t i = 0; i < DL_ARRAY_LEN(libs); i++)
-        dlopen(libs[i], RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE); /* absent ones are fine */
-}
-
 /* Packs the weights the module asked for (module.h: dlk_n_packs, dlk_pack_src, dlk_pack_bytes,
  * dlk_pack), once, with the module's own code, so the layout matches its microkernel. */
 static dl_status prepack(dl_ctx *ctx, dl_program *p) {
@@ -138,7 +118,6 @@ static dl_status prepack(dl_ctx *ctx, dl_program *p) {
 }
 
 static dl_status build(dl_ctx *ctx, dl_program *p, const dl_jit_opts *jo) {
-    pin_openmp_runtimes();
     int n_rt_c = 0;
     for (int i = 0; i < dl_rt_n_files; i++) {
         const char *nm = dl_rt_files[i].name;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # AOT bundle test: `dlcc compile MODEL --emit c -o DIR` for the bundled small CNN (and a
 # symbolic-batch model bound to batch 3), builds each bundle with plain `cc -std=c11 -O2` (no
-# libdlcc, no OpenMP), runs its example main on the same input as `dlcc run`, and compares the
-# outputs (rtol 1e-5). Also checks the bundle has no malloc and states its arena size.
+# libdlcc, no threads), runs its example main on the same input as `dlcc run`, and compares the
+# outputs (rtol 1e-5); built again with the runtime's thread pool (-pthread -DDLRT_THREADS), its
+# outputs must be the same bits. Also checks the bundle has no malloc and states its arena size.
 # usage: tests/aot/run.sh BUILD_DIR      Ends with "N passed, N failed".
 set -u
 BUILD=$1
@@ -60,6 +61,18 @@ assert np.allclose(got, want.ravel(), rtol=1e-5, atol=1e-6), f"max abs err {err}
 print(f"max abs err {err:.3g}")
 PYEOF
     then pass "$name: bundle output matches dlcc run"; else fail "$name: bundle output differs from dlcc run"; fi
+    # the same bundle with the runtime's thread pool: the same bits
+    cp -r "$d/bundle" "$d/bundle_mt"
+    make -s -C "$d/bundle_mt" clean >/dev/null 2>&1
+    if ! make -s -C "$d/bundle_mt" CC=cc CFLAGS="-std=c11 -O2 -pthread -DDLRT_THREADS" \
+        LDLIBS="-lm -pthread" >"$d/make_mt.log" 2>&1; then
+        fail "$name: bundle does not build with -pthread -DDLRT_THREADS: $(head -5 "$d/make_mt.log")"; return
+    fi
+    if "$d/bundle_mt/model" "$d/x.bin" "$d/y_mt.bin" >"$d/run_mt.log" 2>&1 && cmp -s "$d/y.bin" "$d/y_mt.bin"; then
+        pass "$name: threaded bundle gives the same bits"
+    else
+        fail "$name: threaded bundle: $(tail -2 "$d/run_mt.log") (outputs differ or missing)"
+    fi
 }
 
 aot_case default_cnn models/default.onnx 1,3,32,32

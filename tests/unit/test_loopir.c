@@ -57,12 +57,16 @@ static void *build_so(const char *src) {
     if (fp) {
         fputs(src, fp);
         fclose(fp);
-        /* DLCC_TEST_CC / DLCC_TEST_CFLAGS try other compilers and flags (clang, -march=native) */
+        /* DLCC_TEST_CC / DLCC_TEST_CFLAGS try other compilers and flags (clang, -march=native).
+         * Parallel loops call the runtime's pool: its source is built in (tests run from the
+         * repository's root). */
         const char *cc = getenv("DLCC_TEST_CC"), *extra = getenv("DLCC_TEST_CFLAGS");
-        snprintf(
-            cmd, sizeof cmd,
-            "%s -O2 -std=c11 -fPIC -shared -fopenmp -Wall -Wextra -Werror %s -o %s %s -lm 2>%s",
-            cc ? cc : "cc", extra ? extra : "", so_path, c_path, err_path);
+        char cwd[512];
+        if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;
+        snprintf(cmd, sizeof cmd,
+                 "%s -O2 -std=c11 -fPIC -shared -pthread -DDLRT_THREADS -fopenmp-simd -Wall "
+                 "-Wextra -Werror %s -o %s %s %s/src/kernels/rt/threads.c -lm 2>%s",
+                 cc ? cc : "cc", extra ? extra : "", so_path, c_path, cwd, err_path);
         int rc = system(cmd);
         cc_log[0] = 0;
         FILE *e = fopen(err_path, "r");
@@ -903,7 +907,10 @@ static void test_illegal_and_text(void) {
     const char *t = dl_sb_str(&text);
     CHECK("render after illegal requests", st == DL_OK);
     if (getenv("DLCC_TEST_VERBOSE")) printf("%s", t);
-    CHECK("text: parallel for", has(t, "#pragma omp parallel for\n"));
+    CHECK("text: parallel loop outlined",
+          has(t, "static void k_legal_p0(void *dlg_ctx, int64_t dlg_lo, int64_t dlg_hi) {\n") &&
+              has(t, "    for (int64_t i0 = dlg_lo; i0 < dlg_hi; i0++) {\n") &&
+              has(t, "dlrt_parallel((int64_t)(64), 0, 1, 0, k_legal_p0, &dlg_c);\n"));
     CHECK("text: simd reduction", has(t, "#pragma omp simd reduction(+:acc)"));
     CHECK("text: unroll", has(t, "#pragma GCC unroll 2"));
     CHECK("text: tail min", has(t, "r0_i < (5 < 32 - r0_o * 5 ? 5 : 32 - r0_o * 5)"));
@@ -920,6 +927,31 @@ static void test_illegal_and_text(void) {
     batch_free(&b);
     dl_sb_free(&text);
     dl_lfunc_free(f);
+
+    /* a parallel loop inside a serial one: the outer loop's variable is captured into the
+     * outlined function's struct */
+    st = dl_lower_reduce(ctx, &rd, "k_inner", &f);
+    CHECK("lower ReduceSum again", st == DL_OK);
+    if (st == DL_OK) {
+        i1 = dl_lf_find_var(f, "i1");
+        CHECK("parallel i1 inside i0", dl_sched_parallel(ctx, f, i1, NULL) == DL_OK);
+        dl_sbuf it = {0};
+        CHECK("render the inner parallel loop", dl_render_c(ctx, f, &it) == DL_OK);
+        const char *ti = dl_sb_str(&it);
+        CHECK("text: the outer variable captured",
+              has(ti, "    int64_t i0;\n} k_inner_p0_ctx;") &&
+                  has(ti, "    const int64_t i0 = dlg_c->i0;\n") &&
+                  has(ti, "k_inner_p0_ctx dlg_c = {.b = b, .s = s, .i0 = i0};"));
+        batch bi;
+        batch_init(&bi);
+        dl_sb_put(&bi.src, ti);
+        const char *ni = batch_add(&bi, "k_inner");
+        if (batch_build(&bi, "inner parallel kernel"))
+            run_compare(&c, batch_fn(&bi, ni), "inner parallel loop", 1e-6);
+        batch_free(&bi);
+        dl_sb_free(&it);
+        dl_lfunc_free(f);
+    }
 
     /* ReduceMax: its accumulation cannot be vectorized */
     rd.kind = DL_RED_MAX;
@@ -947,8 +979,10 @@ static void test_illegal_and_text(void) {
         t = dl_sb_str(&sb);
         CHECK("emit symbolic Relu", st == DL_OK);
         if (getenv("DLCC_TEST_VERBOSE")) printf("%s", t);
-        CHECK("text: symbolic parallel if()",
-              has(t, "#pragma omp parallel for simd schedule(simd:static) if(n0 > 32768)"));
+        CHECK("text: symbolic parallel if(), pieces on 64-element boundaries",
+              has(t, "dlrt_parallel((int64_t)(n0), (n0 > 32768) ? 0 : 1, 64, 0, k_relu_p0, "
+                     "&dlg_c);") &&
+                  has(t, "    #pragma omp simd\n    for (int64_t i0 = dlg_lo; i0 < dlg_hi; "));
         CHECK("text: merged extent let", has(t, "const int64_t n0 = s[0] * 51200;"));
         dl_sb_free(&sb);
         ed.grp.out = ed.grp.in; /* a mismatched request: output dims of another rank */
@@ -977,8 +1011,12 @@ static void test_illegal_and_text(void) {
         dl_target tg = {.vector_bytes = 32, .threads = 8};
         st = dl_emit_elementwise(e.ctx, &ed.grp, &tg, "k_collapse", &bb.src);
         CHECK("emit collapse case", st == DL_OK);
-        CHECK("text: collapse(2)",
-              has(dl_sb_str(&bb.src), "#pragma omp parallel for collapse(2)\n"));
+        const char *tc = dl_sb_str(&bb.src);
+        CHECK("text: collapse(2), one range over both loops",
+              has(tc, "dlrt_parallel((int64_t)(2) * (int64_t)(3), 0, 1, 0, k_collapse_p0, "
+                      "&dlg_c);") &&
+                  has(tc, "        const int64_t i0 = dlg_f / dlg_e1;\n") &&
+                  has(tc, "        const int64_t i1 = dlg_f % dlg_e1;\n"));
         const char *kn = batch_add(&bb, "k_collapse");
         if (st == DL_OK && batch_build(&bb, "collapse"))
             run_compare(&e, batch_fn(&bb, kn), "collapse", 0);

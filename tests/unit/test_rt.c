@@ -14,9 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 static int passed, failed;
 #define CANARY 12345.0f
@@ -353,7 +350,7 @@ static void in_place_case(int64_t M, int64_t N, int64_t K) {
  * (dlrt_gemm_run): the results must not change with it. BERT's 128 x 768 shape and a narrow
  * prepacked one, with a column bias scaled by beta (fused in full tiles), residual and ReLU. */
 static void test_gemm_threads(void) {
-#ifdef _OPENMP
+#ifdef DLRT_THREADS
     /* M, N, K and which operand is prepacked (1: A, 2: B). The sixth: transposed, its row
      * panels B's columns read in place on the vector builds; B prepacked: its tiles shared out
      * in column-major order, GPT-2's 128 x 2304 cut finer to even it out on 2 threads
@@ -361,7 +358,7 @@ static void test_gemm_threads(void) {
     static const int64_t shapes[][4] = {{128, 768, 300, 0}, {130, 700, 200, 0}, {600, 49, 500, 1},
                                         {128, 784, 150, 0}, {64, 3136, 40, 0},  {160, 49, 960, 0},
                                         {49, 320, 960, 2},  {128, 2304, 100, 2}};
-    const int saved = omp_get_max_threads();
+    const int saved = dlrt_threads();
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
         const int a_packed = shapes[s][3] == 1, b_packed = shapes[s][3] == 2;
@@ -375,7 +372,7 @@ static void test_gemm_threads(void) {
         const dlrt_epilogue ep = col_bias_res_relu(0.5f, 1.5f, bias, res, N);
         int same = 1;
         for (int t = 1; t <= 4; t++) {
-            omp_set_num_threads(t);
+            dlrt_set_threads(t);
             dlrt_sgemm_ex(M, N, K, a_packed ? ap : a, K, 0, a_packed, b_packed ? bp : b, N, 0,
                           b_packed, t == 1 ? c1 : ct, N, &ep);
             if (t > 1) same = same && !memcmp(c1, ct, (size_t)(M * N) * sizeof(float));
@@ -386,7 +383,7 @@ static void test_gemm_threads(void) {
         check(same, what);
         free(a), free(b), free(bias), free(res), free(ap), free(bp), free(c1), free(ct);
     }
-    omp_set_num_threads(saved);
+    dlrt_set_threads(saved);
 #endif
 }
 
@@ -421,12 +418,12 @@ static void test_gemm_row_packed(void) {
         dlrt_sgemm_ex(1, N, K, a, lda, ta, 0, bp, tb ? K : N, tb, 1, c1, N, &ep);
         dlrt_sgemm_ex(2, N, K, a, lda, ta, 0, bp, tb ? K : N, tb, 1, c2, N, &ep);
         int same_threads = 1;
-#ifdef _OPENMP
-        const int saved = omp_get_max_threads();
-        omp_set_num_threads(2);
+#ifdef DLRT_THREADS
+        const int saved = dlrt_threads();
+        dlrt_set_threads(2);
         dlrt_sgemm_ex(1, N, K, a, lda, ta, 0, bp, tb ? K : N, tb, 1, ct, N, &ep);
         same_threads = !memcmp(c1, ct, (size_t)N * sizeof(float));
-        omp_set_num_threads(saved);
+        dlrt_set_threads(saved);
 #endif
         int close = 1;
         for (int64_t j = 0; j < N && close; j++) {

@@ -13,7 +13,7 @@
  * flags; the Makefile also builds it per instruction set (build/tests-isa/). `test_rtconv
  * --bench` prints GFLOP/s of each applicable algorithm on MobileNetV2's depthwise and ResNet-50's
  * 3x3 layers (batch 1); build/tests-isa/avx512/test_rtconv --bench is built like the JIT's code
- * (-O3, OpenMP). */
+ * (-O3, threads). */
 #include "../../src/kernels/rt-lib.c"
 #include "../../src/kernels/rt/conv-impl.h"
 #include "check.h"
@@ -23,9 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #define CANARY 12345.0f
 
@@ -912,18 +909,18 @@ static void test_batch_chunks(void) {
             CHECK("LeNet's conv2 at batch 64 stays im2col, not the implicit GEMM",
                   dlrt_conv_choose(&p) == DLRT_CONV_IM2COL);
         conv_case(&p, (1u << EP_KINDS) - 1, "chunks");
-#ifdef _OPENMP
+#ifdef DLRT_THREADS
         const int algo = im2col ? DLRT_CONV_IM2COL : DLRT_CONV_GEMM_1X1;
         const int64_t yn = numel_out(&p);
         float *x = buf_new(numel_in(&p), 0), *w = buf_new(numel_w(&p), 0);
         float *y1 = malloc((size_t)yn * sizeof(float)), *y3 = malloc((size_t)yn * sizeof(float));
         void *ws = malloc(dlrt_conv_algo_workspace(&p, algo) + 16);
-        const int threads = omp_get_max_threads();
-        omp_set_num_threads(1);
+        const int threads = dlrt_threads();
+        dlrt_set_threads(1);
         dlrt_conv_forward_algo(&p, algo, x, w, y1, ws, NULL);
-        omp_set_num_threads(3);
+        dlrt_set_threads(3);
         dlrt_conv_forward_algo(&p, algo, x, w, y3, ws, NULL);
-        omp_set_num_threads(threads);
+        dlrt_set_threads(threads);
         snprintf(what, sizeof what, "batch case %zu: 1 and 3 threads give the same bits", i);
         CHECK(what, !memcmp(y1, y3, (size_t)yn * sizeof(float)));
         free(x), free(w), free(y1), free(y3), free(ws);

@@ -13,7 +13,7 @@
  *     chunk per image and in uneven chunks, 1x1, groups, 1-D, 3-D) and batches that are not (one
  *     image, little work, large images, the workspace cap): the chunk count and the workspace
  *     size the geometry implies, results against the reference; random batched geometries;
- *   - OpenMP builds (build/tests-isa/): the same results with 1, 2 and 3 threads, bit for bit;
+ *   - threaded builds (build/tests-isa/): the same results with 1, 2 and 3 threads, bit for bit;
  *   - end to end: graphs of the four ops with a symbolic batch compiled natively (each becomes a
  *     conv-grad / pool-grad kernel, none falls back) against the interpreter at two batch sizes;
  *     and a small conv net trained for three steps natively and on the interpreter (same losses
@@ -29,9 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #define CHECK_FAIL_DETAIL() printf(" [%s]", dl_errmsg(ctx))
 static dl_ctx *ctx;
@@ -239,13 +236,13 @@ static void conv_check(const char *name, const conv_geo *c) {
     CHECK(nm, want_dx && ok_x && close_to(dx, want_dx->data, nx, 1e-4));
     snprintf(nm, sizeof nm, "%s: weight gradient", name);
     CHECK(nm, want_dw && ok_w && close_to(dw, want_dw->data, nw, 1e-4));
-#ifdef _OPENMP
+#ifdef DLRT_THREADS
     /* the sums must not depend on the thread count (DLRT_PAR_MIN=1 builds split every loop;
      * batches of small images are split over the images, in a number of chunks that does not
      * depend on it) */
-    int threads = omp_get_max_threads();
+    int threads = dlrt_threads();
     for (int t = 1; t <= 3; t++) {
-        omp_set_num_threads(t);
+        dlrt_set_threads(t);
         float *dxt = conv_rt_run(&p, RUN_INPUT, dy, w, nx, &ok_x);
         float *dwt = conv_rt_run(&p, RUN_WEIGHT, x, dy, nw, &ok_w);
         snprintf(nm, sizeof nm, "%s: same bits with %d thread%s", name, t, t > 1 ? "s" : "");
@@ -253,7 +250,7 @@ static void conv_check(const char *name, const conv_geo *c) {
         free(dxt);
         free(dwt);
     }
-    omp_set_num_threads(threads);
+    dlrt_set_threads(threads);
 #endif
     free(dx), free(dw), free(x), free(w), free(dy);
     dl_tensor_free(tx), dl_tensor_free(tw), dl_tensor_free(tdy);
@@ -632,15 +629,15 @@ static void pool_check(const char *name, const pool_geo *g) {
     else
         dlrt_avgpool_grad(&p, dy, dx);
     CHECK(name, want && canary_ok(dx, nx) && same_bits(dx, want->data, nx));
-#ifdef _OPENMP
-    int threads = omp_get_max_threads();
-    omp_set_num_threads(3);
+#ifdef DLRT_THREADS
+    int threads = dlrt_threads();
+    dlrt_set_threads(3);
     float *dx3 = buf_new(nx);
     if (g->max)
         dlrt_maxpool_grad(&p, x, dy, dx3);
     else
         dlrt_avgpool_grad(&p, dy, dx3);
-    omp_set_num_threads(threads);
+    dlrt_set_threads(threads);
     char nm[200];
     snprintf(nm, sizeof nm, "%s: same bits with 3 threads", name);
     CHECK(nm, canary_ok(dx3, nx) && same_bits(dx3, dx, nx));

@@ -17,9 +17,9 @@
  *
  * Buffers: up to DLRT_ATTN_STACK floats on each thread's stack, which holds at least one row of
  * scores when tk <= DLRT_ATTN_MAX_TK. Longer rows use the caller's workspace, one row per
- * thread: the kernel then runs at most min(omp_get_max_threads(), DLRT_ATTN_MAX_THREADS)
- * threads, and dlrt_attention_workspace(a, threads) sizes for `threads` of them, or for
- * DLRT_ATTN_MAX_THREADS when threads <= 0 (a caller that cannot bound OpenMP's team). */
+ * thread: the kernel then runs at most min(dlrt_threads(), DLRT_ATTN_MAX_THREADS) threads,
+ * and dlrt_attention_workspace(a, threads) sizes for `threads` of them, or for
+ * DLRT_ATTN_MAX_THREADS when threads <= 0 (a caller that cannot bound the team). */
 #include "dlrt-impl.h"
 
 #ifndef DLRT_ATTN_MAX_TK
@@ -170,6 +170,24 @@ size_t dlrt_attention_workspace(const dlrt_attn *a, int threads) {
     return (size_t)slots * (size_t)a->tk * sizeof(float);
 }
 
+typedef struct dlrt_attn_job {
+    const dlrt_attn *a;
+    const dlrt_attn_plan *pl;
+    const float *q, *k, *v, *mask;
+    float *y;
+    float *workspace; /* a->tk floats per thread, when the scores do not fit the stack */
+    int64_t nblk, rows;
+} dlrt_attn_job;
+
+/* Items [lo, hi): a block of query rows of one (image, head). */
+static void dlrt_attn_items(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_attn_job *j = ctx;
+    float stack[DLRT_ATTN_STACK];
+    float *s = j->workspace ? j->workspace + (size_t)dlrt_thread_num() * (size_t)j->a->tk : stack;
+    for (int64_t t = lo; t < hi; t++)
+        dlrt_attn_item(j->a, j->pl, j->q, j->k, j->v, j->mask, j->y, t, j->nblk, j->rows, s);
+}
+
 void dlrt_attention(const dlrt_attn *a, const float *q, const float *k, const float *v,
                     const float *mask, float *y, void *workspace) {
     if (a->batch <= 0 || a->heads <= 0 || a->tq <= 0 || a->dv <= 0) return;
@@ -180,7 +198,7 @@ void dlrt_attention(const dlrt_attn *a, const float *q, const float *k, const fl
               dlrt_attn_layout(a->y_st, a->y_sc, a->tq, a->dv, &pl.y_ld, &pl.y_cm);
     const int64_t bh = a->batch * a->heads;
     const int on_stack = a->tk <= DLRT_ATTN_MAX_TK;
-    int threads = dlrt_max_threads();
+    int threads = dlrt_threads();
     if (!on_stack && threads > DLRT_ATTN_MAX_THREADS) threads = DLRT_ATTN_MAX_THREADS;
     /* Rows per block: as many as the buffer holds (one in the loop path), fewer when that
      * leaves few items to share among threads. The blocks depend on the shape only, never on
@@ -195,19 +213,16 @@ void dlrt_attention(const dlrt_attn *a, const float *q, const float *k, const fl
     const int64_t nblk = (a->tq + rows - 1) / rows, items = bh * nblk;
     const double work = (double)bh * (double)a->tq * (double)a->tk * (double)(a->d + a->dv + 16);
     const int par = items > 1 && work >= DLRT_PAR_MIN;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel num_threads(threads) if (par)) {
-        float stack[DLRT_ATTN_STACK];
-        float *s = stack;
-        if (!on_stack) {
-#ifdef _OPENMP
-            s = (float *)workspace + (size_t)dlrt_thread_num() * (size_t)a->tk;
-#else
-            s = (float *)workspace;
-#endif
-        }
-        DLRT_PRAGMA_OMP(for schedule(dynamic, 1))
-        for (int64_t t = 0; t < items; t++)
-            dlrt_attn_item(a, &pl, q, k, v, mask, y, t, nblk, rows, s);
-    }
+    dlrt_attn_job job = {.a = a,
+                         .pl = &pl,
+                         .q = q,
+                         .k = k,
+                         .v = v,
+                         .mask = mask,
+                         .y = y,
+                         .workspace = on_stack ? NULL : (float *)workspace,
+                         .nblk = nblk,
+                         .rows = rows};
+    /* one item a piece, claimed as threads come free: items differ in work (causal masks) */
+    dlrt_parallel(items, par ? items : 1, 1, threads, dlrt_attn_items, &job);
 }

@@ -363,6 +363,22 @@ static void dlrt_direct_unit(const dlrt_conv *p, const dlrt_win3 *g, const float
     }
 }
 
+typedef struct dlrt_direct_job {
+    const dlrt_conv *p;
+    const dlrt_win3 *g;
+    const float *x, *w;
+    float *y;
+    const dlrt_epilogue *ep;
+} dlrt_direct_job;
+
+/* Units [lo, hi): an output row of an image. */
+static void dlrt_direct_units(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_direct_job *j = ctx;
+    const int64_t oh_n = j->g->out[1];
+    for (int64_t u = lo; u < hi; u++)
+        dlrt_direct_unit(j->p, j->g, j->x, j->w, j->y, j->ep, u / oh_n, u % oh_n);
+}
+
 void dlrt_conv_direct(const dlrt_conv *p, const float *x, const float *w, float *y, void *workspace,
                       const dlrt_epilogue *ep) {
     dlrt_win3 g;
@@ -374,8 +390,6 @@ void dlrt_conv_direct(const dlrt_conv *p, const float *x, const float *w, float 
     const int par =
         (double)units * (double)g.out[2] * (double)p->c_out * (double)(p->c_in * g.k_sp) >=
         DLRT_PAR_MIN;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-    for (int64_t u = 0; u < units; u++)
-        dlrt_direct_unit(p, &g, x, w, y, ep, u / g.out[1], u % g.out[1]);
+    dlrt_direct_job job = {p, &g, x, w, y, ep};
+    dlrt_parallel_for(units, par, dlrt_direct_units, &job);
 }

@@ -30,9 +30,9 @@
  * when larger and the input gradient runs as a forward convolution, the flipped filters
  * (rounded to 16 floats) and that convolution's workspace.
  * Layers with one image's GEMM large enough to be parallel inside, or one image, or too little
- * work to fork for, have C = 1: the images one after the other. So does any layer at one
- * thread, without a parallel region: inside one, the GEMM's and im2col's own (inactive)
- * constructs become nested regions, for which libgomp allocates a team at every call.
+ * work to fork for, have C = 1: the images one after the other, outside any job of the pool, so
+ * that the GEMM and im2col may share their own work out. So does any layer at one thread,
+ * without a job for the pool (its pieces would only run one after the other in the caller).
  * Pooling: (n, c) planes in parallel; within a plane the outputs are visited in order and each
  * dY is added to dX in the reference kernels' order, so the results are theirs bit for bit. */
 #include "conv-impl.h"
@@ -135,16 +135,19 @@ size_t dlrt_conv_grad_workspace(const dlrt_conv *p) {
     return DLRT_MAX(dlrt_grad_plan_bytes(&pl), as_conv);
 }
 
-/* t's weights [c_in, c_out / group, k...] from p's [c_out, c_in / group, k...]: per group the
- * channel axes swapped, and the taps of each filter reversed (reversing the flattened tap index
- * reverses every spatial axis). */
-static void dlrt_grad_flip_weights(const dlrt_conv *p, int64_t k_sp, const float *w, float *wt) {
-    const int64_t cig = p->c_in / p->group, cog = p->c_out / p->group;
-    /* 512 x 512 3x3 filters are 2.4M floats: a share of the convolution worth splitting */
-    const int par = (double)p->c_out * (double)cig * (double)k_sp >= DLRT_PAR_MIN;
-    (void)par; /* read by the pragma alone: unused without OpenMP */
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-    for (int64_t f = 0; f < p->c_out; f++) {
+typedef struct dlrt_grad_flip_job {
+    const float *w;
+    float *wt;
+    int64_t cig, cog, k_sp;
+} dlrt_grad_flip_job;
+
+/* Filters [lo, hi) of p's weights, flipped into t's. */
+static void dlrt_grad_flip_filters(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_grad_flip_job *j = ctx;
+    const int64_t cig = j->cig, cog = j->cog, k_sp = j->k_sp;
+    const float *w = j->w;
+    float *wt = j->wt;
+    for (int64_t f = lo; f < hi; f++) {
         const int64_t gi = f / cog, co = f % cog;
         for (int64_t ci = 0; ci < cig; ci++) {
             const float *s = w + (f * cig + ci) * k_sp;
@@ -154,9 +157,20 @@ static void dlrt_grad_flip_weights(const dlrt_conv *p, int64_t k_sp, const float
     }
 }
 
+/* t's weights [c_in, c_out / group, k...] from p's [c_out, c_in / group, k...]: per group the
+ * channel axes swapped, and the taps of each filter reversed (reversing the flattened tap index
+ * reverses every spatial axis). */
+static void dlrt_grad_flip_weights(const dlrt_conv *p, int64_t k_sp, const float *w, float *wt) {
+    const int64_t cig = p->c_in / p->group, cog = p->c_out / p->group;
+    /* 512 x 512 3x3 filters are 2.4M floats: a share of the convolution worth splitting */
+    const int par = (double)p->c_out * (double)cig * (double)k_sp >= DLRT_PAR_MIN;
+    dlrt_grad_flip_job job = {w, wt, cig, cog, k_sp};
+    dlrt_parallel_for(p->c_out, par, dlrt_grad_flip_filters, &job);
+}
+
 /* Threads for the chunked loops: the workspace has columns for one per chunk. */
 static int dlrt_grad_threads(int64_t chunks) {
-    return (int)DLRT_MIN((int64_t)dlrt_max_threads(), chunks);
+    return (int)DLRT_MIN((int64_t)dlrt_threads(), chunks);
 }
 
 /* d[0..n) += s[0..n), in whole blocks of 8 first: rows are short in small layers, and a fixed
@@ -289,16 +303,29 @@ static inline void dlrt_conv_col2im_any(const dlrt_win3 *g, int stride1, int64_t
         dlrt_conv_col2im_plane(g, ci, col, dx + ci * g->in_sp);
 }
 
-/* The cig planes of dx, in parallel when the work pays; otherwise no parallel construct at all
- * (inside the images' region it would be a nested one, see above). */
+typedef struct dlrt_col2im_job {
+    const dlrt_win3 *g;
+    const float *col;
+    float *dx;
+    int stride1;
+} dlrt_col2im_job;
+
+/* Planes [lo, hi) of dx. */
+static void dlrt_conv_col2im_planes(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_col2im_job *j = ctx;
+    for (int64_t ci = lo; ci < hi; ci++) dlrt_conv_col2im_any(j->g, j->stride1, ci, j->col, j->dx);
+}
+
+/* The cig planes of dx, in parallel when the work pays; otherwise no job for the pool at all
+ * (inside a piece of the images' job it would run in the caller anyway, see above). */
 static void dlrt_conv_col2im(const dlrt_win3 *g, int64_t cig, const float *col, float *dx) {
     const int stride1 = g->stride[0] == 1 && g->stride[1] == 1 && g->stride[2] == 1;
     if ((double)cig * (double)g->k_sp * (double)g->out_sp < DLRT_PAR_MIN) {
         for (int64_t ci = 0; ci < cig; ci++) dlrt_conv_col2im_any(g, stride1, ci, col, dx);
         return;
     }
-    DLRT_PRAGMA_OMP(parallel for schedule(static))
-    for (int64_t ci = 0; ci < cig; ci++) dlrt_conv_col2im_any(g, stride1, ci, col, dx);
+    dlrt_col2im_job job = {g, col, dx, stride1};
+    dlrt_parallel_for(cig, 1, dlrt_conv_col2im_planes, &job);
 }
 
 /* The input gradient of image b (every group), columns in col. */
@@ -317,6 +344,23 @@ static void dlrt_conv_grad_input_image(const dlrt_conv *p, const dlrt_win3 *g, i
         dlrt_sgemm(kdim, g->out_sp, cog, wg, kdim, 1, dyg, g->out_sp, 0, col, g->out_sp, NULL);
         dlrt_conv_col2im(g, cig, col, dxg);
     }
+}
+
+typedef struct dlrt_grad_input_job {
+    const dlrt_conv *p;
+    const dlrt_win3 *g;
+    const float *dy, *w;
+    float *dx, *cols;
+    int64_t cols_floats; /* one thread's columns */
+    int pointwise;
+} dlrt_grad_input_job;
+
+/* Images [lo, hi), in the columns of the thread running them. */
+static void dlrt_grad_input_images(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_grad_input_job *j = ctx;
+    float *col = j->pointwise ? NULL : j->cols + (size_t)dlrt_thread_num() * (size_t)j->cols_floats;
+    for (int64_t b = lo; b < hi; b++)
+        dlrt_conv_grad_input_image(j->p, j->g, j->pointwise, b, j->dy, j->w, j->dx, col);
 }
 
 void dlrt_conv_grad_input(const dlrt_conv *p, const float *dy, const float *w, float *dx,
@@ -339,20 +383,17 @@ void dlrt_conv_grad_input(const dlrt_conv *p, const float *dy, const float *w, f
     const dlrt_grad_plan pl = dlrt_grad_plan_of(p);
     const int threads = dlrt_grad_threads(pl.chunks);
     float *cols = workspace;
-    if (threads == 1) { /* no region: the GEMM's own constructs would be nested ones */
+    if (threads == 1) { /* no job: the GEMM may then share its own work out */
         for (int64_t b = 0; b < p->n; b++)
             dlrt_conv_grad_input_image(p, &g, pointwise, b, dy, w, dx, cols);
         return;
     }
-    /* images are independent: any thread may take any image, each with its own columns;
-     * dynamic, so that a thread that loses its core to another process leaves its images to
-     * the others */
-    DLRT_PRAGMA_OMP(parallel num_threads(threads)) {
-        float *col = pointwise ? NULL : cols + (size_t)dlrt_thread_num() * (size_t)pl.cols;
-        DLRT_PRAGMA_OMP(for schedule(dynamic))
-        for (int64_t b = 0; b < p->n; b++)
-            dlrt_conv_grad_input_image(p, &g, pointwise, b, dy, w, dx, col);
-    }
+    /* images are independent: any thread may take any image, each with its own columns (the
+     * team capped to threads, so every slot has some); one piece per image, claimed one at a
+     * time, so that a thread that loses its core to another process leaves its images to the
+     * others */
+    dlrt_grad_input_job job = {p, &g, dy, w, dx, cols, pl.cols, pointwise};
+    dlrt_parallel(p->n, p->n, 1, threads, dlrt_grad_input_images, &job);
 }
 
 /* ---- the weight gradient of layers with few input channels, directly ---- */
@@ -479,6 +520,30 @@ static int dlrt_dw_block(int64_t kw, int64_t c_out) {
     const int64_t blocks = (c_out + most - 1) / most;
     return (int)((c_out + blocks - 1) / blocks);
 }
+
+typedef struct dlrt_dwgrad_job {
+    const dlrt_conv *p;
+    const dlrt_win3 *g;
+    int64_t b0, b1;
+    const float *x, *dy;
+    float *dw;
+    dlrt_dw_kernel run;
+    int cbw;
+} dlrt_dwgrad_job;
+
+/* Units [lo, hi) of dlrt_grad_weight_direct_images. */
+static void dlrt_dwgrad_units(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_dwgrad_job *j = ctx;
+    const dlrt_conv *p = j->p;
+    const dlrt_win3 *g = j->g;
+    const int cbw = j->cbw;
+    for (int64_t u = lo; u < hi; u++) {
+        const int64_t kh = u % g->k[1], ci = u / g->k[1] % p->c_in,
+                      co0 = u / g->k[1] / p->c_in * cbw;
+        const int cb = (int)DLRT_MIN((int64_t)cbw, p->c_out - co0);
+        j->run(p, g, j->b0, j->b1, ci, co0, cb, kh, j->x, j->dy, j->dw);
+    }
+}
 #endif
 
 /* Whether the weight gradient of p runs directly (above) rather than as GEMMs: where it
@@ -499,8 +564,8 @@ static int dlrt_grad_weight_direct(const dlrt_conv *p, const dlrt_win3 *g) {
 }
 
 /* The direct weight gradient of images [b0, b1) into dw (overwritten), its (channel block, input
- * channel, tap row) units in parallel when large enough and not already inside a region: each
- * writes its own elements of dw. */
+ * channel, tap row) units in parallel when large enough (inside a piece of the chunks' job, in
+ * the caller): each writes its own elements of dw. */
 static void dlrt_grad_weight_direct_images(const dlrt_conv *p, const dlrt_win3 *g, int64_t b0,
                                            int64_t b1, const float *x, const float *dy, float *dw) {
 #ifdef DLRT_DW_DIRECT
@@ -511,14 +576,8 @@ static void dlrt_grad_weight_direct_images(const dlrt_conv *p, const dlrt_win3 *
     const int par = (double)(b1 - b0) * (double)p->c_out * (double)p->c_in * (double)g->k_sp *
                         (double)g->out_sp >=
                     DLRT_PAR_MIN;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par && !dlrt_in_parallel()))
-    for (int64_t u = 0; u < units; u++) {
-        const int64_t kh = u % g->k[1], ci = u / g->k[1] % p->c_in,
-                      co0 = u / g->k[1] / p->c_in * cbw;
-        const int cb = (int)DLRT_MIN((int64_t)cbw, p->c_out - co0);
-        run(p, g, b0, b1, ci, co0, cb, kh, x, dy, dw);
-    }
+    dlrt_dwgrad_job job = {p, g, b0, b1, x, dy, dw, run, cbw};
+    dlrt_parallel_for(units, par, dlrt_dwgrad_units, &job);
 #else
     (void)p, (void)g, (void)b0, (void)b1, (void)x, (void)dy, (void)dw;
 #endif
@@ -565,6 +624,37 @@ static void dlrt_grad_reduce(const dlrt_grad_plan *pl, const float *parts, float
         dlrt_add_row(dw + i0, parts + (size_t)(c - 1) * (size_t)pl->part + i0, len);
 }
 
+enum { DLRT_GRAD_BLOCK = 1024 }; /* elements per reduction step */
+
+typedef struct dlrt_grad_weight_job {
+    const dlrt_conv *p;
+    const dlrt_win3 *g;
+    const dlrt_grad_plan *pl;
+    const float *x, *dy;
+    float *dw, *parts, *cols;
+    int64_t nel;
+    int pointwise;
+} dlrt_grad_weight_job;
+
+/* Chunks [lo, hi), in the columns of the thread running them. */
+static void dlrt_grad_weight_chunks(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_grad_weight_job *j = ctx;
+    float *col = j->cols + (size_t)dlrt_thread_num() * (size_t)j->pl->cols;
+    for (int64_t c = lo; c < hi; c++)
+        dlrt_grad_weight_chunk(j->p, j->g, j->pointwise, j->pl, c, j->x, j->dy, j->dw, j->parts,
+                               col);
+}
+
+/* Reduction blocks [lo, hi) of DLRT_GRAD_BLOCK elements of dw. */
+static void dlrt_grad_reduce_blocks(void *ctx, int64_t lo, int64_t hi) {
+    enum { BLOCK = DLRT_GRAD_BLOCK };
+    const dlrt_grad_weight_job *j = ctx;
+    const int64_t nel = j->nel;
+    for (int64_t k = lo; k < hi; k++)
+        dlrt_grad_reduce(j->pl, j->parts, j->dw, k * BLOCK,
+                         DLRT_MIN((int64_t)BLOCK, nel - k * BLOCK));
+}
+
 void dlrt_conv_grad_weight(const dlrt_conv *p, const float *x, const float *dy, float *dw,
                            void *workspace) {
     dlrt_win3 g;
@@ -585,26 +675,20 @@ void dlrt_conv_grad_weight(const dlrt_conv *p, const float *x, const float *dy, 
     }
     float *parts = cols + (size_t)pl.chunks * (size_t)pl.cols; /* chunk c's at (c - 1) * part */
     const int threads = dlrt_grad_threads(pl.chunks);
-    if (threads == 1) { /* the same sums without a region (see dlrt_conv_grad_input) */
+    if (threads == 1) { /* the same sums without a job (see dlrt_conv_grad_input) */
         for (int64_t c = 0; c < pl.chunks; c++)
             dlrt_grad_weight_chunk(p, &g, pointwise, &pl, c, x, dy, dw, parts, cols);
         dlrt_grad_reduce(&pl, parts, dw, 0, nel);
         return;
     }
-    enum { BLOCK = 1024 }; /* elements per reduction step */
-    const int64_t blocks = (nel + BLOCK - 1) / BLOCK;
-    (void)blocks;
-    DLRT_PRAGMA_OMP(parallel num_threads(threads)) {
-        float *col = cols + (size_t)dlrt_thread_num() * (size_t)pl.cols;
-        /* dynamic as for the input gradient: a chunk's sums do not depend on its thread */
-        DLRT_PRAGMA_OMP(for schedule(dynamic))
-        for (int64_t c = 0; c < pl.chunks; c++)
-            dlrt_grad_weight_chunk(p, &g, pointwise, &pl, c, x, dy, dw, parts, col);
-        /* the partials in chunk order, whatever thread computed them */
-        DLRT_PRAGMA_OMP(for schedule(static))
-        for (int64_t k = 0; k < blocks; k++)
-            dlrt_grad_reduce(&pl, parts, dw, k * BLOCK, DLRT_MIN((int64_t)BLOCK, nel - k * BLOCK));
-    }
+    const int64_t blocks = (nel + DLRT_GRAD_BLOCK - 1) / DLRT_GRAD_BLOCK;
+    dlrt_grad_weight_job job = {p, &g, &pl, x, dy, dw, parts, cols, nel, pointwise};
+    /* one piece per chunk, claimed one at a time as for the input gradient (the team capped
+     * to threads, which have columns each): a chunk's sums do not depend on its thread */
+    dlrt_parallel(pl.chunks, pl.chunks, 1, threads, dlrt_grad_weight_chunks, &job);
+    /* the partials in chunk order, whatever thread computed them (once every chunk is done:
+     * the job above has returned), one piece per thread */
+    dlrt_parallel(blocks, 0, 1, threads, dlrt_grad_reduce_blocks, &job);
 }
 
 /* ---- pooling ---- */
@@ -710,6 +794,24 @@ static void dlrt_pool_grad_plane(const dlrt_win3 *g, const int64_t *pe, int max,
     }
 }
 
+typedef struct dlrt_pool_grad_job {
+    const dlrt_win3 *g;
+    const int64_t *pe;
+    const float *x, *dy;
+    float *dx;
+    int max, include_pad;
+} dlrt_pool_grad_job;
+
+/* Planes [lo, hi) of dlrt_pool_grad. */
+static void dlrt_pool_grad_planes(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_pool_grad_job *j = ctx;
+    const dlrt_win3 *g = j->g;
+    const int max = j->max;
+    for (int64_t pl = lo; pl < hi; pl++)
+        dlrt_pool_grad_plane(g, j->pe, max, j->include_pad, max ? j->x + pl * g->in_sp : NULL,
+                             j->dy + pl * g->out_sp, j->dx + pl * g->in_sp);
+}
+
 /* Every (n, c) plane, in parallel when the work pays; x is read only by the max. */
 static void dlrt_pool_grad(const dlrt_pool *p, int max, const float *x, const float *dy,
                            float *dx) {
@@ -724,11 +826,8 @@ static void dlrt_pool_grad(const dlrt_pool *p, int max, const float *x, const fl
     }
     const int par =
         (double)planes * ((double)g.out_sp * (double)g.k_sp + (double)g.in_sp) >= DLRT_PAR_MIN;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-    for (int64_t pl = 0; pl < planes; pl++)
-        dlrt_pool_grad_plane(&g, pe, max, p->count_include_pad, max ? x + pl * g.in_sp : NULL,
-                             dy + pl * g.out_sp, dx + pl * g.in_sp);
+    dlrt_pool_grad_job job = {&g, pe, x, dy, dx, max, p->count_include_pad};
+    dlrt_parallel_for(planes, par, dlrt_pool_grad_planes, &job);
 }
 
 void dlrt_maxpool_grad(const dlrt_pool *p, const float *x, const float *dy, float *dx) {

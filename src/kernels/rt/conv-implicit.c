@@ -75,18 +75,25 @@ size_t dlrt_conv_implicit_workspace(const dlrt_conv *p, int packed) {
     return w.total * sizeof(float);
 }
 
-/* Image xb's channels into the zero-padded volumes at dst (s->dim each): padded position u in a
- * dim is input position u - pad. Rows are copied whole, the padding around them zeroed. */
-static void dlrt_imp_pad(const dlrt_win3 *g, const dlrt_imp_src *s, int64_t channels,
-                         const float *xb, float *dst) {
+typedef struct dlrt_imp_pad_job {
+    const dlrt_win3 *g;
+    const dlrt_imp_src *s;
+    const float *xb;
+    float *dst;
+} dlrt_imp_pad_job;
+
+/* Channels [c0, c1) of dlrt_imp_pad. */
+static void dlrt_imp_pad_channels(void *ctx, int64_t c0, int64_t c1) {
+    const dlrt_imp_pad_job *job = ctx;
+    const dlrt_win3 *g = job->g;
+    const dlrt_imp_src *s = job->s;
+    const float *xb = job->xb;
+    float *dst = job->dst;
     const int64_t rows = s->dim[0] * s->dim[1], wp = s->dim[2];
     int64_t lo, hi; /* padded columns that hold input columns: [lo, hi) */
     lo = DLRT_MIN(g->pad[2], wp);
     hi = DLRT_MAX(DLRT_MIN(g->pad[2] + g->in[2], wp), lo);
-    const int par = (double)channels * (double)s->plane >= DLRT_PAR_MIN / 8;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-    for (int64_t c = 0; c < channels; c++)
+    for (int64_t c = c0; c < c1; c++)
         for (int64_t r = 0; r < rows; r++) {
             float *restrict d = dst + c * s->plane + r * wp;
             const int64_t id = r / s->dim[1] - g->pad[0], ih = r % s->dim[1] - g->pad[1];
@@ -101,6 +108,15 @@ static void dlrt_imp_pad(const dlrt_win3 *g, const dlrt_imp_src *s, int64_t chan
             for (int64_t j = lo; j < hi; j++) d[j] = src[j - g->pad[2]];
             for (int64_t j = hi; j < wp; j++) d[j] = 0.0f;
         }
+}
+
+/* Image xb's channels into the zero-padded volumes at dst (s->dim each): padded position u in a
+ * dim is input position u - pad. Rows are copied whole, the padding around them zeroed. */
+static void dlrt_imp_pad(const dlrt_win3 *g, const dlrt_imp_src *s, int64_t channels,
+                         const float *xb, float *dst) {
+    dlrt_imp_pad_job job = {g, s, xb, dst};
+    dlrt_parallel_for(channels, (double)channels * (double)s->plane >= DLRT_PAR_MIN / 8,
+                      dlrt_imp_pad_channels, &job);
 }
 
 void dlrt_conv_implicit(const dlrt_conv *p, const float *x, const float *w, const float *wpacked,

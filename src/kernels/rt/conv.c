@@ -68,30 +68,22 @@ static DLRT_INLINE void dlrt_conv_copy_run(float *restrict d, const float *restr
  * output spans are worked out once per piece. */
 enum { DLRT_CONV_GATHER_LINES = 256, DLRT_CONV_GATHER_KW = 16 };
 
-/* col[(ci * k_sp + tap) * out_sp + o] = x[ci] at the tap's input position for output o, or 0 in
- * the padding. */
-void dlrt_conv_im2col(const dlrt_win3 *g, int64_t cig, const float *x, float *col) {
-    const int64_t rows = cig * g->k_sp, ow_n = g->out[2], sw = g->stride[2];
-    /* work per row of col, in the units of DLRT_PAR_MIN: a copied element counts 1, a strided
-     * gather 4 (it shuffles vectors), and a copy call per output row about 32, or one per
-     * plane when rows run together (MobileNetV2's first layer, 27 rows of 112x112 at stride 2,
-     * ran on one thread) */
-    const int whole = sw == 1 && g->stride[1] == 1 && g->in[2] == ow_n;
-    const double per_row = (double)g->out_sp * (sw == 1 ? 1.0 : 4.0) +
-                           (whole ? 64.0 : 32.0 * (double)(g->out_sp / ow_n));
-    const int par = (double)rows * per_row >= DLRT_PAR_MIN;
-    if (!par && dlrt_conv_inside(g) && rows <= INT32_MAX && g->out_sp <= INT32_MAX) {
-        /* no padding to test for: the gather's copies, into one panel as wide as a row, so
-         * that its lines (outputs) are the matrix's columns; 20 cycles a row went to the
-         * bounds below on a LeNet's 8-wide rows (the weight gradient's columns) */
-        const dlrt_conv_cols cc = {g, x};
-        for (int64_t i0 = 0; i0 < g->out_sp; i0 += DLRT_CONV_GATHER_LINES)
-            dlrt_conv_gather_cols(&cc, i0, (int)DLRT_MIN(DLRT_CONV_GATHER_LINES, g->out_sp - i0), 0,
-                                  (int)rows, (int)g->out_sp, 0, col + i0);
-        return;
-    }
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-    for (int64_t r = 0; r < rows; r++) {
+typedef struct dlrt_im2col_job {
+    const dlrt_win3 *g;
+    const float *x;
+    float *col;
+    int whole;
+} dlrt_im2col_job;
+
+/* Rows [lo, hi) of col (dlrt_conv_im2col). */
+static void dlrt_conv_im2col_rows(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_im2col_job *j = ctx;
+    const dlrt_win3 *g = j->g;
+    const float *x = j->x;
+    float *col = j->col;
+    const int64_t ow_n = g->out[2], sw = g->stride[2];
+    const int whole = j->whole;
+    for (int64_t r = lo; r < hi; r++) {
         int64_t ci = r / g->k_sp, t = r % g->k_sp;
         int64_t kw = t % g->k[2], kh = (t / g->k[2]) % g->k[1], kd = t / (g->k[2] * g->k[1]);
         const float *xc = x + ci * g->in_sp;
@@ -130,6 +122,32 @@ void dlrt_conv_im2col(const dlrt_win3 *g, int64_t cig, const float *x, float *co
             }
         }
     }
+}
+
+/* col[(ci * k_sp + tap) * out_sp + o] = x[ci] at the tap's input position for output o, or 0 in
+ * the padding. */
+void dlrt_conv_im2col(const dlrt_win3 *g, int64_t cig, const float *x, float *col) {
+    const int64_t rows = cig * g->k_sp, ow_n = g->out[2], sw = g->stride[2];
+    /* work per row of col, in the units of DLRT_PAR_MIN: a copied element counts 1, a strided
+     * gather 4 (it shuffles vectors), and a copy call per output row about 32, or one per
+     * plane when rows run together (MobileNetV2's first layer, 27 rows of 112x112 at stride 2,
+     * ran on one thread) */
+    const int whole = sw == 1 && g->stride[1] == 1 && g->in[2] == ow_n;
+    const double per_row = (double)g->out_sp * (sw == 1 ? 1.0 : 4.0) +
+                           (whole ? 64.0 : 32.0 * (double)(g->out_sp / ow_n));
+    const int par = (double)rows * per_row >= DLRT_PAR_MIN;
+    if (!par && dlrt_conv_inside(g) && rows <= INT32_MAX && g->out_sp <= INT32_MAX) {
+        /* no padding to test for: the gather's copies, into one panel as wide as a row, so
+         * that its lines (outputs) are the matrix's columns; 20 cycles a row went to the
+         * bounds below on a LeNet's 8-wide rows (the weight gradient's columns) */
+        const dlrt_conv_cols cc = {g, x};
+        for (int64_t i0 = 0; i0 < g->out_sp; i0 += DLRT_CONV_GATHER_LINES)
+            dlrt_conv_gather_cols(&cc, i0, (int)DLRT_MIN(DLRT_CONV_GATHER_LINES, g->out_sp - i0), 0,
+                                  (int)rows, (int)g->out_sp, 0, col + i0);
+        return;
+    }
+    dlrt_im2col_job job = {g, x, col, whole};
+    dlrt_parallel_for(rows, par, dlrt_conv_im2col_rows, &job);
 }
 
 /* A run of len lines of one gathered panel that are outputs of one row: at depth 0 they go to
@@ -337,6 +355,26 @@ static size_t dlrt_conv_gemm_ws(const dlrt_conv *p, const dlrt_win3 *g, const dl
     return dlrt_gemm_workspace(cog, g->out_sp, cig * g->k_sp, 1, 0);
 }
 
+typedef struct dlrt_conv_chunks_job {
+    const dlrt_conv *p;
+    const dlrt_win3 *g;
+    const float *x, *w, *wpacked;
+    float *y, *col;
+    const dlrt_epilogue *ep;
+    int64_t chunks, cols;
+    int im2col, wpack_mode;
+} dlrt_conv_chunks_job;
+
+/* Chunks [lo, hi) of images, each with its own columns (dlrt_conv_gemm). */
+static void dlrt_conv_gemm_chunks(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_conv_chunks_job *j = ctx;
+    const int64_t n = j->p->n, chunks = j->chunks;
+    for (int64_t k = lo; k < hi; k++)
+        dlrt_conv_gemm_images(j->p, j->g, j->im2col, k * n / chunks, (k + 1) * n / chunks, j->x,
+                              j->w, j->wpacked, j->wpack_mode, j->y,
+                              j->col ? j->col + k * j->cols : NULL, NULL, 0, j->ep);
+}
+
 static void dlrt_conv_gemm(const dlrt_conv *p, const dlrt_win3 *g, int im2col, const float *x,
                            const float *w, const float *wpacked, int wpack_mode, float *y,
                            void *workspace, const dlrt_epilogue *ep) {
@@ -352,10 +390,19 @@ static void dlrt_conv_gemm(const dlrt_conv *p, const dlrt_win3 *g, int im2col, c
     }
     /* chunk k: images [k n / C, (k+1) n / C) with the k-th columns; which thread runs it does
      * not matter */
-    DLRT_PRAGMA_OMP(parallel for schedule(dynamic))
-    for (int64_t k = 0; k < c.chunks; k++)
-        dlrt_conv_gemm_images(p, g, im2col, k * p->n / c.chunks, (k + 1) * p->n / c.chunks, x, w,
-                              wpacked, wpack_mode, y, col ? col + k * c.cols : NULL, NULL, 0, ep);
+    dlrt_conv_chunks_job job = {.p = p,
+                                .g = g,
+                                .x = x,
+                                .w = w,
+                                .wpacked = wpacked,
+                                .y = y,
+                                .col = col,
+                                .ep = ep,
+                                .chunks = c.chunks,
+                                .cols = c.cols,
+                                .im2col = im2col,
+                                .wpack_mode = wpack_mode};
+    dlrt_parallel(c.chunks, c.chunks, 1, 0, dlrt_conv_gemm_chunks, &job);
 }
 
 /* The cost model behind dlrt_conv_choose, in integers (saturating), so that the host library

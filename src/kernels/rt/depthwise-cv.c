@@ -188,14 +188,50 @@ static void dlrt_cv_store(const dlrt_epilogue *ep, int64_t c0, float *out, int64
     }
 }
 
+typedef struct dlrt_cv_job {
+    const dlrt_conv *p;
+    const dlrt_win3 *g;
+    const dlrt_cv_tile *t;
+    const int64_t *off;
+    const float *x, *w;
+    float *y;
+    const dlrt_epilogue *ep;
+    int64_t blocks, tiles;
+} dlrt_cv_job;
+
+/* Units [lo, hi): a tile of output rows of 16 channels of an image. */
+static void dlrt_cv_units(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_cv_job *j = ctx;
+    const dlrt_conv *p = j->p;
+    const dlrt_win3 *g = j->g;
+    const dlrt_cv_tile t = *j->t;
+    const int64_t blocks = j->blocks, tiles = j->tiles, oh_n = g->out[1], ow_n = g->out[2];
+    const int64_t in_sp = g->in_sp, out_sp = g->out_sp, T = g->k_sp;
+    for (int64_t un = lo; un < hi; un++) {
+        const int64_t tile = un % tiles, blk = un / tiles % blocks, b = un / tiles / blocks;
+        const int64_t c0 = blk * DLRT_CV, oh0 = tile * t.nr, nr = DLRT_MIN(t.nr, oh_n - oh0);
+        const float *xb = j->x + (b * p->c_in + c0) * in_sp;
+        float buf[DLRT_CV_BUF];
+        float *in = buf, *out = buf + t.hq * t.wp * DLRT_CV;
+        __m512 wv[DLRT_CV_MAX_TAPS];
+        for (int64_t tp = 0; tp < T; tp++)
+            for (int c = 0; c < DLRT_CV; c++) wv[tp][c] = j->w[(c0 + c) * T + tp];
+        dlrt_cv_fill(g, &t, xb, in_sp, oh0 * g->stride[1] - g->pad[1], dlrt_cv_in_rows(g, nr), in);
+        dlrt_cv_compute_any(g, &t, nr, in, j->off, wv, out);
+        dlrt_epilogue e;
+        const dlrt_epilogue *eb = dlrt_conv_ep(p, out_sp, j->ep, b, 0, &e);
+        dlrt_cv_store(eb, c0, out, nr * ow_n, j->y + (b * p->c_out + c0) * out_sp, out_sp,
+                      oh0 * ow_n);
+    }
+}
+
 int64_t dlrt_conv_dw_cv(const dlrt_conv *p, const dlrt_win3 *g, const float *x, const float *w,
                         float *y, const dlrt_epilogue *ep) {
     dlrt_cv_tile t;
     const int64_t channels = dlrt_cv_applies(p, g, ep, &t);
     if (channels <= 0) return 0;
-    const int64_t blocks = channels / DLRT_CV, oh_n = g->out[1], ow_n = g->out[2];
-    const int64_t tiles = (oh_n + t.nr - 1) / t.nr, units = p->n * blocks * tiles;
-    const int64_t in_sp = g->in_sp, out_sp = g->out_sp, T = g->k_sp;
+    const int64_t blocks = channels / DLRT_CV;
+    const int64_t tiles = (g->out[1] + t.nr - 1) / t.nr, units = p->n * blocks * tiles;
     int64_t off[DLRT_CV_MAX_TAPS];
     for (int64_t a = 0; a < g->k[1]; a++)
         for (int64_t b = 0; b < g->k[2]; b++)
@@ -203,25 +239,11 @@ int64_t dlrt_conv_dw_cv(const dlrt_conv *p, const dlrt_win3 *g, const float *x, 
     /* a sixteenth of the usual threshold: the whole layer is often only tens of microseconds,
      * and a team of spinning workers starts in about one (MobileNetV2's 576 channels 14x14 ->
      * 7x7, 254k taps, 0.015 -> 0.008 ms at 2 threads, left serial at a quarter) */
-    const int par = units > 1 && (double)p->n * (double)channels * (double)out_sp * (double)T >=
-                                     DLRT_PAR_MIN / 16;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-    for (int64_t un = 0; un < units; un++) {
-        const int64_t tile = un % tiles, blk = un / tiles % blocks, b = un / tiles / blocks;
-        const int64_t c0 = blk * DLRT_CV, oh0 = tile * t.nr, nr = DLRT_MIN(t.nr, oh_n - oh0);
-        const float *xb = x + (b * p->c_in + c0) * in_sp;
-        float buf[DLRT_CV_BUF];
-        float *in = buf, *out = buf + t.hq * t.wp * DLRT_CV;
-        __m512 wv[DLRT_CV_MAX_TAPS];
-        for (int64_t tp = 0; tp < T; tp++)
-            for (int c = 0; c < DLRT_CV; c++) wv[tp][c] = w[(c0 + c) * T + tp];
-        dlrt_cv_fill(g, &t, xb, in_sp, oh0 * g->stride[1] - g->pad[1], dlrt_cv_in_rows(g, nr), in);
-        dlrt_cv_compute_any(g, &t, nr, in, off, wv, out);
-        dlrt_epilogue e;
-        const dlrt_epilogue *eb = dlrt_conv_ep(p, out_sp, ep, b, 0, &e);
-        dlrt_cv_store(eb, c0, out, nr * ow_n, y + (b * p->c_out + c0) * out_sp, out_sp, oh0 * ow_n);
-    }
+    const int par =
+        units > 1 &&
+        (double)p->n * (double)channels * (double)g->out_sp * (double)g->k_sp >= DLRT_PAR_MIN / 16;
+    dlrt_cv_job job = {p, g, &t, off, x, w, y, ep, blocks, tiles};
+    dlrt_parallel_for(units, par, dlrt_cv_units, &job);
     return channels;
 }
 

@@ -339,18 +339,25 @@ static DLRT_NOINLINE void dlrt_dwr_plane_flat(const dlrt_dwr_unit *u, int64_t n,
         dlrt_act_apply(u->eb->act, u->eb->act_a, u->eb->act_b, u->y + q0, q1 - q0);
 }
 
-int dlrt_conv_dw_row(const dlrt_conv *p, const dlrt_win3 *g, const float *x, const float *w,
-                     float *y, const dlrt_epilogue *ep) {
-    if (!dlrt_conv_dw_row_applies(p, g)) return 0;
-    const int64_t planes = p->n * p->c_out, oh_n = g->out[1];
-    const int flat = dlrt_dwf_applies(g);
-    const int64_t nvec = (g->out_sp + DLRT_DWR_VEC - 1) / DLRT_DWR_VEC;
-    const int64_t blocks = dlrt_conv_row_blocks(planes, flat ? nvec : oh_n);
-    const int64_t units = planes * blocks;
-    const int par = units > 1 && (double)planes * (double)g->out_sp * 9.0 >= DLRT_PAR_MIN / 4;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-    for (int64_t un = 0; un < units; un++) {
+typedef struct dlrt_dwr_job {
+    const dlrt_conv *p;
+    const dlrt_win3 *g;
+    const float *x, *w;
+    float *y;
+    const dlrt_epilogue *ep;
+    int64_t blocks, nvec;
+    int flat;
+} dlrt_dwr_job;
+
+/* Units [lo, hi): a block of rows (or of the flat kernel's vectors) of a plane. */
+static void dlrt_dwr_units(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_dwr_job *j = ctx;
+    const dlrt_conv *p = j->p;
+    const dlrt_win3 *g = j->g;
+    const float *x = j->x, *w = j->w;
+    float *y = j->y;
+    const int64_t blocks = j->blocks, nvec = j->nvec, oh_n = g->out[1];
+    for (int64_t un = lo; un < hi; un++) {
         const int64_t pl = un / blocks, blk = un % blocks, b = pl / p->c_out, oc = pl % p->c_out;
         dlrt_epilogue e;
         const dlrt_dwr_unit u = {.x = x + (b * p->c_in + oc) * g->in_sp,
@@ -359,9 +366,9 @@ int dlrt_conv_dw_row(const dlrt_conv *p, const dlrt_win3 *g, const float *x, con
                                  .ih = g->in[1],
                                  .iw = g->in[2],
                                  .ow = g->out[2],
-                                 .eb = dlrt_conv_ep(p, g->out_sp, ep, b, 0, &e),
+                                 .eb = dlrt_conv_ep(p, g->out_sp, j->ep, b, 0, &e),
                                  .oc = oc};
-        if (flat)
+        if (j->flat)
             dlrt_dwr_plane_flat(&u, g->in_sp, nvec * blk / blocks * DLRT_DWR_VEC,
                                 DLRT_MIN(nvec * (blk + 1) / blocks * DLRT_DWR_VEC, g->out_sp));
         else if (g->stride[1] == 1)
@@ -369,6 +376,20 @@ int dlrt_conv_dw_row(const dlrt_conv *p, const dlrt_win3 *g, const float *x, con
         else
             dlrt_dwr_plane_s2(&u, oh_n * blk / blocks, oh_n * (blk + 1) / blocks);
     }
+}
+
+int dlrt_conv_dw_row(const dlrt_conv *p, const dlrt_win3 *g, const float *x, const float *w,
+                     float *y, const dlrt_epilogue *ep) {
+    if (!dlrt_conv_dw_row_applies(p, g)) return 0;
+    const int64_t planes = p->n * p->c_out;
+    const int flat = dlrt_dwf_applies(g);
+    const int64_t nvec = (g->out_sp + DLRT_DWR_VEC - 1) / DLRT_DWR_VEC;
+    const int64_t blocks = dlrt_conv_row_blocks(planes, flat ? nvec : g->out[1]);
+    const int64_t units = planes * blocks;
+    dlrt_dwr_job job = {p, g, x, w, y, ep, blocks, nvec, flat};
+    dlrt_parallel_for(units,
+                      units > 1 && (double)planes * (double)g->out_sp * 9.0 >= DLRT_PAR_MIN / 4,
+                      dlrt_dwr_units, &job);
     return 1;
 }
 

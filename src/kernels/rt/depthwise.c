@@ -255,6 +255,39 @@ static void dlrt_dw_plane_any(const dlrt_win3 *g, const float *x, const float *w
     }
 }
 
+typedef struct dlrt_dw_job {
+    const dlrt_conv *p;
+    const dlrt_win3 *g;
+    const dlrt_dw_plan *plan;
+    const float *x, *w;
+    float *y;
+    const dlrt_epilogue *ep;
+    int64_t cv, c_rest, mult, rows, blocks;
+    int fast;
+} dlrt_dw_job;
+
+/* Units [lo, hi): a block of rows of a plane. */
+static void dlrt_dw_units(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_dw_job *j = ctx;
+    const dlrt_conv *p = j->p;
+    const dlrt_win3 *g = j->g;
+    const int64_t rows = j->rows, blocks = j->blocks;
+    for (int64_t u = lo; u < hi; u++) {
+        const int64_t pl = u / blocks, blk = u % blocks;
+        const int64_t r0 = rows * blk / blocks, r1 = rows * (blk + 1) / blocks;
+        const int64_t b = pl / j->c_rest, oc = j->cv + pl % j->c_rest;
+        const float *xp = j->x + (b * p->c_in + oc / j->mult) * g->in_sp, *wp = j->w + oc * g->k_sp;
+        float *yp = j->y + (b * p->c_out + oc) * g->out_sp;
+        dlrt_epilogue e;
+        const dlrt_epilogue *eb = dlrt_conv_ep(p, g->out_sp, j->ep, b, 0, &e);
+        float buf[DLRT_DW_BUF];
+        if (j->fast)
+            dlrt_conv_dw_plane(g, j->plan, xp, wp, yp, oc, eb, r0, r1, buf);
+        else
+            dlrt_dw_plane_any(g, xp, wp, yp, oc, eb, r0, r1);
+    }
+}
+
 void dlrt_conv_depthwise(const dlrt_conv *p, const float *x, const float *w, float *y,
                          const dlrt_epilogue *ep) {
     dlrt_win3 g;
@@ -271,21 +304,7 @@ void dlrt_conv_depthwise(const dlrt_conv *p, const float *x, const float *w, flo
     const int64_t units = planes * blocks;
     dlrt_dw_plan plan;
     const int fast = dlrt_conv_dw_plan(&g, DLRT_DW_BUF, &plan);
-    const int par = (double)planes * (double)g.out_sp * (double)g.k_sp >= DLRT_PAR_MIN;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-    for (int64_t u = 0; u < units; u++) {
-        const int64_t pl = u / blocks, blk = u % blocks;
-        const int64_t r0 = rows * blk / blocks, r1 = rows * (blk + 1) / blocks;
-        const int64_t b = pl / c_rest, oc = cv + pl % c_rest;
-        const float *xp = x + (b * p->c_in + oc / mult) * g.in_sp, *wp = w + oc * g.k_sp;
-        float *yp = y + (b * p->c_out + oc) * g.out_sp;
-        dlrt_epilogue e;
-        const dlrt_epilogue *eb = dlrt_conv_ep(p, g.out_sp, ep, b, 0, &e);
-        float buf[DLRT_DW_BUF];
-        if (fast)
-            dlrt_conv_dw_plane(&g, &plan, xp, wp, yp, oc, eb, r0, r1, buf);
-        else
-            dlrt_dw_plane_any(&g, xp, wp, yp, oc, eb, r0, r1);
-    }
+    dlrt_dw_job job = {p, &g, &plan, x, w, y, ep, cv, c_rest, mult, rows, blocks, fast};
+    dlrt_parallel_for(units, (double)planes * (double)g.out_sp * (double)g.k_sp >= DLRT_PAR_MIN,
+                      dlrt_dw_units, &job);
 }

@@ -1,5 +1,5 @@
-/* dlrt-impl.h — private to the runtime kernels (the .c files in src/kernels/rt): the OpenMP
- * pragma wrapper, the epilogue applied to a row of results (GEMM and the direct convolution) and
+/* dlrt-impl.h — private to the runtime kernels (the .c files in src/kernels/rt): the parallel
+ * loop helper, the epilogue applied to a row of results (GEMM and the direct convolution) and
  * sliding-window geometry (convolution and pooling). Everything here is static inline: the kernel
  * sources may be compiled one by one or concatenated into one translation unit with generated code,
  * so helpers carry the dlrt_ prefix and none has external linkage. */
@@ -16,18 +16,6 @@
 #if defined(__AVX__)
 #include <immintrin.h>
 #endif
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-/* `#pragma omp ...` only when OpenMP is on, so builds without -fopenmp get no
- * -Wunknown-pragmas warning. Usage: DLRT_PRAGMA_OMP(parallel for schedule(static)). */
-#define DLRT_STR_(...) #__VA_ARGS__
-#ifdef _OPENMP
-#define DLRT_PRAGMA_OMP(...) _Pragma(DLRT_STR_(omp __VA_ARGS__))
-#else
-#define DLRT_PRAGMA_OMP(...)
-#endif
 
 /* Inlining hint for the fixed-size kernels that are specialized by constant arguments. */
 #if defined(__GNUC__) || defined(__clang__)
@@ -43,45 +31,14 @@
 #define DLRT_NOINLINE
 #endif
 
-/* OpenMP's team size for the next parallel region and the calling thread's number, or 1 and 0
- * in builds without OpenMP. */
-static inline int dlrt_max_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
-/* The size of the current team (1 outside a parallel region) and whether the caller is inside
- * an active parallel region, where a nested one gets no more threads. */
-static inline int dlrt_team_size(void) {
-#ifdef _OPENMP
-    return omp_get_num_threads();
-#else
-    return 1;
-#endif
-}
-
-static inline int dlrt_in_parallel(void) {
-#ifdef _OPENMP
-    return omp_in_parallel();
-#else
-    return 0;
-#endif
-}
-
-static inline int dlrt_thread_num(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
+/* A loop over [0, n) run in pieces, one per thread, when par (dlrt_parallel). */
+static inline void dlrt_parallel_for(int64_t n, int par, dlrt_range_fn fn, void *ctx) {
+    dlrt_parallel(n, par ? 0 : 1, 1, 0, fn, ctx);
 }
 
 /* A loop runs in parallel when its work, estimated in multiply-adds (an exp counts 16, a copy
  * or comparison 1), reaches this: below it the fork costs more than it saves. Building with
- * -fopenmp -DDLRT_PAR_MIN=1 runs every parallel path (how test_rt.c was checked). */
+ * -DDLRT_THREADS -DDLRT_PAR_MIN=1 runs every parallel path (how test_rt.c was checked). */
 #ifndef DLRT_PAR_MIN
 #define DLRT_PAR_MIN 1048576.0
 #endif
@@ -393,6 +350,13 @@ typedef struct dlrt_win3 {
     int64_t in[3], out[3], k[3], stride[3], dil[3], pad[3];
     int64_t in_sp, out_sp, k_sp; /* products of in, out, k */
 } dlrt_win3;
+
+/* A job over depth slices of one window geometry (the pooling kernels' dlrt_parallel pieces). */
+typedef struct dlrt_slices_job {
+    const dlrt_win3 *g;
+    const float *x, *dy;
+    float *y;
+} dlrt_slices_job;
 
 static inline void dlrt_win3_init(dlrt_win3 *g, int nsp, const int64_t *in, const int64_t *out,
                                   const int64_t *k, const int64_t *stride, const int64_t *dil,

@@ -1,9 +1,10 @@
 /* dlrt.h — the runtime kernels that generated code calls: GEMM and convolution with a fused
  * epilogue, pooling, softmax, layer normalization, and the backward of convolution and pooling
  * (training). Portable C11 with no dependency on libdlcc and no allocation: these files are
- * embedded into libdlcc as text and copied into every JIT build and every AOT bundle. Loops may
- * carry `#pragma omp` (built with -fopenmp when threads are wanted; ignored otherwise). All
- * tensors are dense row-major float32. */
+ * embedded into libdlcc as text and copied into every JIT build and every AOT bundle. Kernels
+ * share their work out through dlrt_parallel (threads.c: a pool of pthreads when built with
+ * -DDLRT_THREADS -pthread, else everything runs in the caller). All tensors are dense row-major
+ * float32. */
 #ifndef DLRT_H
 #define DLRT_H
 
@@ -200,7 +201,7 @@ void dlrt_layernorm(int64_t outer, int64_t n, const float *x, const float *scale
  * -inf give NaN, like the unfused softmax. No allocation: the kernel keeps one row of scores
  * per thread in a stack buffer when tk <= DLRT_ATTN_MAX_TK, otherwise in the caller's
  * workspace (dlrt_attention_workspace bytes). The kernel cannot know how many threads its
- * workspace was sized for: past DLRT_ATTN_MAX_TK keys it runs at most min(omp_get_max_threads(),
+ * workspace was sized for: past DLRT_ATTN_MAX_TK keys it runs at most min(dlrt_threads(),
  * 256) threads, and dlrt_attention_workspace(a, threads <= 0) sizes for 256 (256 * tk floats,
  * only when tk > DLRT_ATTN_MAX_TK). */
 #ifndef DLRT_ATTN_MAX_TK
@@ -240,5 +241,34 @@ int dlrt_conv_choose(const dlrt_conv *p);
 /* A short name of an algorithm ("gemm1x1", "im2col", "depthwise", "winograd",
  * "winograd2x2", "direct", "implicit"). */
 const char *dlrt_conv_algo_name(int algo);
+
+/* ---- threads (threads.c) ---- */
+
+#define DLRT_MAX_THREADS 64
+
+#if defined(__GNUC__) || defined(__clang__)
+#define DLRT_HIDDEN __attribute__((visibility("hidden"))) /* each module's own pool */
+#else
+#define DLRT_HIDDEN
+#endif
+
+/* Runs fn(ctx, lo, hi) over [0, n) cut into `pieces` consecutive ranges (0: one per thread),
+ * each starting at a multiple of align (but the first), claimed one at a time by the calling
+ * thread and up to max_team - 1 workers (0: no cap below the thread count). The caller returns
+ * once every piece is done, without waiting for workers that have not started. Pieces may run
+ * in any order and on any thread, so fn must compute each the same wherever it runs; a call
+ * from inside a piece, from a second host thread while the pool is busy, or with one thread
+ * runs all of [0, n) in the caller as one range. dlrt_thread_num() tells a piece which slot of
+ * [0, team) runs it, for per-thread scratch. */
+typedef void (*dlrt_range_fn)(void *ctx, int64_t lo, int64_t hi);
+DLRT_HIDDEN void dlrt_parallel(int64_t n, int64_t pieces, int64_t align, int max_team,
+                               dlrt_range_fn fn, void *ctx);
+/* The calling thread's team size for later jobs (n < 1: the number of CPUs; at most
+ * DLRT_MAX_THREADS), as `--threads N` sets it before each run. */
+DLRT_HIDDEN void dlrt_set_threads(int n);
+/* The team a job started now would get: 1 inside a piece or without DLRT_THREADS. */
+DLRT_HIDDEN int dlrt_threads(void);
+DLRT_HIDDEN int dlrt_in_parallel(void);
+DLRT_HIDDEN int dlrt_thread_num(void);
 
 #endif

@@ -546,15 +546,22 @@ static DLRT_INLINE void dlrt_gemm_dots(const float *a, int64_t as, const float *
     }
 }
 
-/* M == 1: a vector times a matrix; packing would cost as much as the arithmetic. */
-static void dlrt_gemm_row(const dlrt_gemm_args *g, int64_t N, int64_t K) {
-    enum { CH = 64 };
+/* M == 1: a vector times a matrix; packing would cost as much as the arithmetic. Chunks
+ * [lo, hi) of DLRT_GEMM_ROW_CH columns. */
+enum { DLRT_GEMM_ROW_CH = 64 };
+typedef struct dlrt_gemm_row_job {
+    const dlrt_gemm_args *g;
+    int64_t N, K;
+} dlrt_gemm_row_job;
+
+static void dlrt_gemm_row_chunks(void *ctx, int64_t lo, int64_t hi) {
+    enum { CH = DLRT_GEMM_ROW_CH };
+    const dlrt_gemm_row_job *job = ctx;
+    const dlrt_gemm_args *g = job->g;
+    const int64_t N = job->N, K = job->K;
     const float *A = g->A, *B = g->B;
-    const int64_t as = g->trans_a ? g->lda : 1, ldb = g->ldb, chunks = (N + CH - 1) / CH;
-    const int par = chunks > 1 && (double)N * (double)K >= DLRT_PAR_MIN;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-    for (int64_t ch = 0; ch < chunks; ch++) {
+    const int64_t as = g->trans_a ? g->lda : 1, ldb = g->ldb;
+    for (int64_t ch = lo; ch < hi; ch++) {
         const int64_t j0 = ch * CH;
         const int n = (int)DLRT_MIN((int64_t)CH, N - j0);
         float row[CH];
@@ -576,6 +583,13 @@ static void dlrt_gemm_row(const dlrt_gemm_args *g, int64_t N, int64_t K) {
     }
 }
 
+static void dlrt_gemm_row(const dlrt_gemm_args *g, int64_t N, int64_t K) {
+    const int64_t chunks = (N + DLRT_GEMM_ROW_CH - 1) / DLRT_GEMM_ROW_CH;
+    dlrt_gemm_row_job job = {g, N, K};
+    dlrt_parallel_for(chunks, chunks > 1 && (double)N * (double)K >= DLRT_PAR_MIN,
+                      dlrt_gemm_row_chunks, &job);
+}
+
 #ifdef DLRT_GEMM_VW
 /* M == 1 against a prepacked B (a classifier's dense layer at batch 1): each panel, all of K
  * contiguous, streamed once from start to end, instead of through the tiles, which interleave
@@ -584,13 +598,13 @@ static void dlrt_gemm_row(const dlrt_gemm_args *g, int64_t N, int64_t K) {
  * prefetches were no faster). The sums run as the tiles run them (a chain per
  * KC_STREAM block, the blocks added in order: dlrt_gemm_tile with dlrt_gemm_run's kc), so the
  * results are the same bits. */
-static void dlrt_gemm_row_packed(const dlrt_gemm_args *g, int64_t N, int64_t K) {
+static void dlrt_gemm_row_panels(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_gemm_row_job *job = ctx;
+    const dlrt_gemm_args *g = job->g;
+    const int64_t N = job->N, K = job->K;
     const float *A = g->A;
-    const int64_t as = g->trans_a ? g->lda : 1, panels = (N + DLRT_GEMM_NR - 1) / DLRT_GEMM_NR;
-    const int par = panels > 1 && (double)N * (double)K >= DLRT_PAR_MIN;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-    for (int64_t pn = 0; pn < panels; pn++) {
+    const int64_t as = g->trans_a ? g->lda : 1;
+    for (int64_t pn = lo; pn < hi; pn++) {
         const float *b = g->B + (size_t)pn * DLRT_GEMM_NR * (size_t)K;
         const int64_t j0 = pn * DLRT_GEMM_NR;
         dlrt_vf sum[DLRT_GEMM_NV];
@@ -611,6 +625,13 @@ static void dlrt_gemm_row_packed(const dlrt_gemm_args *g, int64_t N, int64_t K) 
         for (int j = 0; j < DLRT_GEMM_NV; j++) DLRT_VSTORE(row + j * DLRT_GEMM_VW, sum[j]);
         dlrt_gemm_store_row(g, 0, j0, row, (int)DLRT_MIN((int64_t)DLRT_GEMM_NR, N - j0));
     }
+}
+
+static void dlrt_gemm_row_packed(const dlrt_gemm_args *g, int64_t N, int64_t K) {
+    const int64_t panels = (N + DLRT_GEMM_NR - 1) / DLRT_GEMM_NR;
+    dlrt_gemm_row_job job = {g, N, K};
+    dlrt_parallel_for(panels, panels > 1 && (double)N * (double)K >= DLRT_PAR_MIN,
+                      dlrt_gemm_row_panels, &job);
 }
 #endif
 
@@ -765,17 +786,28 @@ static void dlrt_gemm_split_rows(int64_t M, int64_t N, int c_trans, int cols_fir
 
 /* Thread me of a team of `team` runs its tiles of the tm x tn cut (dlrt_gemm_owner; all of
  * them when alone). */
-static void dlrt_gemm_run_tiles(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t K,
-                                int64_t mu, int64_t tm, int64_t tn, int cols_first, int64_t team,
-                                int64_t me) {
-    for (int64_t t = 0; t < tm * tn; t++) {
-        int64_t bi, bj, mc, nc;
-        dlrt_gemm_tile_at(t, tm, tn, cols_first, &bi, &bj);
-        if (team > 1 && dlrt_gemm_owner(M, N, mu, tm, tn, bi, bj, cols_first, team) != me) continue;
-        const int64_t i0 = dlrt_gemm_block(M, mu, tm, bi, &mc);
-        const int64_t j0 = dlrt_gemm_block(N, DLRT_GEMM_NR, tn, bj, &nc);
-        dlrt_gemm_tile(g, K, i0, (int)mc, j0, (int)nc);
-    }
+/* A product's tiles, shared out among `team` owners (dlrt_gemm_owner); a job's pieces are
+ * owners. */
+typedef struct dlrt_gemm_tiles_job {
+    const dlrt_gemm_args *g;
+    int64_t M, N, K, mu, tm, tn, team;
+    int cols_first;
+} dlrt_gemm_tiles_job;
+
+/* Runs the tiles of owners [lo, hi), each owner's in order. */
+static void dlrt_gemm_run_tiles(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_gemm_tiles_job *j = ctx;
+    for (int64_t me = lo; me < hi; me++)
+        for (int64_t t = 0; t < j->tm * j->tn; t++) {
+            int64_t bi, bj, mc, nc;
+            dlrt_gemm_tile_at(t, j->tm, j->tn, j->cols_first, &bi, &bj);
+            if (j->team > 1 && dlrt_gemm_owner(j->M, j->N, j->mu, j->tm, j->tn, bi, bj,
+                                               j->cols_first, j->team) != me)
+                continue;
+            const int64_t i0 = dlrt_gemm_block(j->M, j->mu, j->tm, bi, &mc);
+            const int64_t j0 = dlrt_gemm_block(j->N, DLRT_GEMM_NR, j->tn, bj, &nc);
+            dlrt_gemm_tile(j->g, j->K, i0, (int)mc, j0, (int)nc);
+        }
 }
 
 /* The largest A packed once into the workspace for all column tiles (dlrt_gemm_run). */
@@ -843,7 +875,7 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
     const int par = (double)M * (double)N * (double)K >= DLRT_PAR_MIN;
     /* a product inside a parallel region (a Winograd frequency, a chunk of images) gets no
      * threads of its own, so it is not cut for them */
-    const int64_t threads = par && !dlrt_in_parallel() ? dlrt_max_threads() : 1;
+    const int64_t threads = par && !dlrt_in_parallel() ? dlrt_threads() : 1;
     int64_t mu, tm, tn;
     const int cols_first = g->b_packed; /* (before B may be packed into the workspace below) */
     dlrt_gemm_split_rows(M, N, g->c_trans, cols_first, threads, &mu, &tm, &tn);
@@ -883,16 +915,10 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
      * in place by each, 512 -> 2048 on 7x7 went 0.446 -> 0.453. */
     run.a_direct = run.c_trans && !run.a_packed && !run.a_index && !run.a_gather && run.trans_a &&
                    dlrt_gemm_b_in_place(run.lda, run.one_pass ? K : DLRT_MIN(K, run.kc));
-    /* no OpenMP region for one thread (under --threads 1, or nested in fused attention's):
-     * libgomp allocates and frees a team for each, even of one thread */
-    if (threads > 1 && tiles > 1) {
-        DLRT_PRAGMA_OMP(parallel) {
-            dlrt_gemm_run_tiles(g, M, N, K, mu, tm, tn, cols_first, dlrt_team_size(),
-                                dlrt_thread_num());
-        }
-    } else {
-        dlrt_gemm_run_tiles(g, M, N, K, mu, tm, tn, cols_first, 1, 0);
-    }
+    /* one piece per owner: a thread's tiles stay together as the split planned them */
+    const int64_t team = threads > 1 && tiles > 1 ? threads : 1;
+    dlrt_gemm_tiles_job job = {g, M, N, K, mu, tm, tn, team, cols_first};
+    dlrt_parallel(team, team, 1, 0, dlrt_gemm_run_tiles, &job);
 }
 
 /* A build's register tile, for planning: mr x nr, vw floats per vector (0: the generic C kernel).
@@ -1002,6 +1028,30 @@ void dlrt_gemm_pack_operand(int operand, int64_t lines, int64_t K, const float *
                        (double)lines * (double)K >= DLRT_PAR_MIN);
 }
 
+/* An operand packed whole (dlrt_gemm_pack_all) in units of a group of panels times an int-sized
+ * piece of K; a job's range is units. */
+typedef struct dlrt_gemm_pack_job {
+    const float *X;
+    const dlrt_gemm_gather *gx;
+    float *dst;
+    int64_t lines, K, ld, group, pieces;
+    int w, by_rows;
+} dlrt_gemm_pack_job;
+
+/* Units [lo, hi): panels all of K deep, each the next w * K floats on. */
+static void dlrt_gemm_pack_units(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_gemm_pack_job *j = ctx;
+    const int w = j->w;
+    for (int64_t u = lo; u < hi; u++) {
+        const int64_t i0 = u / j->pieces * j->group * w, m = DLRT_MIN(j->group * w, j->lines - i0);
+        const int64_t p0 = u % j->pieces * DLRT_GEMM_KC;
+        const int kc = (int)DLRT_MIN((int64_t)DLRT_GEMM_KC, j->K - p0);
+        float *d = j->dst + (size_t)i0 * (size_t)j->K + (size_t)p0 * (size_t)w;
+        dlrt_gemm_pack(j->X, j->ld, j->by_rows, j->gx, i0, (int)m, p0, kc, w,
+                       (size_t)w * (size_t)j->K, d);
+    }
+}
+
 static void dlrt_gemm_pack_all(int operand, int64_t lines, int64_t K, const float *X, int64_t ld,
                                int trans, const dlrt_gemm_gather *gx, float *dst, int par) {
     const int w = operand == 0 ? DLRT_GEMM_MR : DLRT_GEMM_NR;
@@ -1016,25 +1066,8 @@ static void dlrt_gemm_pack_all(int operand, int64_t lines, int64_t K, const floa
     const int64_t group = gx || (!by_rows && w == DLRT_GEMM_NR) ? DLRT_MAX(DLRT_GEMM_NC / w, 1) : 1;
     const int64_t groups = (panels + group - 1) / group;
     const int64_t pieces = (K + DLRT_GEMM_KC - 1) / DLRT_GEMM_KC;
-    /* units [u0, u1): panels all of K deep, each the next w * K floats on */
-#define DLRT_GEMM_PACK_UNITS(u0, u1)                                                               \
-    for (int64_t u = (u0); u < (u1); u++) {                                                        \
-        const int64_t i0 = u / pieces * group * w, m = DLRT_MIN(group * w, lines - i0);            \
-        const int64_t p0 = u % pieces * DLRT_GEMM_KC;                                              \
-        const int kc = (int)DLRT_MIN((int64_t)DLRT_GEMM_KC, K - p0);                               \
-        float *d = dst + (size_t)i0 * (size_t)K + (size_t)p0 * (size_t)w;                          \
-        dlrt_gemm_pack(X, ld, by_rows, gx, i0, (int)m, p0, kc, w, (size_t)w *(size_t)K, d);        \
-    }
-    const int64_t units = groups * pieces;
-    if (par && units > 1) { /* dlrt_gemm_run passes par only for a team of two or more */
-        DLRT_PRAGMA_OMP(parallel) {
-            const int64_t team = dlrt_team_size(), me = dlrt_thread_num();
-            DLRT_GEMM_PACK_UNITS(units * me / team, units * (me + 1) / team)
-        }
-    } else {
-        DLRT_GEMM_PACK_UNITS(0, units)
-    }
-#undef DLRT_GEMM_PACK_UNITS
+    dlrt_gemm_pack_job job = {X, gx, dst, lines, K, ld, group, pieces, w, by_rows};
+    dlrt_parallel_for(groups * pieces, par, dlrt_gemm_pack_units, &job);
 }
 
 /* Workspace bytes for one operand of `lines` lines: its lines padded to whole panels of any

@@ -162,36 +162,48 @@ static inline void dlrt_pair_grad_row(const float *r0, const float *r1, const fl
 
 /* The forward of `slices` depth slices of g's geometry (planes of in[1] x in[2] to planes of
  * out[1] x out[2]). */
+static void dlrt_pool_pair_slices(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_slices_job *j = ctx;
+    const dlrt_win3 *g = j->g;
+    const int64_t in_w = g->in[2], n = g->out[2], in_p = g->in[1] * in_w, out_p = g->out[1] * n;
+    for (int64_t s = lo; s < hi; s++)
+        for (int64_t oh = 0; oh < g->out[1]; oh++) {
+            const float *r0 = j->x + s * in_p + 2 * oh * in_w;
+            dlrt_pair_max_row(r0, r0 + in_w, j->y + s * out_p + oh * n, n);
+        }
+}
+
 static inline void dlrt_pool_pair_forward(const dlrt_win3 *g, int64_t slices, const float *x,
                                           float *y) {
-    const int64_t in_w = g->in[2], n = g->out[2], in_p = g->in[1] * in_w, out_p = g->out[1] * n;
-    const int par = (double)slices * (double)out_p * 4.0 >= DLRT_PAR_MIN;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-    for (int64_t s = 0; s < slices; s++)
-        for (int64_t oh = 0; oh < g->out[1]; oh++) {
-            const float *r0 = x + s * in_p + 2 * oh * in_w;
-            dlrt_pair_max_row(r0, r0 + in_w, y + s * out_p + oh * n, n);
-        }
+    dlrt_slices_job job = {g, x, NULL, y};
+    dlrt_parallel_for(slices,
+                      (double)slices * (double)(g->out[1] * g->out[2]) * 4.0 >= DLRT_PAR_MIN,
+                      dlrt_pool_pair_slices, &job);
 }
 
 /* The backward: dx of `slices` depth slices, overwritten (rows and columns no window reads get
  * 0). */
-static inline void dlrt_pool_pair_grad(const dlrt_win3 *g, int64_t slices, const float *x,
-                                       const float *dy, float *dx) {
+static void dlrt_pool_pair_grad_slices(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_slices_job *j = ctx;
+    const dlrt_win3 *g = j->g;
     const int64_t in_w = g->in[2], n = g->out[2], in_p = g->in[1] * in_w, out_p = g->out[1] * n;
     const int exact = 2 * g->out[1] == g->in[1] && 2 * n == in_w;
-    const int par = (double)slices * (double)in_p * 2.0 >= DLRT_PAR_MIN;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-    for (int64_t s = 0; s < slices; s++) {
+    float *dx = j->y;
+    for (int64_t s = lo; s < hi; s++) {
         if (!exact) memset(dx + s * in_p, 0, (size_t)in_p * sizeof(float));
         for (int64_t oh = 0; oh < g->out[1]; oh++) {
             const int64_t at = s * in_p + 2 * oh * in_w;
-            dlrt_pair_grad_row(x + at, x + at + in_w, dy + s * out_p + oh * n, dx + at,
+            dlrt_pair_grad_row(j->x + at, j->x + at + in_w, j->dy + s * out_p + oh * n, dx + at,
                                dx + at + in_w, n);
         }
     }
+}
+
+static inline void dlrt_pool_pair_grad(const dlrt_win3 *g, int64_t slices, const float *x,
+                                       const float *dy, float *dx) {
+    dlrt_slices_job job = {g, x, dy, dx};
+    dlrt_parallel_for(slices, (double)slices * (double)(g->in[1] * g->in[2]) * 2.0 >= DLRT_PAR_MIN,
+                      dlrt_pool_pair_grad_slices, &job);
 }
 
 #endif

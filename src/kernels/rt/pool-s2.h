@@ -93,23 +93,29 @@ static inline void dlrt_pool_s2_row(const float *const *r, int64_t in_w, int64_t
     }
 }
 
-/* The pool over `slices` planes (images x channels x depth). */
-static inline void dlrt_pool_s2_forward(const dlrt_win3 *g, int64_t slices, const float *x,
-                                        float *y) {
+static void dlrt_pool_s2_slices(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_slices_job *j = ctx;
+    const dlrt_win3 *g = j->g;
     const int64_t in_h = g->in[1], in_w = g->in[2], n = g->out[2];
     const int64_t in_p = in_h * in_w, out_p = g->out[1] * n;
-    const int par = (double)slices * (double)out_p * 9.0 >= DLRT_PAR_MIN;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-    for (int64_t s = 0; s < slices; s++)
+    for (int64_t s = lo; s < hi; s++)
         for (int64_t oh = 0; oh < g->out[1]; oh++) {
             const float *r[3];
             for (int ky = 0; ky < 3; ky++) {
                 const int64_t ih = 2 * oh - 1 + ky;
-                r[ky] = ih >= 0 && ih < in_h ? x + s * in_p + ih * in_w : NULL;
+                r[ky] = ih >= 0 && ih < in_h ? j->x + s * in_p + ih * in_w : NULL;
             }
-            dlrt_pool_s2_row(r, in_w, n, y + s * out_p + oh * n);
+            dlrt_pool_s2_row(r, in_w, n, j->y + s * out_p + oh * n);
         }
+}
+
+/* The pool over `slices` planes (images x channels x depth). */
+static inline void dlrt_pool_s2_forward(const dlrt_win3 *g, int64_t slices, const float *x,
+                                        float *y) {
+    dlrt_slices_job job = {g, x, NULL, y};
+    dlrt_parallel_for(slices,
+                      (double)slices * (double)(g->out[1] * g->out[2]) * 9.0 >= DLRT_PAR_MIN,
+                      dlrt_pool_s2_slices, &job);
 }
 
 #else

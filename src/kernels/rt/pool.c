@@ -465,6 +465,25 @@ static void dlrt_pool_plane(const dlrt_pool *p, const dlrt_win3 *g, const int64_
     }
 }
 
+typedef struct dlrt_pool_job {
+    const dlrt_pool *p;
+    const dlrt_win3 *g;
+    const int64_t *pe, *span;
+    const float *x;
+    float *y;
+} dlrt_pool_job;
+
+static void dlrt_pool_planes(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_pool_job *j = ctx;
+    const dlrt_win3 *g = j->g;
+    for (int64_t pl = lo; pl < hi; pl++) {
+        if (j->p->kind == 2)
+            dlrt_pool_plane_lp(j->p, g, j->pe, j->x + pl * g->in_sp, j->y + pl * g->out_sp);
+        else
+            dlrt_pool_plane(j->p, g, j->pe, j->span, j->x + pl * g->in_sp, j->y + pl * g->out_sp);
+    }
+}
+
 void dlrt_pool_forward(const dlrt_pool *p, const float *x, float *y) {
     dlrt_win3 g;
     int64_t pe[3];
@@ -483,13 +502,7 @@ void dlrt_pool_forward(const dlrt_pool *p, const float *x, float *y) {
     dlrt_pool_full_range(&g, 2, &span[0], &span[1]);
     dlrt_pool_full_range(&g, 1, &span[2], &span[3]);
     if (g.stride[2] > 2 || span[1] - span[0] < DLRT_POOL_MIN_RUN) span[0] = span[1] = 0;
-    const int par = (double)planes * (double)g.out_sp * (double)g.k_sp >= DLRT_PAR_MIN;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-    for (int64_t pl = 0; pl < planes; pl++) {
-        if (p->kind == 2)
-            dlrt_pool_plane_lp(p, &g, pe, x + pl * g.in_sp, y + pl * g.out_sp);
-        else
-            dlrt_pool_plane(p, &g, pe, span, x + pl * g.in_sp, y + pl * g.out_sp);
-    }
+    dlrt_pool_job job = {p, &g, pe, span, x, y};
+    dlrt_parallel_for(planes, (double)planes * (double)g.out_sp * (double)g.k_sp >= DLRT_PAR_MIN,
+                      dlrt_pool_planes, &job);
 }

@@ -109,23 +109,40 @@ static void dlrt_softmax_cols(int64_t n, int64_t inner, int64_t cn, const float 
     }
 }
 
-void dlrt_softmax(int64_t outer, int64_t n, int64_t inner, const float *x, float *y, int log) {
-    if (outer <= 0 || n <= 0 || inner <= 0) return;
-    const int par = 16.0 * (double)outer * (double)n * (double)inner >= DLRT_PAR_MIN;
-    (void)par;
-    if (inner == 1) {
-        DLRT_PRAGMA_OMP(parallel for schedule(static) if(par && outer > 1))
-        for (int64_t o = 0; o < outer; o++) dlrt_softmax_row(n, x + o * n, y + o * n, log);
-        return;
-    }
-    const int64_t chunks = (inner + DLRT_SM_CHUNK - 1) / DLRT_SM_CHUNK;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par && outer * chunks > 1))
-    for (int64_t t = 0; t < outer * chunks; t++) {
+typedef struct dlrt_sm_job {
+    const float *x;
+    float *y;
+    int64_t n, inner, chunks;
+    int log;
+} dlrt_sm_job;
+
+static void dlrt_softmax_rows(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_sm_job *j = ctx;
+    const int64_t n = j->n;
+    for (int64_t o = lo; o < hi; o++) dlrt_softmax_row(n, j->x + o * n, j->y + o * n, j->log);
+}
+
+/* Units [lo, hi): DLRT_SM_CHUNK columns of one outer index. */
+static void dlrt_softmax_chunks(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_sm_job *j = ctx;
+    const int64_t n = j->n, inner = j->inner, chunks = j->chunks;
+    for (int64_t t = lo; t < hi; t++) {
         int64_t o = t / chunks, i0 = (t % chunks) * DLRT_SM_CHUNK;
         int64_t cn = DLRT_MIN((int64_t)DLRT_SM_CHUNK, inner - i0);
         int64_t off = o * n * inner + i0;
-        dlrt_softmax_cols(n, inner, cn, x + off, y + off, log);
+        dlrt_softmax_cols(n, inner, cn, j->x + off, j->y + off, j->log);
     }
+}
+
+void dlrt_softmax(int64_t outer, int64_t n, int64_t inner, const float *x, float *y, int log) {
+    if (outer <= 0 || n <= 0 || inner <= 0) return;
+    const int par = 16.0 * (double)outer * (double)n * (double)inner >= DLRT_PAR_MIN;
+    const int64_t chunks = (inner + DLRT_SM_CHUNK - 1) / DLRT_SM_CHUNK;
+    dlrt_sm_job job = {x, y, n, inner, chunks, log};
+    if (inner == 1)
+        dlrt_parallel_for(outer, par, dlrt_softmax_rows, &job);
+    else
+        dlrt_parallel_for(outer * chunks, par, dlrt_softmax_chunks, &job);
 }
 
 /* ---- LayerNormalization ---- */
@@ -154,13 +171,20 @@ static double dlrt_ln_sum(const float *x, int64_t n, double c, int sq) {
     return s;
 }
 
-void dlrt_layernorm(int64_t outer, int64_t n, const float *x, const float *scale, const float *bias,
-                    float eps, float *y, float *mean, float *inv_std) {
-    if (outer <= 0 || n <= 0) return;
-    const int par = 4.0 * (double)outer * (double)n >= DLRT_PAR_MIN;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par && outer > 1))
-    for (int64_t r = 0; r < outer; r++) {
+typedef struct dlrt_ln_job {
+    const float *x, *scale, *bias;
+    float *y, *mean, *inv_std;
+    int64_t n;
+    float eps;
+} dlrt_ln_job;
+
+static void dlrt_layernorm_rows(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_ln_job *jb = ctx;
+    const float *x = jb->x, *scale = jb->scale, *bias = jb->bias;
+    float *y = jb->y, *mean = jb->mean, *inv_std = jb->inv_std;
+    const int64_t n = jb->n;
+    const float eps = jb->eps;
+    for (int64_t r = lo; r < hi; r++) {
         const float *xr = x + r * n;
         float *yr = y + r * n;
         const double mu = dlrt_ln_sum(xr, n, 0.0, 0) / (double)n;
@@ -178,4 +202,12 @@ void dlrt_layernorm(int64_t outer, int64_t n, const float *x, const float *scale
         else
             for (int64_t j = 0; j < n; j++) yr[j] = (xr[j] - muf) * invf;
     }
+}
+
+void dlrt_layernorm(int64_t outer, int64_t n, const float *x, const float *scale, const float *bias,
+                    float eps, float *y, float *mean, float *inv_std) {
+    if (outer <= 0 || n <= 0) return;
+    dlrt_ln_job job = {x, scale, bias, y, mean, inv_std, n, eps};
+    dlrt_parallel_for(outer, 4.0 * (double)outer * (double)n >= DLRT_PAR_MIN, dlrt_layernorm_rows,
+                      &job);
 }

@@ -41,18 +41,28 @@ static void dlrt_tr_band(const float *in, int64_t rows, int64_t cols, float *out
     }
 }
 
-void dlrt_transpose32(int64_t batch, int64_t rows, int64_t cols, const void *in, void *out) {
-    if (batch <= 0 || rows <= 0 || cols <= 0) return;
-    const float *x = in;
-    float *y = out;
-    /* units: a band of VW output rows of one matrix each */
-    const int64_t bands = (cols + DLRT_TR_VW - 1) / DLRT_TR_VW, units = batch * bands;
-    const int par = units > 1 && (double)batch * (double)rows * (double)cols >= DLRT_PAR_MIN / 4;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-    for (int64_t u = 0; u < units; u++) {
-        const int64_t b = u / bands, c0 = u % bands * DLRT_TR_VW;
-        dlrt_tr_band(x + b * rows * cols, rows, cols, y + b * rows * cols, c0,
+typedef struct dlrt_tr_job {
+    const float *x;
+    float *y;
+    int64_t rows, cols, bands;
+} dlrt_tr_job;
+
+/* Units [lo, hi): a band of VW output rows of one matrix each. */
+static void dlrt_tr_units(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_tr_job *j = ctx;
+    const int64_t rows = j->rows, cols = j->cols;
+    for (int64_t u = lo; u < hi; u++) {
+        const int64_t b = u / j->bands, c0 = u % j->bands * DLRT_TR_VW;
+        dlrt_tr_band(j->x + b * rows * cols, rows, cols, j->y + b * rows * cols, c0,
                      DLRT_MIN(c0 + DLRT_TR_VW, cols));
     }
+}
+
+void dlrt_transpose32(int64_t batch, int64_t rows, int64_t cols, const void *in, void *out) {
+    if (batch <= 0 || rows <= 0 || cols <= 0) return;
+    const int64_t bands = (cols + DLRT_TR_VW - 1) / DLRT_TR_VW, units = batch * bands;
+    dlrt_tr_job job = {in, out, rows, cols, bands};
+    dlrt_parallel_for(units,
+                      units > 1 && (double)batch * (double)rows * (double)cols >= DLRT_PAR_MIN / 4,
+                      dlrt_tr_units, &job);
 }

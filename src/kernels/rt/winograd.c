@@ -189,15 +189,24 @@ static DLRT_INLINE void dlrt_wg_filters(const int m, const float *src, int nc,
  * stores it by rows (element (co, ci) at co * c_in + ci: a block of one filter row's results is
  * 36 runs), else as that GEMM operand is packed (dlrt_gemm_packed_index; the padding lines are
  * the caller's). */
-static void dlrt_wg_weights(int m, int64_t c_out, int64_t c_in, const float *w, float *U, size_t xs,
-                            int operand) {
+typedef struct dlrt_wg_weights_job {
+    const float *w;
+    float *U;
+    size_t xs;
+    int64_t c_in, blocks;
+    int m, operand;
+} dlrt_wg_weights_job;
+
+/* Units [lo, hi): a block of DLRT_WG_TB input channels of an output channel's filters. */
+static void dlrt_wg_weights_units(void *ctx, int64_t lo, int64_t hi) {
     enum { CB = DLRT_WG_TB };
-    const int64_t blocks = (c_in + CB - 1) / CB;
-    const int nf = dlrt_conv_winograd_freqs(m);
-    const int par = (double)c_out * (double)c_in * nf * 6.0 >= DLRT_PAR_MIN;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-    for (int64_t u = 0; u < c_out * blocks; u++) {
+    const dlrt_wg_weights_job *j = ctx;
+    const float *w = j->w;
+    float *U = j->U;
+    const size_t xs = j->xs;
+    const int64_t c_in = j->c_in, blocks = j->blocks;
+    const int m = j->m, operand = j->operand, nf = dlrt_conv_winograd_freqs(m);
+    for (int64_t u = lo; u < hi; u++) {
         const int64_t co = u / blocks, c0 = (u % blocks) * CB;
         const int nc = (int)DLRT_MIN((int64_t)CB, c_in - c0);
         float o[36][CB];
@@ -220,6 +229,15 @@ static void dlrt_wg_weights(int m, int64_t c_out, int64_t c_in, const float *w, 
             for (int xi = 0; xi < nf; xi++)
                 for (int k = 0; k < nc; k++) dst[(size_t)xi * xs + k] = o[xi][k];
     }
+}
+
+static void dlrt_wg_weights(int m, int64_t c_out, int64_t c_in, const float *w, float *U, size_t xs,
+                            int operand) {
+    const int64_t blocks = (c_in + DLRT_WG_TB - 1) / DLRT_WG_TB;
+    const int nf = dlrt_conv_winograd_freqs(m);
+    dlrt_wg_weights_job job = {w, U, xs, c_in, blocks, m, operand};
+    dlrt_parallel_for(c_out * blocks, (double)c_out * (double)c_in * nf * 6.0 >= DLRT_PAR_MIN,
+                      dlrt_wg_weights_units, &job);
 }
 
 /* The GEMM operand that each frequency's c_out x c_in matrix of transformed weights is packed
@@ -494,13 +512,25 @@ static DLRT_INLINE void dlrt_wg_in_chunk(const int m, const dlrt_wg *s, const fl
         for (int k = 0; k < a; k++) dlrt_wg_put(V + (int64_t)(i * a + k) * s->vs, o[i][k], nt);
 }
 
-/* The input transform of images [b0, b0 + nbi) into V. */
-static void dlrt_wg_input(const dlrt_wg *s, const float *x, int64_t b0, int64_t nbi, float *V) {
-    const int64_t units = nbi * s->ci * s->th;
-    const int par = (double)units * (double)s->tw * 4.0 * s->m * s->nf >= DLRT_PAR_MIN;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-    for (int64_t u = 0; u < units; u++) {
+/* A transform's or the products' job over images from b0 (dlrt_wg_input, _output, _gemms). */
+typedef struct dlrt_wg_job {
+    const dlrt_conv *p;
+    const dlrt_wg *s;
+    const float *in, *U;
+    float *out;
+    const dlrt_epilogue *ep;
+    int64_t b0, blocks, cols;
+    int mode;
+} dlrt_wg_job;
+
+/* Units [lo, hi) of the input transform: a row of tiles of an input channel of an image. */
+static void dlrt_wg_input_units(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_wg_job *j = ctx;
+    const dlrt_wg *s = j->s;
+    const float *x = j->in;
+    float *V = j->out;
+    const int64_t b0 = j->b0;
+    for (int64_t u = lo; u < hi; u++) {
         const int64_t ty = u % s->th, ci = (u / s->th) % s->ci, bi = u / (s->th * s->ci);
         const float *xc = x + ((b0 + bi) * s->ci + ci) * s->ih * s->iw;
         for (int64_t tx0 = 0; tx0 < s->tw; tx0 += DLRT_WG_TB) {
@@ -514,6 +544,14 @@ static void dlrt_wg_input(const dlrt_wg *s, const float *x, int64_t b0, int64_t 
                 dlrt_wg_in_chunk(4, s, xc, r0, c0, nt, v);
         }
     }
+}
+
+/* The input transform of images [b0, b0 + nbi) into V. */
+static void dlrt_wg_input(const dlrt_wg *s, const float *x, int64_t b0, int64_t nbi, float *V) {
+    const int64_t units = nbi * s->ci * s->th;
+    dlrt_wg_job job = {.s = s, .in = x, .out = V, .b0 = b0};
+    dlrt_parallel_for(units, (double)units * (double)s->tw * 4.0 * s->m * s->nf >= DLRT_PAR_MIN,
+                      dlrt_wg_input_units, &job);
 }
 
 /* Stores rows[r][0, m * nt) as output row m * ty + r, columns c0.., of channel co's plane yc
@@ -549,14 +587,16 @@ static DLRT_INLINE void dlrt_wg_out_chunk(const int m, const dlrt_wg *s, const f
     dlrt_wg_store(s, rows, co, ty, c0, nt, yc, ep);
 }
 
-/* The output transform of images [b0, b0 + nbi) from M into y. */
-static void dlrt_wg_output(const dlrt_conv *p, const dlrt_wg *s, const float *M, int64_t b0,
-                           int64_t nbi, float *y, const dlrt_epilogue *ep) {
-    const int64_t units = nbi * s->co * s->th, out_sp = s->oh * s->ow;
-    const int par = (double)units * (double)s->tw * 4.0 * s->m * s->nf >= DLRT_PAR_MIN;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-    for (int64_t u = 0; u < units; u++) {
+/* Units [lo, hi) of the output transform: a row of tiles of an output channel of an image. */
+static void dlrt_wg_output_units(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_wg_job *j = ctx;
+    const dlrt_conv *p = j->p;
+    const dlrt_wg *s = j->s;
+    const float *M = j->in;
+    float *y = j->out;
+    const dlrt_epilogue *ep = j->ep;
+    const int64_t b0 = j->b0, out_sp = s->oh * s->ow;
+    for (int64_t u = lo; u < hi; u++) {
         const int64_t ty = u % s->th, co = (u / s->th) % s->co, bi = u / (s->th * s->co);
         dlrt_epilogue e;
         const dlrt_epilogue *eb = dlrt_conv_ep(p, out_sp, ep, b0 + bi, 0, &e);
@@ -573,21 +613,40 @@ static void dlrt_wg_output(const dlrt_conv *p, const dlrt_wg *s, const float *M,
     }
 }
 
+/* The output transform of images [b0, b0 + nbi) from M into y. */
+static void dlrt_wg_output(const dlrt_conv *p, const dlrt_wg *s, const float *M, int64_t b0,
+                           int64_t nbi, float *y, const dlrt_epilogue *ep) {
+    const int64_t units = nbi * s->co * s->th;
+    dlrt_wg_job job = {.p = p, .s = s, .in = M, .out = y, .ep = ep, .b0 = b0};
+    dlrt_parallel_for(units, (double)units * (double)s->tw * 4.0 * s->m * s->nf >= DLRT_PAR_MIN,
+                      dlrt_wg_output_units, &job);
+}
+
 /* M[xi] = U[xi] V[xi] for the first `cols` columns, split into (frequency, column block) units;
  * U is packed by dlrt_conv_winograd_pack when mode is not 0. */
-static void dlrt_wg_gemms(const dlrt_wg *s, const float *U, int mode, const float *V, float *M,
-                          int64_t cols) {
-    const int64_t blocks = (cols + DLRT_WG_GB - 1) / DLRT_WG_GB, units = s->nf * blocks;
-    const int par = (double)s->co * (double)s->ci * (double)cols * s->nf >= DLRT_PAR_MIN;
-    (void)par;
-    DLRT_PRAGMA_OMP(parallel for schedule(static) if(par))
-    for (int64_t u = 0; u < units; u++) {
+static void dlrt_wg_gemm_units(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_wg_job *j = ctx;
+    const dlrt_wg *s = j->s;
+    const float *U = j->U, *V = j->in;
+    float *M = j->out;
+    const int64_t blocks = j->blocks, cols = j->cols;
+    const int mode = j->mode;
+    for (int64_t u = lo; u < hi; u++) {
         const int64_t xi = u / blocks, c0 = (u % blocks) * DLRT_WG_GB;
         const int64_t nc = DLRT_MIN((int64_t)DLRT_WG_GB, cols - c0);
         const int a_packed = !mode ? 0 : dlrt_wg_operand(mode) ? DLRT_A_PACKED_T : DLRT_A_PACKED;
         dlrt_sgemm_ex(s->co, nc, s->ci, U + xi * s->us, s->ci, 0, a_packed, V + xi * s->vs + c0,
                       s->cols, 0, 0, M + xi * s->ms + c0, s->cols, NULL);
     }
+}
+
+static void dlrt_wg_gemms(const dlrt_wg *s, const float *U, int mode, const float *V, float *M,
+                          int64_t cols) {
+    const int64_t blocks = (cols + DLRT_WG_GB - 1) / DLRT_WG_GB, units = s->nf * blocks;
+    dlrt_wg_job job = {
+        .s = s, .in = V, .U = U, .out = M, .blocks = blocks, .cols = cols, .mode = mode};
+    dlrt_parallel_for(units, (double)s->co * (double)s->ci * (double)cols * s->nf >= DLRT_PAR_MIN,
+                      dlrt_wg_gemm_units, &job);
 }
 
 void dlrt_conv_winograd(const dlrt_conv *p, int m, const float *x, const float *w,

@@ -1,0 +1,295 @@
+/* threads.c — the runtime kernels' thread pool (dlrt_parallel, dlrt.h).
+ *
+ * Why not OpenMP: an OpenMP parallel region ends in a barrier that waits for every thread of
+ * the team, including one the OS has not scheduled yet. With another process busy on one of two
+ * cores, each of MobileNetV2's ~55 parallel steps waited for the preempted worker's next time
+ * slice: 1.9 ms became 17.8-27.1 ms at 2 threads (ONNX Runtime, whose caller takes the shards
+ * nobody has started, 5.9 ms). Here a job is cut into pieces that threads claim one at a time
+ * from a shared counter, the caller among them, and the caller waits only for pieces already
+ * claimed: a worker that wakes late finds nothing left and never touched the job.
+ *
+ * The claim counter holds the job's generation in its upper 32 bits and the next piece in the
+ * lower, so a late worker's claim fails once the caller has moved on to another job: a compare-
+ * and-swap from (g, i) succeeds only while job g still has piece i unclaimed, and job g's fields
+ * are rewritten only after all its pieces are done, one of them by this worker. Idle workers
+ * spin for DLRT_SPIN_NS, then sleep on a condition variable (no busy spinning when idle).
+ *
+ * One pool per copy of the runtime (each JIT module and AOT bundle has its own); a caller that
+ * finds it busy (another host thread's job), a job inside a job, or a team of one runs the
+ * pieces itself in order. Each piece computes the same whoever runs it, so results never depend
+ * on the thread count. Built without DLRT_THREADS (no pthreads: a microcontroller), every job
+ * runs in the caller. */
+#if !defined(_POSIX_C_SOURCE) && !defined(_DEFAULT_SOURCE) /* compiled on its own, -std=c11 */
+#define _POSIX_C_SOURCE 200809L
+#endif
+#include "dlrt-impl.h"
+
+#ifdef DLRT_THREADS
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Idle workers spin this long after their last job before sleeping: back-to-back kernels of
+ * one model run start within microseconds of each other, and waking a sleeper costs a system
+ * call on each side. */
+#ifndef DLRT_SPIN_NS
+#define DLRT_SPIN_NS 200000
+#endif
+static _Atomic int64_t dlrt_spin_ns = DLRT_SPIN_NS; /* (test_threads.c changes it) */
+
+#if defined(__x86_64__) || defined(__i386__)
+#define DLRT_PAUSE() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define DLRT_PAUSE() __asm__ __volatile__("yield")
+#else
+#define DLRT_PAUSE() ((void)0)
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define DLRT_TPOOL_DTOR __attribute__((destructor))
+#else
+#define DLRT_TPOOL_DTOR
+#endif
+
+typedef struct dlrt_tpool {
+    /* the job: written by the caller before it publishes the generation in claim */
+    _Atomic(dlrt_range_fn) fn;
+    _Atomic(void *) ctx;
+    _Atomic int64_t n, pieces, align;
+    _Atomic int team;       /* workers numbered team or more sit this job out */
+    _Atomic uint64_t claim; /* generation << 32 | next piece */
+    _Atomic int64_t done;   /* pieces finished */
+    atomic_flag busy;       /* held by the caller of the current job */
+    _Atomic int stop;
+    _Atomic int sleepers;
+    pthread_mutex_t lock; /* guards sleeping and starting workers */
+    pthread_cond_t wake;
+    int workers;
+    pthread_t tid[DLRT_MAX_THREADS];
+    int at_fork; /* the child handler is registered (a fork's child has no workers) */
+} dlrt_tpool;
+
+static dlrt_tpool dlrt_the_tpool = {
+    .busy = ATOMIC_FLAG_INIT, .lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+static _Thread_local int dlrt_tls_threads; /* dlrt_set_threads; 0: the CPU count */
+static _Thread_local int dlrt_tls_slot;    /* 0 the caller, 1.. the workers */
+static _Thread_local int dlrt_tls_inside;  /* running a piece */
+
+static int64_t dlrt_now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Piece i of the current job: [n i / pieces, n (i + 1) / pieces) in units of align. */
+static void dlrt_tpool_piece(int64_t n, int64_t pieces, int64_t align, int64_t i, int64_t *lo,
+                             int64_t *hi) {
+    const int64_t units = (n + align - 1) / align;
+    *lo = DLRT_MIN(n, units * i / pieces * align);
+    *hi = DLRT_MIN(n, units * (i + 1) / pieces * align);
+}
+
+/* Claims and runs pieces of generation gen until none is left or the job is gone. */
+static void dlrt_tpool_work(dlrt_tpool *p, uint32_t gen) {
+    for (;;) {
+        uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
+        if ((uint32_t)(c >> 32) != gen) return;
+        const int64_t i = (int64_t)(c & 0xffffffffu);
+        const int64_t pieces = atomic_load_explicit(&p->pieces, memory_order_relaxed);
+        if (i >= pieces) return;
+        const dlrt_range_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
+        void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
+        const int64_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
+        const int64_t align = atomic_load_explicit(&p->align, memory_order_relaxed);
+        if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel,
+                                                   memory_order_relaxed))
+            continue; /* another thread took it, or the job changed: look again */
+        int64_t lo, hi;
+        dlrt_tpool_piece(n, pieces, align, i, &lo, &hi);
+        dlrt_tls_inside = 1;
+        if (lo < hi) fn(ctx, lo, hi);
+        dlrt_tls_inside = 0;
+        atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+    }
+}
+
+/* Waits for a generation other than seen (spinning, then asleep); returns it, or -1 to stop. */
+static int64_t dlrt_tpool_wait(dlrt_tpool *p, uint32_t seen) {
+    const int64_t t0 = dlrt_now_ns(),
+                  spin_ns = atomic_load_explicit(&dlrt_spin_ns, memory_order_relaxed);
+    for (unsigned spin = 0;; spin++) {
+        if (atomic_load_explicit(&p->stop, memory_order_acquire)) return -1;
+        const uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
+        if ((uint32_t)(c >> 32) != seen) return (int64_t)(c >> 32);
+        DLRT_PAUSE();
+        if ((spin & 255) == 255 && dlrt_now_ns() - t0 > spin_ns) break;
+    }
+    pthread_mutex_lock(&p->lock);
+    atomic_fetch_add(&p->sleepers, 1); /* seq_cst: the caller reads it after publishing */
+    int64_t got = -1;
+    while (!atomic_load(&p->stop)) {
+        const uint64_t c = atomic_load(&p->claim);
+        if ((uint32_t)(c >> 32) != seen) {
+            got = (int64_t)(c >> 32);
+            break;
+        }
+        pthread_cond_wait(&p->wake, &p->lock);
+    }
+    atomic_fetch_sub(&p->sleepers, 1);
+    pthread_mutex_unlock(&p->lock);
+    return got;
+}
+
+static void *dlrt_tpool_worker(void *arg) {
+    dlrt_tpool *p = &dlrt_the_tpool;
+    dlrt_tls_slot = (int)(intptr_t)arg;
+    uint32_t seen = (uint32_t)(atomic_load(&p->claim) >> 32);
+    for (;;) {
+        const int64_t gen = dlrt_tpool_wait(p, seen);
+        if (gen < 0) return NULL;
+        seen = (uint32_t)gen;
+        if (dlrt_tls_slot < atomic_load_explicit(&p->team, memory_order_relaxed))
+            dlrt_tpool_work(p, seen);
+    }
+}
+
+static void dlrt_tpool_after_fork(void) {
+    dlrt_tpool *p = &dlrt_the_tpool;
+    p->workers = 0; /* the child has only the thread that forked */
+    atomic_store(&p->sleepers, 0);
+    atomic_flag_clear(&p->busy);
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->wake, NULL);
+}
+
+/* Starts workers until there are want - 1 (fewer if the system refuses threads: the caller
+ * then runs more of each job). Called by the caller holding busy. */
+static void dlrt_tpool_grow(dlrt_tpool *p, int want) {
+    if (p->workers >= want - 1) return;
+    pthread_mutex_lock(&p->lock);
+    if (!p->at_fork) p->at_fork = pthread_atfork(NULL, NULL, dlrt_tpool_after_fork) == 0;
+    while (p->workers < want - 1) {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, (size_t)8 << 20); /* kernels keep tiles on the stack */
+        const int ok = pthread_create(&p->tid[p->workers], &attr, dlrt_tpool_worker,
+                                      (void *)(intptr_t)(p->workers + 1)) == 0;
+        pthread_attr_destroy(&attr);
+        if (!ok) break;
+        p->workers++;
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* Joins the workers when the copy of the runtime they run is unloaded (dlclose of a module) or
+ * the process exits. */
+static DLRT_TPOOL_DTOR void dlrt_tpool_stop(void) {
+    dlrt_tpool *p = &dlrt_the_tpool;
+    if (!p->workers) return;
+    pthread_mutex_lock(&p->lock);
+    atomic_store(&p->stop, 1);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    for (int i = 0; i < p->workers; i++) pthread_join(p->tid[i], NULL);
+    p->workers = 0;
+    atomic_store(&p->stop, 0);
+}
+
+static int dlrt_cpu_count(void) {
+    static _Atomic int cpus;
+    int n = atomic_load_explicit(&cpus, memory_order_relaxed);
+    if (!n) {
+        const long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n = c < 1 ? 1 : c > DLRT_MAX_THREADS ? DLRT_MAX_THREADS : (int)c;
+        atomic_store_explicit(&cpus, n, memory_order_relaxed);
+    }
+    return n;
+}
+
+void dlrt_set_threads(int n) {
+    dlrt_tls_threads = n < 1 ? 0 : n > DLRT_MAX_THREADS ? DLRT_MAX_THREADS : n;
+}
+
+int dlrt_threads(void) {
+    return dlrt_tls_inside ? 1 : dlrt_tls_threads ? dlrt_tls_threads : dlrt_cpu_count();
+}
+
+int dlrt_in_parallel(void) {
+    return dlrt_tls_inside;
+}
+
+int dlrt_thread_num(void) {
+    return dlrt_tls_inside ? dlrt_tls_slot : 0;
+}
+
+void dlrt_parallel(int64_t n, int64_t pieces, int64_t align, int max_team, dlrt_range_fn fn,
+                   void *ctx) {
+    if (n <= 0) return;
+    if (align < 1) align = 1;
+    const int64_t units = (n + align - 1) / align;
+    int team = dlrt_threads();
+    if (max_team > 0 && team > max_team) team = max_team;
+    if (pieces <= 0) pieces = team;
+    pieces = DLRT_MIN(DLRT_MIN(pieces, units), (int64_t)1 << 30);
+    dlrt_tpool *p = &dlrt_the_tpool;
+    if (team < 2 || pieces < 2 ||
+        atomic_flag_test_and_set_explicit(&p->busy, memory_order_acquire)) {
+        fn(ctx, 0, n); /* the pieces in order are the whole range */
+        return;
+    }
+    dlrt_tpool_grow(p, team);
+    atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&p->n, n, memory_order_relaxed);
+    atomic_store_explicit(&p->pieces, pieces, memory_order_relaxed);
+    atomic_store_explicit(&p->align, align, memory_order_relaxed);
+    atomic_store_explicit(&p->team, team, memory_order_relaxed);
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    const uint32_t gen =
+        (uint32_t)(atomic_load_explicit(&p->claim, memory_order_relaxed) >> 32) + 1;
+    atomic_store(&p->claim, (uint64_t)gen << 32); /* seq_cst: before reading sleepers */
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->lock);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->lock);
+    }
+    dlrt_tpool_work(p, gen);
+    /* only pieces other threads claimed remain; a worker preempted inside one holds us up, so
+     * after a while give the CPU away in case it waits for ours */
+    const int64_t t0 = dlrt_now_ns(),
+                  spin_ns = atomic_load_explicit(&dlrt_spin_ns, memory_order_relaxed);
+    for (unsigned spin = 0; atomic_load_explicit(&p->done, memory_order_acquire) < pieces; spin++) {
+        DLRT_PAUSE();
+        if ((spin & 1023) == 1023 && dlrt_now_ns() - t0 > spin_ns) sched_yield();
+    }
+    atomic_flag_clear_explicit(&p->busy, memory_order_release);
+}
+
+#else /* no threads: every job runs in the caller */
+
+void dlrt_set_threads(int n) {
+    (void)n;
+}
+
+int dlrt_threads(void) {
+    return 1;
+}
+
+int dlrt_in_parallel(void) {
+    return 0;
+}
+
+int dlrt_thread_num(void) {
+    return 0;
+}
+
+void dlrt_parallel(int64_t n, int64_t pieces, int64_t align, int max_team, dlrt_range_fn fn,
+                   void *ctx) {
+    (void)pieces, (void)align, (void)max_team;
+    if (n > 0) fn(ctx, 0, n);
+}
+
+#endif

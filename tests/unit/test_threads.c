@@ -1,0 +1,275 @@
+/* test_threads.c — the runtime kernels' thread pool (src/kernels/rt/threads.c, dlrt_parallel):
+ *   - every iteration of [0, n) runs exactly once, in pieces that start on multiples of align,
+ *     for many n, piece counts, alignments and thread counts;
+ *   - a job inside a piece, a team of one, and max_team: what runs where;
+ *   - the caller finishes a job alone while a worker cannot run (a signal handler holds it, as
+ *     a preempted thread would be held), and the late worker then touches no later job;
+ *   - thousands of back-to-back jobs whose context lives on the caller's stack, two host
+ *     threads sharing one pool, and a fork's child (which has no workers).
+ * The pool is compiled into this binary with threads on, whatever the build's flags. */
+#define DLRT_THREADS 1
+#include "../../src/kernels/rt/threads.c"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include "check.h"
+
+enum { MAX_N = 5000, MAX_RANGES = 6000 };
+
+/* What one job saw: visits per iteration, the ranges it was given, the slots that ran them. */
+typedef struct seen {
+    _Atomic int visits[MAX_N];
+    _Atomic int n_ranges;
+    int64_t lo[MAX_RANGES], hi[MAX_RANGES];
+    _Atomic int slot_max, nested_ok;
+} seen;
+
+static void record(void *ctx, int64_t lo, int64_t hi) {
+    seen *s = ctx;
+    for (int64_t i = lo; i < hi; i++) atomic_fetch_add(&s->visits[i], 1);
+    const int k = atomic_fetch_add(&s->n_ranges, 1);
+    if (k < MAX_RANGES) s->lo[k] = lo, s->hi[k] = hi;
+    const int slot = dlrt_thread_num();
+    for (int m = atomic_load(&s->slot_max); slot > m;)
+        if (atomic_compare_exchange_weak(&s->slot_max, &m, slot)) break;
+}
+
+static void seen_reset(seen *s) {
+    for (int i = 0; i < MAX_N; i++) atomic_store(&s->visits[i], 0);
+    atomic_store(&s->n_ranges, 0);
+    atomic_store(&s->slot_max, 0);
+    atomic_store(&s->nested_ok, 1);
+}
+
+/* Each iteration once; each range non-empty, starting at 0 or a multiple of align; at most
+ * `pieces` of them when pieces > 0. */
+static int seen_ok(const seen *s, int64_t n, int64_t pieces, int64_t align) {
+    for (int64_t i = 0; i < n; i++)
+        if (atomic_load(&s->visits[i]) != 1) return 0;
+    const int k = atomic_load(&s->n_ranges);
+    if (k > MAX_RANGES || (pieces > 0 && k > pieces)) return 0;
+    for (int r = 0; r < k; r++)
+        if (s->lo[r] >= s->hi[r] || (s->lo[r] % align != 0)) return 0;
+    return 1;
+}
+
+static seen big; /* (large: not on the stack) */
+
+static void test_coverage(void) {
+    const int64_t ns[] = {1, 2, 3, 5, 16, 17, 63, 64, 65, 100, 1000, 4097};
+    const int64_t pieces[] = {0, 1, 2, 3, 7, 1000};
+    const int64_t aligns[] = {1, 16, 64};
+    int ok = 1, multi = 0;
+    for (int t = 1; t <= 4; t++) {
+        dlrt_set_threads(t);
+        for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+            for (size_t b = 0; b < sizeof pieces / sizeof pieces[0]; b++)
+                for (size_t c = 0; c < sizeof aligns / sizeof aligns[0]; c++) {
+                    seen_reset(&big);
+                    dlrt_parallel(ns[a], pieces[b], aligns[c], 0, record, &big);
+                    const int64_t want = pieces[b] ? pieces[b] : t;
+                    if (!seen_ok(&big, ns[a], want, aligns[c])) {
+                        ok = 0;
+                        printf("  n %lld pieces %lld align %lld threads %d: wrong ranges\n",
+                               (long long)ns[a], (long long)pieces[b], (long long)aligns[c], t);
+                    }
+                    if (atomic_load(&big.slot_max) >= t) ok = 0;
+                    multi += atomic_load(&big.n_ranges) > 1;
+                }
+    }
+    CHECK("every iteration once, pieces on align boundaries, slots below the team", ok);
+    CHECK("jobs were cut into several pieces", multi > 100);
+    dlrt_set_threads(1);
+    seen_reset(&big);
+    dlrt_parallel(1000, 8, 1, 0, record, &big);
+    CHECK("one thread: the whole range in one call on the caller",
+          atomic_load(&big.n_ranges) == 1 && big.lo[0] == 0 && big.hi[0] == 1000 &&
+              atomic_load(&big.slot_max) == 0);
+    dlrt_set_threads(4);
+    int capped = 1;
+    for (int r = 0; r < 200; r++) {
+        seen_reset(&big);
+        dlrt_parallel(4000, 64, 1, 2, record, &big);
+        capped = capped && seen_ok(&big, 4000, 64, 1) && atomic_load(&big.slot_max) < 2;
+    }
+    CHECK("max_team 2 of 4 threads: only slots 0 and 1 run pieces", capped);
+    dlrt_set_threads(0);
+    CHECK("dlrt_threads() outside a piece: the CPU count by default", dlrt_threads() >= 1);
+}
+
+/* ---- a job inside a piece runs in that piece's thread, as one range */
+
+static void nested_inner(void *ctx, int64_t lo, int64_t hi) {
+    seen *s = ctx;
+    if (lo != 0 || hi != 10 || !dlrt_in_parallel() || dlrt_threads() != 1)
+        atomic_store(&s->nested_ok, 0);
+}
+
+static void nested_outer(void *ctx, int64_t lo, int64_t hi) {
+    record(ctx, lo, hi);
+    dlrt_parallel(10, 0, 1, 0, nested_inner, ctx);
+}
+
+static void test_nested(void) {
+    dlrt_set_threads(2);
+    seen_reset(&big);
+    dlrt_parallel(100, 0, 1, 0, nested_outer, &big);
+    CHECK("a job inside a piece: one range in that thread",
+          seen_ok(&big, 100, 2, 1) && atomic_load(&big.nested_ok));
+    CHECK("outside a piece: not in parallel, slot 0",
+          !dlrt_in_parallel() && dlrt_thread_num() == 0);
+}
+
+/* ---- a worker that cannot run */
+
+static _Atomic int held, release_worker;
+static _Atomic(pthread_t *) worker_id;
+static pthread_t worker_tid;
+
+static void hold_handler(int sig) {
+    (void)sig;
+    atomic_store(&held, 1);
+    while (!atomic_load(&release_worker)) DLRT_PAUSE(); /* as if preempted */
+}
+
+/* Slow pieces, so that the worker takes some; the worker notes its thread id. */
+static void slow_record(void *ctx, int64_t lo, int64_t hi) {
+    if (dlrt_thread_num() == 1 && !atomic_load(&worker_id)) {
+        worker_tid = pthread_self();
+        atomic_store(&worker_id, &worker_tid);
+    }
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+    record(ctx, lo, hi);
+}
+
+static void alarm_handler(int sig) {
+    (void)sig;
+    static const char msg[] = "FAIL the caller waited for a worker that could not run\n";
+    if (write(1, msg, sizeof msg - 1) < 0) _exit(2);
+    _exit(1);
+}
+
+typedef struct tiny {
+    _Atomic int visits[64];
+    int64_t n;
+} tiny;
+
+static void tiny_record(void *ctx, int64_t lo, int64_t hi) {
+    tiny *t = ctx;
+    for (int64_t i = lo; i < hi; i++) atomic_fetch_add(&t->visits[i], 1);
+}
+
+/* Runs `jobs` small jobs whose context is a fresh stack object each time; 1 when each saw every
+ * iteration once (a late worker claiming a piece of a finished job would count twice, or write
+ * into a dead stack frame, which ASan reports). */
+static int many_jobs(int jobs) {
+    int ok = 1;
+    for (int j = 0; j < jobs; j++) {
+        tiny t;
+        t.n = 1 + j % 64;
+        for (int i = 0; i < 64; i++) atomic_store(&t.visits[i], 0);
+        dlrt_parallel(t.n, 0, 1, 0, tiny_record, &t);
+        for (int64_t i = 0; i < t.n; i++) ok = ok && atomic_load(&t.visits[i]) == 1;
+    }
+    return ok;
+}
+
+static void test_held_worker(void) {
+    /* workers spin (never hold the pool's lock) for as long as the test takes: the signal
+     * must not stop one between locking and waiting, which no preemption would leave so */
+    dlrt_spin_ns = 60 * (int64_t)1000000000;
+    dlrt_set_threads(2);
+    for (int r = 0; r < 200 && !atomic_load(&worker_id); r++) {
+        seen_reset(&big);
+        dlrt_parallel(8, 8, 1, 0, slow_record, &big);
+    }
+    CHECK("the worker ran pieces", atomic_load(&worker_id) != NULL);
+    if (!atomic_load(&worker_id)) return;
+    signal(SIGUSR1, hold_handler);
+    pthread_kill(worker_tid, SIGUSR1);
+    while (!atomic_load(&held)) DLRT_PAUSE();
+    signal(SIGALRM, alarm_handler);
+    alarm(20); /* a pool that waits for every worker hangs here */
+    int ok = 1;
+    for (int r = 0; r < 50; r++) {
+        seen_reset(&big);
+        dlrt_parallel(1000, 0, 1, 0, record, &big);
+        ok = ok && seen_ok(&big, 1000, 2, 1) && atomic_load(&big.slot_max) == 0;
+    }
+    alarm(0);
+    CHECK("with the worker held, the caller runs every piece and returns", ok);
+    atomic_store(&release_worker, 1);
+    CHECK("the released worker touches no finished job (stack contexts, 20000 jobs)",
+          many_jobs(20000));
+    dlrt_spin_ns = DLRT_SPIN_NS;
+}
+
+/* ---- sleeping workers wake for the next job */
+
+static void test_sleep_wake(void) {
+    dlrt_set_threads(2);
+    many_jobs(10);
+    int asleep = 0, woke = 1;
+    for (int r = 0; r < 20; r++) {
+        struct timespec ts = {0, 5 * DLRT_SPIN_NS}; /* past the spin: the worker sleeps */
+        nanosleep(&ts, NULL);
+        asleep += atomic_load(&dlrt_the_tpool.sleepers) == dlrt_the_tpool.workers;
+        seen_reset(&big);
+        dlrt_parallel(8, 8, 1, 0, slow_record, &big);
+        woke = woke && seen_ok(&big, 8, 8, 1);
+        woke = woke && atomic_load(&big.slot_max) == 1; /* the worker took pieces */
+    }
+    CHECK("idle workers go to sleep", asleep >= 15);
+    CHECK("sleeping workers wake and take pieces", woke);
+}
+
+/* ---- two host threads, one pool */
+
+static void *host_thread(void *arg) {
+    dlrt_set_threads(2);
+    *(int *)arg = many_jobs(20000);
+    return NULL;
+}
+
+static void test_two_callers(void) {
+    int ok[2] = {0, 0};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, host_thread, &ok[i]);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    CHECK("two host threads sharing the pool: every job complete", ok[0] && ok[1]);
+}
+
+/* ---- fork */
+
+static void test_fork(void) {
+    dlrt_set_threads(2);
+    many_jobs(10); /* workers started */
+    fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        alarm(20);
+        seen_reset(&big);
+        dlrt_parallel(4000, 0, 1, 0, slow_record, &big);
+        _exit(seen_ok(&big, 4000, 2, 1) && many_jobs(2000) ? 0 : 1);
+    }
+    int status = 0;
+    CHECK("fork: the child runs jobs (its own workers)",
+          pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+              WEXITSTATUS(status) == 0);
+}
+
+int main(void) {
+    test_coverage();
+    test_nested();
+    test_held_worker();
+    test_sleep_wake();
+    test_two_callers();
+    test_fork();
+    dlrt_tpool_stop();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
