@@ -1,7 +1,7 @@
 /* test_threads.c — the runtime kernels' thread pool (src/kernels/rt/threads.c, dlrt_parallel):
  *   - every iteration of [0, n) runs exactly once, in pieces that start on multiples of align,
  *     for many n, piece counts, alignments and thread counts;
- *   - a job inside a piece, a team of one, and max_team: what runs where;
+ *   - a job inside a piece, a team of one, and max_team: what runs where, on which slots;
  *   - the caller finishes a job alone while a worker cannot run (a signal handler holds it, as
  *     a preempted thread would be held), and the late worker then touches no later job;
  *   - thousands of back-to-back jobs whose context lives on the caller's stack, two host
@@ -27,12 +27,11 @@ typedef struct seen {
     _Atomic int slot_max, nested_ok;
 } seen;
 
-static void record(void *ctx, int64_t lo, int64_t hi) {
+static void record(void *ctx, int64_t lo, int64_t hi, int slot) {
     seen *s = ctx;
     for (int64_t i = lo; i < hi; i++) atomic_fetch_add(&s->visits[i], 1);
     const int k = atomic_fetch_add(&s->n_ranges, 1);
     if (k < MAX_RANGES) s->lo[k] = lo, s->hi[k] = hi;
-    const int slot = dlrt_thread_num();
     for (int m = atomic_load(&s->slot_max); slot > m;)
         if (atomic_compare_exchange_weak(&s->slot_max, &m, slot)) break;
 }
@@ -69,7 +68,7 @@ static void test_coverage(void) {
             for (size_t b = 0; b < sizeof pieces / sizeof pieces[0]; b++)
                 for (size_t c = 0; c < sizeof aligns / sizeof aligns[0]; c++) {
                     seen_reset(&big);
-                    dlrt_parallel(ns[a], pieces[b], aligns[c], 0, record, &big);
+                    dlrt_parallel_slots(ns[a], pieces[b], aligns[c], 0, record, &big);
                     const int64_t want = pieces[b] ? pieces[b] : t;
                     if (!seen_ok(&big, ns[a], want, aligns[c])) {
                         ok = 0;
@@ -84,7 +83,7 @@ static void test_coverage(void) {
     CHECK("jobs were cut into several pieces", multi > 100);
     dlrt_set_threads(1);
     seen_reset(&big);
-    dlrt_parallel(1000, 8, 1, 0, record, &big);
+    dlrt_parallel_slots(1000, 8, 1, 0, record, &big);
     CHECK("one thread: the whole range in one call on the caller",
           atomic_load(&big.n_ranges) == 1 && big.lo[0] == 0 && big.hi[0] == 1000 &&
               atomic_load(&big.slot_max) == 0);
@@ -92,12 +91,13 @@ static void test_coverage(void) {
     int capped = 1;
     for (int r = 0; r < 200; r++) {
         seen_reset(&big);
-        dlrt_parallel(4000, 64, 1, 2, record, &big);
+        dlrt_parallel_slots(4000, 64, 1, 2, record, &big);
         capped = capped && seen_ok(&big, 4000, 64, 1) && atomic_load(&big.slot_max) < 2;
     }
     CHECK("max_team 2 of 4 threads: only slots 0 and 1 run pieces", capped);
     dlrt_set_threads(0);
-    CHECK("dlrt_threads() outside a piece: the CPU count by default", dlrt_threads() >= 1);
+    CHECK("dlrt_threads() outside a job: the CPU count by default",
+          dlrt_threads() == (int)DLRT_MIN(sysconf(_SC_NPROCESSORS_ONLN), DLRT_MAX_THREADS));
 }
 
 /* ---- a job inside a piece runs in that piece's thread, as one range */
@@ -108,19 +108,19 @@ static void nested_inner(void *ctx, int64_t lo, int64_t hi) {
         atomic_store(&s->nested_ok, 0);
 }
 
-static void nested_outer(void *ctx, int64_t lo, int64_t hi) {
-    record(ctx, lo, hi);
+static void nested_outer(void *ctx, int64_t lo, int64_t hi, int slot) {
+    record(ctx, lo, hi, slot);
     dlrt_parallel(10, 0, 1, 0, nested_inner, ctx);
 }
 
 static void test_nested(void) {
     dlrt_set_threads(2);
     seen_reset(&big);
-    dlrt_parallel(100, 0, 1, 0, nested_outer, &big);
+    dlrt_parallel_slots(100, 0, 1, 0, nested_outer, &big);
     CHECK("a job inside a piece: one range in that thread",
           seen_ok(&big, 100, 2, 1) && atomic_load(&big.nested_ok));
-    CHECK("outside a piece: not in parallel, slot 0",
-          !dlrt_in_parallel() && dlrt_thread_num() == 0);
+    CHECK("after the job: not in parallel, the team back to 2",
+          !dlrt_in_parallel() && dlrt_threads() == 2);
 }
 
 /* ---- a worker that cannot run */
@@ -136,14 +136,14 @@ static void hold_handler(int sig) {
 }
 
 /* Slow pieces, so that the worker takes some; the worker notes its thread id. */
-static void slow_record(void *ctx, int64_t lo, int64_t hi) {
-    if (dlrt_thread_num() == 1 && !atomic_load(&worker_id)) {
+static void slow_record(void *ctx, int64_t lo, int64_t hi, int slot) {
+    if (slot == 1 && !atomic_load(&worker_id)) {
         worker_tid = pthread_self();
         atomic_store(&worker_id, &worker_tid);
     }
     struct timespec ts = {0, 200000};
     nanosleep(&ts, NULL);
-    record(ctx, lo, hi);
+    record(ctx, lo, hi, slot);
 }
 
 static void alarm_handler(int sig) {
@@ -185,7 +185,7 @@ static void test_held_worker(void) {
     dlrt_set_threads(2);
     for (int r = 0; r < 200 && !atomic_load(&worker_id); r++) {
         seen_reset(&big);
-        dlrt_parallel(8, 8, 1, 0, slow_record, &big);
+        dlrt_parallel_slots(8, 8, 1, 0, slow_record, &big);
     }
     CHECK("the worker ran pieces", atomic_load(&worker_id) != NULL);
     if (!atomic_load(&worker_id)) return;
@@ -197,7 +197,7 @@ static void test_held_worker(void) {
     int ok = 1;
     for (int r = 0; r < 50; r++) {
         seen_reset(&big);
-        dlrt_parallel(1000, 0, 1, 0, record, &big);
+        dlrt_parallel_slots(1000, 0, 1, 0, record, &big);
         ok = ok && seen_ok(&big, 1000, 2, 1) && atomic_load(&big.slot_max) == 0;
     }
     alarm(0);
@@ -219,7 +219,7 @@ static void test_sleep_wake(void) {
         nanosleep(&ts, NULL);
         asleep += atomic_load(&dlrt_the_tpool.sleepers) == dlrt_the_tpool.workers;
         seen_reset(&big);
-        dlrt_parallel(8, 8, 1, 0, slow_record, &big);
+        dlrt_parallel_slots(8, 8, 1, 0, slow_record, &big);
         woke = woke && seen_ok(&big, 8, 8, 1);
         woke = woke && atomic_load(&big.slot_max) == 1; /* the worker took pieces */
     }
@@ -253,7 +253,7 @@ static void test_fork(void) {
     if (pid == 0) {
         alarm(20);
         seen_reset(&big);
-        dlrt_parallel(4000, 0, 1, 0, slow_record, &big);
+        dlrt_parallel_slots(4000, 0, 1, 0, slow_record, &big);
         _exit(seen_ok(&big, 4000, 2, 1) && many_jobs(2000) ? 0 : 1);
     }
     int status = 0;

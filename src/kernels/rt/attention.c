@@ -180,10 +180,10 @@ typedef struct dlrt_attn_job {
 } dlrt_attn_job;
 
 /* Items [lo, hi): a block of query rows of one (image, head). */
-static void dlrt_attn_items(void *ctx, int64_t lo, int64_t hi) {
+static void dlrt_attn_items(void *ctx, int64_t lo, int64_t hi, int slot) {
     const dlrt_attn_job *j = ctx;
     float stack[DLRT_ATTN_STACK];
-    float *s = j->workspace ? j->workspace + (size_t)dlrt_thread_num() * (size_t)j->a->tk : stack;
+    float *s = j->workspace ? j->workspace + (size_t)slot * (size_t)j->a->tk : stack;
     for (int64_t t = lo; t < hi; t++)
         dlrt_attn_item(j->a, j->pl, j->q, j->k, j->v, j->mask, j->y, t, j->nblk, j->rows, s);
 }
@@ -224,5 +224,5 @@ void dlrt_attention(const dlrt_attn *a, const float *q, const float *k, const fl
                          .nblk = nblk,
                          .rows = rows};
     /* one item a piece, claimed as threads come free: items differ in work (causal masks) */
-    dlrt_parallel(items, par ? items : 1, 1, threads, dlrt_attn_items, &job);
+    dlrt_parallel_slots(items, par ? items : 1, 1, threads, dlrt_attn_items, &job);
 }

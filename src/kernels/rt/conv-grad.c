@@ -356,9 +356,9 @@ typedef struct dlrt_grad_input_job {
 } dlrt_grad_input_job;
 
 /* Images [lo, hi), in the columns of the thread running them. */
-static void dlrt_grad_input_images(void *ctx, int64_t lo, int64_t hi) {
+static void dlrt_grad_input_images(void *ctx, int64_t lo, int64_t hi, int slot) {
     const dlrt_grad_input_job *j = ctx;
-    float *col = j->pointwise ? NULL : j->cols + (size_t)dlrt_thread_num() * (size_t)j->cols_floats;
+    float *col = j->pointwise ? NULL : j->cols + (size_t)slot * (size_t)j->cols_floats;
     for (int64_t b = lo; b < hi; b++)
         dlrt_conv_grad_input_image(j->p, j->g, j->pointwise, b, j->dy, j->w, j->dx, col);
 }
@@ -393,7 +393,7 @@ void dlrt_conv_grad_input(const dlrt_conv *p, const float *dy, const float *w, f
      * time, so that a thread that loses its core to another process leaves its images to the
      * others */
     dlrt_grad_input_job job = {p, &g, dy, w, dx, cols, pl.cols, pointwise};
-    dlrt_parallel(p->n, p->n, 1, threads, dlrt_grad_input_images, &job);
+    dlrt_parallel_slots(p->n, p->n, 1, threads, dlrt_grad_input_images, &job);
 }
 
 /* ---- the weight gradient of layers with few input channels, directly ---- */
@@ -637,9 +637,9 @@ typedef struct dlrt_grad_weight_job {
 } dlrt_grad_weight_job;
 
 /* Chunks [lo, hi), in the columns of the thread running them. */
-static void dlrt_grad_weight_chunks(void *ctx, int64_t lo, int64_t hi) {
+static void dlrt_grad_weight_chunks(void *ctx, int64_t lo, int64_t hi, int slot) {
     const dlrt_grad_weight_job *j = ctx;
-    float *col = j->cols + (size_t)dlrt_thread_num() * (size_t)j->pl->cols;
+    float *col = j->cols + (size_t)slot * (size_t)j->pl->cols;
     for (int64_t c = lo; c < hi; c++)
         dlrt_grad_weight_chunk(j->p, j->g, j->pointwise, j->pl, c, j->x, j->dy, j->dw, j->parts,
                                col);
@@ -685,7 +685,7 @@ void dlrt_conv_grad_weight(const dlrt_conv *p, const float *x, const float *dy, 
     dlrt_grad_weight_job job = {p, &g, &pl, x, dy, dw, parts, cols, nel, pointwise};
     /* one piece per chunk, claimed one at a time as for the input gradient (the team capped
      * to threads, which have columns each): a chunk's sums do not depend on its thread */
-    dlrt_parallel(pl.chunks, pl.chunks, 1, threads, dlrt_grad_weight_chunks, &job);
+    dlrt_parallel_slots(pl.chunks, pl.chunks, 1, threads, dlrt_grad_weight_chunks, &job);
     /* the partials in chunk order, whatever thread computed them (once every chunk is done:
      * the job above has returned), one piece per thread */
     dlrt_parallel(blocks, 0, 1, threads, dlrt_grad_reduce_blocks, &job);

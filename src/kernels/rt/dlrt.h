@@ -256,19 +256,25 @@ const char *dlrt_conv_algo_name(int algo);
  * each starting at a multiple of align (but the first), claimed one at a time by the calling
  * thread and up to max_team - 1 workers (0: no cap below the thread count). The caller returns
  * once every piece is done, without waiting for workers that have not started. Pieces may run
- * in any order and on any thread, so fn must compute each the same wherever it runs; a call
- * from inside a piece, from a second host thread while the pool is busy, or with one thread
- * runs all of [0, n) in the caller as one range. dlrt_thread_num() tells a piece which slot of
- * [0, team) runs it, for per-thread scratch. */
+ * in any order and on any thread, so fn must compute each the same wherever it runs. A call from
+ * inside a piece, from a second host thread while the pool is busy, or with one thread runs all
+ * of [0, n) in the caller as one range. */
 typedef void (*dlrt_range_fn)(void *ctx, int64_t lo, int64_t hi);
 DLRT_HIDDEN void dlrt_parallel(int64_t n, int64_t pieces, int64_t align, int max_team,
                                dlrt_range_fn fn, void *ctx);
-/* The calling thread's team size for later jobs (n < 1: the number of CPUs; at most
- * DLRT_MAX_THREADS), as `--threads N` sets it before each run. */
+/* The same for pieces that need per-thread scratch: fn also gets the slot, in [0, team) (team <=
+ * max_team when that is > 0), of the thread running the piece; two pieces never run at once on
+ * one slot. */
+typedef void (*dlrt_slot_fn)(void *ctx, int64_t lo, int64_t hi, int slot);
+DLRT_HIDDEN void dlrt_parallel_slots(int64_t n, int64_t pieces, int64_t align, int max_team,
+                                     dlrt_slot_fn fn, void *ctx);
+/* The team size of later jobs of this copy of the runtime (a module's; n < 1: the number of
+ * CPUs; at most DLRT_MAX_THREADS), as `--threads N` sets it before each run. */
 DLRT_HIDDEN void dlrt_set_threads(int n);
-/* The team a job started now would get: 1 inside a piece or without DLRT_THREADS. */
+/* The team a job started now would get: 1 while a job runs (inside a piece: nested jobs run in
+ * their caller) or without DLRT_THREADS. */
 DLRT_HIDDEN int dlrt_threads(void);
+/* Whether a job of this pool is running. */
 DLRT_HIDDEN int dlrt_in_parallel(void);
-DLRT_HIDDEN int dlrt_thread_num(void);
 
 #endif

@@ -784,10 +784,8 @@ static void dlrt_gemm_split_rows(int64_t M, int64_t N, int c_trans, int cols_fir
     }
 }
 
-/* Thread me of a team of `team` runs its tiles of the tm x tn cut (dlrt_gemm_owner; all of
- * them when alone). */
-/* A product's tiles, shared out among `team` owners (dlrt_gemm_owner); a job's pieces are
- * owners. */
+/* A product's tm x tn tiles, shared out among `team` owners (dlrt_gemm_owner; one owner runs
+ * them all); a job's pieces are owners. */
 typedef struct dlrt_gemm_tiles_job {
     const dlrt_gemm_args *g;
     int64_t M, N, K, mu, tm, tn, team;

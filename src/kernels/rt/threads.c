@@ -14,11 +14,14 @@
  * are rewritten only after all its pieces are done, one of them by this worker. Idle workers
  * spin for DLRT_SPIN_NS, then sleep on a condition variable (no busy spinning when idle).
  *
- * One pool per copy of the runtime (each JIT module and AOT bundle has its own); a caller that
- * finds it busy (another host thread's job), a job inside a job, or a team of one runs the
- * pieces itself in order. Each piece computes the same whoever runs it, so results never depend
- * on the thread count. Built without DLRT_THREADS (no pthreads: a microcontroller), every job
- * runs in the caller. */
+ * One pool per copy of the runtime (each JIT module and AOT bundle has its own), its thread
+ * count set for the copy (dlrt_set_threads); a caller that finds it busy (another host thread's
+ * job, or a job inside a piece), or a team of one, runs the pieces itself in order. Each piece
+ * computes the same whoever runs it, so results never depend on the thread count. Pieces learn
+ * their thread's slot as an argument (dlrt_parallel_slots), not from thread-local storage: a
+ * module's dynamic TLS left stale entries in threads' TLS vectors after dlclose, which crashed
+ * LeakSanitizer's exit scan in the ONNX node tests. Built without DLRT_THREADS (no pthreads: a
+ * microcontroller), every job runs in the caller. */
 #if !defined(_POSIX_C_SOURCE) && !defined(_DEFAULT_SOURCE) /* compiled on its own, -std=c11 */
 #define _POSIX_C_SOURCE 200809L
 #endif
@@ -55,13 +58,16 @@ static _Atomic int64_t dlrt_spin_ns = DLRT_SPIN_NS; /* (test_threads.c changes i
 
 typedef struct dlrt_tpool {
     /* the job: written by the caller before it publishes the generation in claim */
-    _Atomic(dlrt_range_fn) fn;
+    _Atomic(dlrt_range_fn) fn; /* one of these two */
+    _Atomic(dlrt_slot_fn) slot_fn;
     _Atomic(void *) ctx;
     _Atomic int64_t n, pieces, align;
     _Atomic int team;       /* workers numbered team or more sit this job out */
     _Atomic uint64_t claim; /* generation << 32 | next piece */
     _Atomic int64_t done;   /* pieces finished */
     atomic_flag busy;       /* held by the caller of the current job */
+    _Atomic int active;     /* a job is running (dlrt_in_parallel) */
+    _Atomic int threads;    /* dlrt_set_threads; 0: the CPU count */
     _Atomic int stop;
     _Atomic int sleepers;
     pthread_mutex_t lock; /* guards sleeping and starting workers */
@@ -73,10 +79,6 @@ typedef struct dlrt_tpool {
 
 static dlrt_tpool dlrt_the_tpool = {
     .busy = ATOMIC_FLAG_INIT, .lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
-
-static _Thread_local int dlrt_tls_threads; /* dlrt_set_threads; 0: the CPU count */
-static _Thread_local int dlrt_tls_slot;    /* 0 the caller, 1.. the workers */
-static _Thread_local int dlrt_tls_inside;  /* running a piece */
 
 static int64_t dlrt_now_ns(void) {
     struct timespec t;
@@ -92,8 +94,9 @@ static void dlrt_tpool_piece(int64_t n, int64_t pieces, int64_t align, int64_t i
     *hi = DLRT_MIN(n, units * (i + 1) / pieces * align);
 }
 
-/* Claims and runs pieces of generation gen until none is left or the job is gone. */
-static void dlrt_tpool_work(dlrt_tpool *p, uint32_t gen) {
+/* Claims and runs pieces of generation gen on slot `slot` (0 the caller, 1.. the workers) until
+ * none is left or the job is gone. */
+static void dlrt_tpool_work(dlrt_tpool *p, uint32_t gen, int slot) {
     for (;;) {
         uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
         if ((uint32_t)(c >> 32) != gen) return;
@@ -101,6 +104,7 @@ static void dlrt_tpool_work(dlrt_tpool *p, uint32_t gen) {
         const int64_t pieces = atomic_load_explicit(&p->pieces, memory_order_relaxed);
         if (i >= pieces) return;
         const dlrt_range_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
+        const dlrt_slot_fn slot_fn = atomic_load_explicit(&p->slot_fn, memory_order_relaxed);
         void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
         const int64_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
         const int64_t align = atomic_load_explicit(&p->align, memory_order_relaxed);
@@ -109,9 +113,8 @@ static void dlrt_tpool_work(dlrt_tpool *p, uint32_t gen) {
             continue; /* another thread took it, or the job changed: look again */
         int64_t lo, hi;
         dlrt_tpool_piece(n, pieces, align, i, &lo, &hi);
-        dlrt_tls_inside = 1;
-        if (lo < hi) fn(ctx, lo, hi);
-        dlrt_tls_inside = 0;
+        if (lo < hi && fn) fn(ctx, lo, hi);
+        if (lo < hi && slot_fn) slot_fn(ctx, lo, hi, slot);
         atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
     }
 }
@@ -145,14 +148,14 @@ static int64_t dlrt_tpool_wait(dlrt_tpool *p, uint32_t seen) {
 
 static void *dlrt_tpool_worker(void *arg) {
     dlrt_tpool *p = &dlrt_the_tpool;
-    dlrt_tls_slot = (int)(intptr_t)arg;
+    const int slot = (int)(intptr_t)arg;
     uint32_t seen = (uint32_t)(atomic_load(&p->claim) >> 32);
     for (;;) {
         const int64_t gen = dlrt_tpool_wait(p, seen);
         if (gen < 0) return NULL;
         seen = (uint32_t)gen;
-        if (dlrt_tls_slot < atomic_load_explicit(&p->team, memory_order_relaxed))
-            dlrt_tpool_work(p, seen);
+        if (slot < atomic_load_explicit(&p->team, memory_order_relaxed))
+            dlrt_tpool_work(p, seen, slot);
     }
 }
 
@@ -210,23 +213,26 @@ static int dlrt_cpu_count(void) {
 }
 
 void dlrt_set_threads(int n) {
-    dlrt_tls_threads = n < 1 ? 0 : n > DLRT_MAX_THREADS ? DLRT_MAX_THREADS : n;
-}
-
-int dlrt_threads(void) {
-    return dlrt_tls_inside ? 1 : dlrt_tls_threads ? dlrt_tls_threads : dlrt_cpu_count();
+    atomic_store_explicit(&dlrt_the_tpool.threads,
+                          n < 1                  ? 0
+                          : n > DLRT_MAX_THREADS ? DLRT_MAX_THREADS
+                                                 : n,
+                          memory_order_relaxed);
 }
 
 int dlrt_in_parallel(void) {
-    return dlrt_tls_inside;
+    return atomic_load_explicit(&dlrt_the_tpool.active, memory_order_relaxed);
 }
 
-int dlrt_thread_num(void) {
-    return dlrt_tls_inside ? dlrt_tls_slot : 0;
+int dlrt_threads(void) {
+    if (dlrt_in_parallel()) return 1;
+    const int n = atomic_load_explicit(&dlrt_the_tpool.threads, memory_order_relaxed);
+    return n ? n : dlrt_cpu_count();
 }
 
-void dlrt_parallel(int64_t n, int64_t pieces, int64_t align, int max_team, dlrt_range_fn fn,
-                   void *ctx) {
+/* The job (fn or slot_fn) over [0, n). */
+static void dlrt_tpool_run(int64_t n, int64_t pieces, int64_t align, int max_team, dlrt_range_fn fn,
+                           dlrt_slot_fn slot_fn, void *ctx) {
     if (n <= 0) return;
     if (align < 1) align = 1;
     const int64_t units = (n + align - 1) / align;
@@ -235,13 +241,17 @@ void dlrt_parallel(int64_t n, int64_t pieces, int64_t align, int max_team, dlrt_
     if (pieces <= 0) pieces = team;
     pieces = DLRT_MIN(DLRT_MIN(pieces, units), (int64_t)1 << 30);
     dlrt_tpool *p = &dlrt_the_tpool;
+    /* a job inside a piece finds the pool busy too, as does another host thread's */
     if (team < 2 || pieces < 2 ||
         atomic_flag_test_and_set_explicit(&p->busy, memory_order_acquire)) {
-        fn(ctx, 0, n); /* the pieces in order are the whole range */
+        if (fn) fn(ctx, 0, n); /* the pieces in order are the whole range */
+        if (slot_fn) slot_fn(ctx, 0, n, 0);
         return;
     }
     dlrt_tpool_grow(p, team);
+    atomic_store_explicit(&p->active, 1, memory_order_relaxed);
     atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&p->slot_fn, slot_fn, memory_order_relaxed);
     atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
     atomic_store_explicit(&p->n, n, memory_order_relaxed);
     atomic_store_explicit(&p->pieces, pieces, memory_order_relaxed);
@@ -256,7 +266,7 @@ void dlrt_parallel(int64_t n, int64_t pieces, int64_t align, int max_team, dlrt_
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->lock);
     }
-    dlrt_tpool_work(p, gen);
+    dlrt_tpool_work(p, gen, 0);
     /* only pieces other threads claimed remain; a worker preempted inside one holds us up, so
      * after a while give the CPU away in case it waits for ours */
     const int64_t t0 = dlrt_now_ns(),
@@ -265,7 +275,18 @@ void dlrt_parallel(int64_t n, int64_t pieces, int64_t align, int max_team, dlrt_
         DLRT_PAUSE();
         if ((spin & 1023) == 1023 && dlrt_now_ns() - t0 > spin_ns) sched_yield();
     }
+    atomic_store_explicit(&p->active, 0, memory_order_relaxed);
     atomic_flag_clear_explicit(&p->busy, memory_order_release);
+}
+
+void dlrt_parallel(int64_t n, int64_t pieces, int64_t align, int max_team, dlrt_range_fn fn,
+                   void *ctx) {
+    dlrt_tpool_run(n, pieces, align, max_team, fn, NULL, ctx);
+}
+
+void dlrt_parallel_slots(int64_t n, int64_t pieces, int64_t align, int max_team, dlrt_slot_fn fn,
+                         void *ctx) {
+    dlrt_tpool_run(n, pieces, align, max_team, NULL, fn, ctx);
 }
 
 #else /* no threads: every job runs in the caller */
@@ -282,14 +303,16 @@ int dlrt_in_parallel(void) {
     return 0;
 }
 
-int dlrt_thread_num(void) {
-    return 0;
-}
-
 void dlrt_parallel(int64_t n, int64_t pieces, int64_t align, int max_team, dlrt_range_fn fn,
                    void *ctx) {
     (void)pieces, (void)align, (void)max_team;
     if (n > 0) fn(ctx, 0, n);
+}
+
+void dlrt_parallel_slots(int64_t n, int64_t pieces, int64_t align, int max_team, dlrt_slot_fn fn,
+                         void *ctx) {
+    (void)pieces, (void)align, (void)max_team;
+    if (n > 0) fn(ctx, 0, n, 0);
 }
 
 #endif
