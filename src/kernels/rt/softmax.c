@@ -208,6 +208,6 @@ void dlrt_layernorm(int64_t outer, int64_t n, const float *x, const float *scale
                     float eps, float *y, float *mean, float *inv_std) {
     if (outer <= 0 || n <= 0) return;
     dlrt_ln_job job = {x, scale, bias, y, mean, inv_std, n, eps};
-    dlrt_parallel_for(outer, 4.0 * (double)outer * (double)n >= DLRT_PAR_MIN, dlrt_layernorm_rows,
+    dlrt_parallel_for(outer, 16.0 * (double)outer * (double)n >= DLRT_PAR_MIN, dlrt_layernorm_rows,
                       &job);
 }
