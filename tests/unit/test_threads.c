@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 
 #include "check.h"
@@ -98,6 +99,46 @@ static void test_coverage(void) {
     dlrt_set_threads(0);
     CHECK("dlrt_threads() outside a job: the CPU count by default",
           dlrt_threads() == (int)DLRT_MIN(sysconf(_SC_NPROCESSORS_ONLN), DLRT_MAX_THREADS));
+}
+
+/* ---- the cut of a huge range: no overflow, pieces in order and adjacent */
+
+typedef struct huge {
+    _Atomic int n_ranges;
+    int64_t lo[64], hi[64];
+} huge;
+
+static void huge_record(void *ctx, int64_t lo, int64_t hi) {
+    huge *h = ctx;
+    const int k = atomic_fetch_add(&h->n_ranges, 1);
+    if (k < 64) h->lo[k] = lo, h->hi[k] = hi;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void test_huge(void) {
+    const int64_t ns[] = {INT64_MAX, INT64_MAX - 5, (int64_t)1 << 62, ((int64_t)1 << 40) + 3};
+    const int64_t aligns[] = {1, 64, 1000003};
+    int ok = 1;
+    dlrt_set_threads(4);
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+        for (size_t b = 0; b < sizeof aligns / sizeof aligns[0]; b++) {
+            huge h = {0};
+            dlrt_parallel(ns[a], 37, aligns[b], 0, huge_record, &h);
+            const int k = atomic_load(&h.n_ranges);
+            int64_t lo[64], hi[64];
+            memcpy(lo, h.lo, sizeof lo);
+            qsort(lo, (size_t)k, sizeof lo[0], cmp_i64);
+            memcpy(hi, h.hi, sizeof hi);
+            qsort(hi, (size_t)k, sizeof hi[0], cmp_i64);
+            ok = ok && k == 37 && lo[0] == 0 && hi[k - 1] == ns[a];
+            for (int r = 0; r < k && ok; r++)
+                ok = lo[r] < hi[r] && lo[r] % aligns[b] == 0 && (r == 0 || lo[r] == hi[r - 1]);
+        }
+    CHECK("ranges near INT64_MAX: 37 adjacent pieces on align boundaries, no overflow", ok);
 }
 
 /* ---- a job inside a piece runs in that piece's thread, as one range */
@@ -264,6 +305,7 @@ static void test_fork(void) {
 
 int main(void) {
     test_coverage();
+    test_huge();
     test_nested();
     test_held_worker();
     test_sleep_wake();

@@ -86,12 +86,20 @@ static int64_t dlrt_now_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Piece i of the current job: [n i / pieces, n (i + 1) / pieces) in units of align. */
+/* Where piece i of `pieces` starts, in units: floor(units i / pieces) without the product
+ * (which overflows for a large n): q i + floor(r i / pieces), r i < pieces^2 <= 2^60. */
+static int64_t dlrt_tpool_cut(int64_t units, int64_t pieces, int64_t i) {
+    const int64_t q = units / pieces, r = units % pieces;
+    return q * i + r * i / pieces;
+}
+
+/* Piece i of the current job: units [units i / pieces, units (i + 1) / pieces) of align
+ * iterations each (the last unit cut at n). */
 static void dlrt_tpool_piece(int64_t n, int64_t pieces, int64_t align, int64_t i, int64_t *lo,
                              int64_t *hi) {
-    const int64_t units = (n + align - 1) / align;
-    *lo = DLRT_MIN(n, units * i / pieces * align);
-    *hi = DLRT_MIN(n, units * (i + 1) / pieces * align);
+    const int64_t units = (n - 1) / align + 1, end = dlrt_tpool_cut(units, pieces, i + 1);
+    *lo = dlrt_tpool_cut(units, pieces, i) * align; /* at most (units - 1) align < n */
+    *hi = end == units ? n : end * align;
 }
 
 /* Claims and runs pieces of generation gen on slot `slot` (0 the caller, 1.. the workers) until
@@ -235,7 +243,7 @@ static void dlrt_tpool_run(int64_t n, int64_t pieces, int64_t align, int max_tea
                            dlrt_slot_fn slot_fn, void *ctx) {
     if (n <= 0) return;
     if (align < 1) align = 1;
-    const int64_t units = (n + align - 1) / align;
+    const int64_t units = (n - 1) / align + 1;
     int team = dlrt_threads();
     if (max_team > 0 && team > max_team) team = max_team;
     if (pieces <= 0) pieces = team;
