@@ -153,7 +153,7 @@ typedef struct dl_compile_options {
     const char *cflags;    /* NULL: $DLCC_CFLAGS, else the flags of the instruction set (isa) */
     const char *cache_dir; /* NULL: $DLCC_CACHE_DIR, else ~/.cache/dlcc */
     int no_cache;          /* build in a temporary directory, keep nothing */
-    int threads;           /* 0: OpenMP's default */
+    int threads;           /* 0: one per CPU */
     const char *dump_ir;   /* print the IR after this pass ("all" for every pass) */
     void *dump_to;         /* FILE* for dump_ir; NULL: stderr */
     int verbose;           /* print compiler command lines */

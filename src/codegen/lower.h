@@ -79,7 +79,7 @@ typedef struct dl_transpose_desc {
 /* Target facts a default schedule uses. */
 typedef struct dl_target {
     int vector_bytes; /* 64 with AVX-512, 32 with AVX2, 16 otherwise */
-    int threads;      /* > 1: outer loops may be parallel (OpenMP) */
+    int threads;      /* > 1: outer loops may be parallel (the pool) */
 } dl_target;
 
 /* Lowers a description to a loop-IR function, applies the target's default schedule, and

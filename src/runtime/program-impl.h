@@ -47,7 +47,7 @@ struct dl_program {
     dl_jit_lib *lib;
     dl_kernel_ptr *kernels; /* per group, NULL for views and fallbacks */
     void (*set_threads)(int);
-    int threads; /* OpenMP threads of every run (the option, else all cores) */
+    int threads; /* kernel threads of every run (the option, else all cores) */
     dl_compile_stats stats;
     dl_sbuf notes;   /* groups that fell back, and why */
     dl_sbuf source;  /* the generated C (kept for --emit and debugging) */
