@@ -439,8 +439,8 @@ size_t dl_group_workspace(const dl_group *gr, const int64_t *syms) {
         dlrt_attn a;
         if (dl_attn_params_of(NULL, gr, &ap) != DL_OK) return 0;
         dl_attn_params_eval(&ap, syms, &a);
-        /* the thread count of the generated code is OpenMP's at run time: size for the most
-         * the kernel uses */
+        /* the thread count of the generated code is set at run time: size for the most the
+         * kernel uses */
         return dlrt_attention_workspace(&a, 0);
     }
     if (gr->kind == DL_G_CONV_GRAD) {

@@ -431,11 +431,10 @@ static void probe_features(jit_cfg *c) {
     int threads = slot->threads, omp_simd = slot->omp_simd, vecmath = slot->vecmath;
     pthread_mutex_unlock(&cc_lock);
     if (threads < 0)
-        threads = probe_build(c, "threads probe 1",
+        threads = probe_build(c, "threads probe 2",
                               "#include <pthread.h>\n#include <stdatomic.h>\n"
-                              "static _Thread_local int dl_tls;\nstatic _Atomic int dl_n;\n"
-                              "static void *dl_run(void *a) { dl_tls = 1; dl_n += dl_tls; "
-                              "return a; }\n"
+                              "static _Atomic int dl_n;\n"
+                              "static void *dl_run(void *a) { dl_n += 1; return a; }\n"
                               "int dl_threads_probe(void) {\n    pthread_t t;\n"
                               "    if (pthread_create(&t, 0, dl_run, 0)) return 0;\n"
                               "    pthread_join(t, 0);\n    return dl_n;\n}\n",

@@ -204,11 +204,13 @@ dl_status dl_sched_split(dl_ctx *ctx, dl_lfunc *f, int var, int64_t factor, dl_t
 dl_status dl_sched_reorder(dl_ctx *ctx, dl_lfunc *f, int n, const int *vars);
 /* #pragma omp simd: innermost loops only; a loop carrying an accumulation needs ADD or MUL. */
 dl_status dl_sched_vectorize(dl_ctx *ctx, dl_lfunc *f, int var);
-/* #pragma omp parallel for: not on loop-carried loops, not nested in/around another parallel
- * loop. cond (may be NULL) becomes an if() clause. */
+/* Parallel (rendered as a function of a range of iterations run by the runtime's pool): not on
+ * loop-carried loops, not nested in/around another parallel loop. cond (may be NULL): shared out
+ * only when it holds. */
 dl_status dl_sched_parallel(dl_ctx *ctx, dl_lfunc *f, int var, dl_lexpr *cond);
-/* collapse(n) on parallel loop var: it and the n-1 loops perfectly nested in it (no lets
- * between, extents independent of each other, no annotations) share out their iterations. */
+/* Collapse n on parallel loop var: it and the n-1 loops perfectly nested in it (no lets
+ * between, extents independent of each other, no annotations) share out their iterations as
+ * one flattened range. */
 dl_status dl_sched_collapse(dl_ctx *ctx, dl_lfunc *f, int var, int n);
 /* #pragma GCC unroll n, 2 <= n <= 64. */
 dl_status dl_sched_unroll(dl_ctx *ctx, dl_lfunc *f, int var, int n);

@@ -266,8 +266,8 @@ static dl_status run_program(dl_ctx *ctx, dl_program *p, int n_inputs, const cha
     if ((s = dl_order_inputs(ctx, g, n_inputs, names, inputs, ordered)) != DL_OK) goto done;
     if ((s = dl_plan_bind(ctx, p, ordered)) != DL_OK) goto done;
     memcpy(ex.syms, p->plan.syms, sizeof(int64_t) * (size_t)(g->syms.len + 1));
-    /* every run sets its count: OpenMP's is per calling thread, and another program may have
-     * changed it since */
+    /* every run sets its count: the pool's is per module, and another program sharing the
+     * cached module may have changed it since */
     if (p->set_threads) p->set_threads(p->threads);
     for (int i = 0; i < nv; i++) {
         dl_value *v = g->values.items[i];

@@ -547,8 +547,8 @@ static void test_rank2(dl_ctx *ctx) {
     check_graph(ctx, g, &gc, 1, sizes);
 }
 
-/* Sizes where the kernel runs in parallel (OpenMP in the generated code) and, with 16500 keys,
- * through the plan's workspace. */
+/* Sizes where the kernel runs in parallel (the runtime's pool) and, with 16500 keys, through the
+ * plan's workspace. */
 static void test_large(dl_ctx *ctx, int64_t t, int64_t s) {
     dl_graph *g = dl_graph_new(ctx);
     dl_value *q = dl_input(g, "q", DL_F32, 4, (int64_t[]){2, 4, t, 32}, NULL);

@@ -1088,10 +1088,6 @@ static void test_alloc_failures(void) {
 }
 
 int main(void) {
-    /* Kernels with `#pragma omp parallel` pull libgomp in with their .so; its worker threads
-     * outlive a parallel region, so unloading libgomp with the last .so (dlclose) would pull the
-     * code from under them. Pin it. */
-    dlopen("libgomp.so.1", RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE);
     test_supported();
     test_chain_broadcast();
     test_symbolic();

@@ -5,9 +5,34 @@
  *   - the caller finishes a job alone while a worker cannot run (a signal handler holds it, as
  *     a preempted thread would be held), and the late worker then touches no later job;
  *   - thousands of back-to-back jobs whose context lives on the caller's stack, two host
- *     threads sharing one pool, and a fork's child (which has no workers).
+ *     threads sharing one pool, and a fork's child (which has no workers);
+ *   - jobs of 2 and of 16 pieces in turn with naps at the windows between a worker's reads and
+ *     the next job's writes: no piece of a finished job runs, none twice, none with the other
+ *     job's function (a job left open at its end let a worker claim a piece past its count).
  * The pool is compiled into this binary with threads on, whatever the build's flags. */
-#define DLRT_THREADS 1
+#if !defined(_POSIX_C_SOURCE) && !defined(_DEFAULT_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+/* Naps at the pool's hook points (a worker between reading the claim and the job's fields; the
+ * caller between writing the fields and publishing the claim), a quarter of the times, while
+ * hooks_on: as if preempted there. */
+static _Atomic int hooks_on;
+static _Atomic uint64_t hook_rng = 88172645463325252u;
+static void hook_nap(long ns) {
+    uint64_t x = atomic_fetch_add(&hook_rng, 0x9E3779B97F4A7C15u);
+    x ^= x >> 31;
+    x *= 0xBF58476D1CE4E5B9u;
+    if (!atomic_load(&hooks_on) || (x >> 40) % 4) return;
+    struct timespec ts = {0, ns};
+    nanosleep(&ts, NULL);
+}
+#define DLRT_TPOOL_HOOK_WORKER() hook_nap(20000)
+#define DLRT_TPOOL_HOOK_CALLER() hook_nap(60000)
+#define DLRT_THREADS             1
 #include "../../src/kernels/rt/threads.c"
 
 #include <signal.h>
@@ -249,6 +274,64 @@ static void test_held_worker(void) {
     dlrt_spin_ns = DLRT_SPIN_NS;
 }
 
+/* ---- jobs of different piece counts in turn, windows widened */
+
+typedef struct turn {
+    _Atomic int live, visits[4096];
+    int64_t n;
+    int kind;
+} turn;
+
+static turn turn_a, turn_b;
+static _Atomic long turn_errors;
+
+static void turn_fn(void *ctx, int64_t lo, int64_t hi, int kind) {
+    turn *t = ctx;
+    if (!atomic_load(&t->live) || t->kind != kind || lo < 0 || hi > t->n) {
+        atomic_fetch_add(&turn_errors, 1);
+        return;
+    }
+    for (int64_t i = lo; i < hi; i++) atomic_fetch_add(&t->visits[i], 1);
+    if (!atomic_load(&t->live)) atomic_fetch_add(&turn_errors, 1);
+}
+
+static void turn_fn_a(void *ctx, int64_t lo, int64_t hi) {
+    turn_fn(ctx, lo, hi, 0);
+}
+
+static void turn_fn_b(void *ctx, int64_t lo, int64_t hi) {
+    turn_fn(ctx, lo, hi, 1);
+}
+
+/* Runs t over [0, n) in `pieces`; 1 when every iteration ran once. */
+static int turn_run(turn *t, int64_t n, int kind, int64_t pieces) {
+    t->n = n, t->kind = kind;
+    for (int64_t i = 0; i < n; i++) atomic_store(&t->visits[i], 0);
+    atomic_store(&t->live, 1);
+    dlrt_parallel(n, pieces, 1, 0, kind ? turn_fn_b : turn_fn_a, t);
+    atomic_store(&t->live, 0);
+    int ok = 1;
+    for (int64_t i = 0; i < n; i++) ok = ok && atomic_load(&t->visits[i]) == 1;
+    return ok;
+}
+
+static void test_piece_counts_in_turn(void) {
+    dlrt_set_threads(4);
+    atomic_store(&dlrt_spin_ns, (int64_t)1000000000); /* workers spin through the naps */
+    atomic_store(&hooks_on, 1);
+    int ok = 1;
+    for (int it = 0; it < 1500; it++) {
+        ok = turn_run(&turn_a, 2, 0, 0) && ok;
+        ok = turn_run(&turn_b, 4000, 1, 16) && ok;
+    }
+    atomic_store(&hooks_on, 0);
+    struct timespec ts = {0, 50000000}; /* stragglers */
+    nanosleep(&ts, NULL);
+    atomic_store(&dlrt_spin_ns, (int64_t)DLRT_SPIN_NS);
+    CHECK("2- and 16-piece jobs in turn: each iteration once, no piece late or of the other job",
+          ok && atomic_load(&turn_errors) == 0);
+}
+
 /* ---- sleeping workers wake for the next job */
 
 static void test_sleep_wake(void) {
@@ -256,15 +339,19 @@ static void test_sleep_wake(void) {
     many_jobs(10);
     int asleep = 0, woke = 1;
     for (int r = 0; r < 20; r++) {
-        struct timespec ts = {0, 5 * DLRT_SPIN_NS}; /* past the spin: the worker sleeps */
-        nanosleep(&ts, NULL);
+        /* past the spin the workers sleep: waited for up to 0.5 s on a loaded machine */
+        for (int w = 0; w < 100 && atomic_load(&dlrt_the_tpool.sleepers) != dlrt_the_tpool.workers;
+             w++) {
+            struct timespec ts = {0, 5 * DLRT_SPIN_NS};
+            nanosleep(&ts, NULL);
+        }
         asleep += atomic_load(&dlrt_the_tpool.sleepers) == dlrt_the_tpool.workers;
         seen_reset(&big);
         dlrt_parallel_slots(8, 8, 1, 0, slow_record, &big);
         woke = woke && seen_ok(&big, 8, 8, 1);
         woke = woke && atomic_load(&big.slot_max) == 1; /* the worker took pieces */
     }
-    CHECK("idle workers go to sleep", asleep >= 15);
+    CHECK("idle workers go to sleep", asleep == 20);
     CHECK("sleeping workers wake and take pieces", woke);
 }
 
@@ -303,14 +390,46 @@ static void test_fork(void) {
               WEXITSTATUS(status) == 0);
 }
 
+/* A fork while another host thread's job runs: the child has neither that job nor its flag. */
+static void *long_job(void *arg) {
+    (void)arg;
+    static seen s;
+    seen_reset(&s);
+    dlrt_parallel_slots(400, 400, 1, 0, slow_record, &s); /* 200 naps of 0.2 ms a thread */
+    return NULL;
+}
+
+static void test_fork_during_job(void) {
+    dlrt_set_threads(2);
+    pthread_t t;
+    pthread_create(&t, NULL, long_job, NULL);
+    while (!dlrt_in_parallel()) DLRT_PAUSE();
+    fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        alarm(20);
+        const int clear = !dlrt_in_parallel() && dlrt_threads() == 2;
+        seen_reset(&big);
+        dlrt_parallel_slots(8, 8, 1, 0, slow_record, &big);
+        _exit(clear && seen_ok(&big, 8, 8, 1) && atomic_load(&big.slot_max) == 1 ? 0 : 1);
+    }
+    int status = 0;
+    const int waited = pid > 0 && waitpid(pid, &status, 0) == pid;
+    pthread_join(t, NULL);
+    CHECK("fork during another thread's job: the child is not in it and shares work out",
+          waited && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(void) {
     test_coverage();
     test_huge();
     test_nested();
     test_held_worker();
+    test_piece_counts_in_turn();
     test_sleep_wake();
     test_two_callers();
     test_fork();
+    test_fork_during_job();
     dlrt_tpool_stop();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
