@@ -544,8 +544,9 @@ static void render_par_fn(rctx *r, const dl_lstmt *s, int k, const bool *dead, b
         dl_sb_printf(sb, "    for (int64_t %s = dlg_lo; %s < dlg_hi; %s++) {\n", v, v, v);
     } else {
         dl_sb_put(sb, "    for (int64_t dlg_f = dlg_lo; dlg_f < dlg_hi; dlg_f++) {\n");
-        /* the innermost loop's variable varies fastest */
+        /* the innermost loop's variable varies fastest; one the body never reads is left out */
         for (int i = 0; i < n; i++) {
+            if (!vars[loops[i]->var]) continue;
             dl_sb_printf(sb, "        const int64_t %s = dlg_f", f->vars[loops[i]->var].name);
             for (int j = i + 1; j < n; j++) dl_sb_printf(sb, " / dlg_e%d", j);
             if (i > 0) dl_sb_printf(sb, " %% dlg_e%d", i);
