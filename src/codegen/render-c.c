@@ -471,8 +471,9 @@ static void mark_declared(const dl_lstmt *s, bool *decl) {
 }
 
 /* What parallel loop s reads from the function around it: the variables it uses but does not
- * declare (captured[v]), and the buffers it touches (bufs[i] > 0). Returns whether it reads
- * symbols. The caller frees nothing: both arrays are the caller's, zeroed here. */
+ * declare (captured[v]), the uses of each variable inside it (vars[v]) and the buffers it
+ * touches (bufs[i] > 0). Returns whether it reads symbols. The three arrays are the caller's
+ * (n_vars, n_vars and n_bufs long), overwritten here. */
 static bool par_captures(const rctx *r, const dl_lstmt *s, const bool *dead, bool *captured,
                          int *vars, int *bufs) {
     const dl_lfunc *f = r->f;
