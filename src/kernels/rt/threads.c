@@ -70,8 +70,7 @@ static _Atomic int64_t dlrt_spin_ns = DLRT_SPIN_NS; /* (test_threads.c changes i
 
 typedef struct dlrt_tpool {
     /* the job: written by the caller before it publishes the generation in claim */
-    _Atomic(dlrt_range_fn) fn; /* one of these two */
-    _Atomic(dlrt_slot_fn) slot_fn;
+    _Atomic(dlrt_slot_fn) fn;
     _Atomic(void *) ctx;
     _Atomic int64_t n, pieces, align;
     _Atomic int team;       /* workers numbered team or more sit this job out */
@@ -126,12 +125,11 @@ static void dlrt_tpool_work(dlrt_tpool *p, uint32_t gen, int slot) {
         DLRT_TPOOL_HOOK_WORKER();
         const int64_t pieces = atomic_load_explicit(&p->pieces, memory_order_relaxed);
         if (i >= pieces) return;
-        const dlrt_range_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
-        const dlrt_slot_fn slot_fn = atomic_load_explicit(&p->slot_fn, memory_order_relaxed);
+        const dlrt_slot_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
         void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
         const int64_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
         const int64_t align = atomic_load_explicit(&p->align, memory_order_relaxed);
-        /* a field of a later job read here: its caller closed this job first (dlrt_tpool_run)
+        /* a field of a later job read here: its caller closed this job first (dlrt_parallel_slots)
          * and fenced the close before the fields, so the compare-and-swap fails */
         atomic_thread_fence(memory_order_acquire);
         if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel,
@@ -139,8 +137,7 @@ static void dlrt_tpool_work(dlrt_tpool *p, uint32_t gen, int slot) {
             continue; /* another thread took it, or the job changed: look again */
         int64_t lo, hi;
         dlrt_tpool_piece(n, pieces, align, i, &lo, &hi);
-        if (lo < hi && fn) fn(ctx, lo, hi);
-        if (lo < hi && slot_fn) slot_fn(ctx, lo, hi, slot);
+        if (lo < hi) fn(ctx, lo, hi, slot);
         atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
     }
 }
@@ -264,9 +261,8 @@ int dlrt_threads(void) {
     return n ? n : dlrt_cpu_count();
 }
 
-/* The job (fn or slot_fn) over [0, n). */
-static void dlrt_tpool_run(int64_t n, int64_t pieces, int64_t align, int max_team, dlrt_range_fn fn,
-                           dlrt_slot_fn slot_fn, void *ctx) {
+void dlrt_parallel_slots(int64_t n, int64_t pieces, int64_t align, int max_team, dlrt_slot_fn fn,
+                         void *ctx) {
     if (n <= 0) return;
     if (align < 1) align = 1;
     const int64_t units = (n - 1) / align + 1;
@@ -278,15 +274,13 @@ static void dlrt_tpool_run(int64_t n, int64_t pieces, int64_t align, int max_tea
     /* a job inside a piece finds the pool busy too, as does another host thread's */
     if (team < 2 || pieces < 2 ||
         atomic_flag_test_and_set_explicit(&p->busy, memory_order_acquire)) {
-        if (fn) fn(ctx, 0, n); /* the pieces in order are the whole range */
-        if (slot_fn) slot_fn(ctx, 0, n, 0);
+        fn(ctx, 0, n, 0); /* the pieces in order are the whole range */
         return;
     }
     dlrt_tpool_grow(p, team);
     atomic_thread_fence(memory_order_release); /* the last job's close before the new fields */
     atomic_store_explicit(&p->active, 1, memory_order_relaxed);
     atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
-    atomic_store_explicit(&p->slot_fn, slot_fn, memory_order_relaxed);
     atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
     atomic_store_explicit(&p->n, n, memory_order_relaxed);
     atomic_store_explicit(&p->pieces, pieces, memory_order_relaxed);
@@ -320,16 +314,6 @@ static void dlrt_tpool_run(int64_t n, int64_t pieces, int64_t align, int max_tea
     atomic_flag_clear_explicit(&p->busy, memory_order_release);
 }
 
-void dlrt_parallel(int64_t n, int64_t pieces, int64_t align, int max_team, dlrt_range_fn fn,
-                   void *ctx) {
-    dlrt_tpool_run(n, pieces, align, max_team, fn, NULL, ctx);
-}
-
-void dlrt_parallel_slots(int64_t n, int64_t pieces, int64_t align, int max_team, dlrt_slot_fn fn,
-                         void *ctx) {
-    dlrt_tpool_run(n, pieces, align, max_team, NULL, fn, ctx);
-}
-
 #else /* no threads: every job runs in the caller */
 
 void dlrt_set_threads(int n) {
@@ -344,12 +328,6 @@ int dlrt_in_parallel(void) {
     return 0;
 }
 
-void dlrt_parallel(int64_t n, int64_t pieces, int64_t align, int max_team, dlrt_range_fn fn,
-                   void *ctx) {
-    (void)pieces, (void)align, (void)max_team;
-    if (n > 0) fn(ctx, 0, n);
-}
-
 void dlrt_parallel_slots(int64_t n, int64_t pieces, int64_t align, int max_team, dlrt_slot_fn fn,
                          void *ctx) {
     (void)pieces, (void)align, (void)max_team;
@@ -357,3 +335,21 @@ void dlrt_parallel_slots(int64_t n, int64_t pieces, int64_t align, int max_team,
 }
 
 #endif
+
+/* dlrt_parallel's function, called through the pool's one kind of piece function */
+typedef struct dlrt_range_call {
+    dlrt_range_fn fn;
+    void *ctx;
+} dlrt_range_call;
+
+static void dlrt_range_piece(void *ctx, int64_t lo, int64_t hi, int slot) {
+    const dlrt_range_call *c = ctx;
+    (void)slot;
+    c->fn(c->ctx, lo, hi);
+}
+
+void dlrt_parallel(int64_t n, int64_t pieces, int64_t align, int max_team, dlrt_range_fn fn,
+                   void *ctx) {
+    dlrt_range_call call = {fn, ctx};
+    dlrt_parallel_slots(n, pieces, align, max_team, dlrt_range_piece, &call);
+}
