@@ -237,14 +237,16 @@ static void conv_case(const dlrt_conv *p, unsigned kinds, const char *tag) {
     }
     int algo = dlrt_conv_choose(p);
     CHECK("chosen algorithm applies", dlrt_conv_algo_ok(p, algo));
-    /* dlrt_conv_workspace also covers Winograd on packed weights, which may be chosen where
-     * dlrt_conv_forward would not */
+    /* dlrt_conv_workspace also covers the pick on packed weights (dlrt_conv_forward_packed),
+     * which may be Winograd where dlrt_conv_forward's is not, or the reverse */
     const size_t ws = dlrt_conv_workspace(p);
     CHECK("workspace covers the chosen algorithm", ws >= dlrt_conv_algo_workspace(p, algo));
     const int tile = dlrt_conv_winograd_tile(dlrt_conv_packs_weights(p));
     CHECK("packed Winograd only where Winograd applies", !tile || dlrt_conv_algo_ok(p, algo));
-    const size_t packed_ws = tile ? dlrt_conv_winograd_workspace(p, tile, 1) : 0;
-    CHECK("workspace covers packed Winograd", ws >= packed_ws);
+    const int packed_algo = dlrt_conv_choose_packed(p, 1);
+    const size_t packed_ws =
+        tile ? dlrt_conv_winograd_workspace(p, tile, 1) : dlrt_conv_algo_workspace(p, packed_algo);
+    CHECK("workspace covers the packed pick", ws >= packed_ws);
     CHECK("workspace is no larger than needed",
           ws == DLRT_MAX(dlrt_conv_algo_workspace(p, algo), packed_ws));
     free(x), free(w), free(acc), free(mag);
@@ -946,6 +948,41 @@ static void test_batch_chunks(void) {
     CHECK("large images: one chunk", dlrt_conv_chunks_of(&big, &g2, 1).chunks == 1);
 }
 
+/* Where the packed pick (weights packed once, Winograd charged for reading its transformed
+ * weights per batch) is not Winograd but the plain one (transforming them per call) is, the
+ * packed weights are the GEMM's and dlrt_conv_forward_packed must run the packed pick: it ran
+ * the plain pick's algorithm number through the GEMM path as a 1x1 layer, and a batch of 2,
+ * 32 -> 16 channels of 3x3 on 48x48 gave NaNs. Against the reference, in exactly
+ * dlrt_conv_workspace bytes (with a canary past them). */
+static void test_packed_pick(void) {
+    dlrt_conv p = conv2d(32, 16, 1, 48, 3, 1);
+    p.n = 2;
+    const int packed = dlrt_conv_choose_packed(&p, 1), plain = dlrt_conv_choose_packed(&p, 0);
+    CHECK("a layer whose packed pick is not Winograd while its plain pick is",
+          packed != DLRT_CONV_WINOGRAD && packed != DLRT_CONV_WINOGRAD_F2 &&
+              (plain == DLRT_CONV_WINOGRAD || plain == DLRT_CONV_WINOGRAD_F2));
+    dlrt_win3 g;
+    dlrt_conv_geom(&p, &g);
+    const int64_t K = p.c_in * g.k_sp, yn = numel_out(&p);
+    float *x = buf_new(numel_in(&p), 0), *w = buf_new(numel_w(&p), 0);
+    double *acc = malloc((size_t)yn * sizeof(double)), *mag = malloc((size_t)yn * sizeof(double));
+    ref_conv(&p, x, w, acc, mag);
+    const int mode = dlrt_conv_packs_weights(&p);
+    float *wp = malloc(dlrt_gemm_packed_bytes(mode == DLRT_A_PACKED_T, p.c_out, K));
+    dlrt_gemm_pack_operand(mode == DLRT_A_PACKED_T, p.c_out, K, w, K, mode == DLRT_A_PACKED_T, wp);
+    const size_t ws = dlrt_conv_workspace(&p);
+    unsigned char *work = malloc(ws + 64);
+    memset(work + ws, 0xA5, 64);
+    float *y = malloc((size_t)(yn + 1) * sizeof(float));
+    y[yn] = CANARY;
+    dlrt_conv_forward_packed(&p, x, w, wp, mode, y, work, NULL);
+    int ok = y[yn] == CANARY && (mode == DLRT_A_PACKED || mode == DLRT_A_PACKED_T);
+    for (size_t i = 0; i < 64; i++) ok = ok && work[ws + i] == 0xA5;
+    for (int64_t i = 0; i < yn && ok; i++) ok = fabs((double)y[i] - acc[i]) <= 2e-6 * (1 + mag[i]);
+    CHECK("dlrt_conv_forward_packed runs the packed pick on GEMM-packed weights", ok);
+    free(x), free(w), free(acc), free(mag), free(wp), free(work), free(y);
+}
+
 static void test_choose(void) {
     dlrt_conv dw = conv2d(32, 32, 32, 112, 3, 1), one = conv2d(64, 256, 1, 56, 1, 1);
     dlrt_conv r64 = conv2d(64, 64, 1, 56, 3, 1), tiny = conv2d(3, 4, 1, 9, 3, 1);
@@ -1112,6 +1149,7 @@ int main(int argc, char **argv) {
     test_batch_chunks();
     test_gemm_workspace();
     test_choose();
+    test_packed_pick();
     printf("largest error relative to the terms' magnitude: %.3g\n", worst_rel);
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;

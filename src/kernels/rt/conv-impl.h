@@ -87,8 +87,6 @@ void dlrt_conv_gather_cols(const void *ctx, int64_t i0, int m, int64_t p0, int k
 #define DLRT_CONV_GATHER 1
 #endif
 
-/* Whether algorithm `algo` can run convolution p. */
-int dlrt_conv_algo_ok(const dlrt_conv *p, int algo);
 /* Workspace bytes of algorithm `algo` on p (which must be applicable). */
 size_t dlrt_conv_algo_workspace(const dlrt_conv *p, int algo);
 /* dlrt_conv_forward through a given applicable algorithm (tests and benchmarks force each one;

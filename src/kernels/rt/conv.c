@@ -569,6 +569,10 @@ int dlrt_conv_choose(const dlrt_conv *p) {
     return dlrt_conv_choose_for(p, 0);
 }
 
+int dlrt_conv_choose_packed(const dlrt_conv *p, int packed) {
+    return dlrt_conv_choose_for(p, packed);
+}
+
 const char *dlrt_conv_algo_name(int algo) {
     switch (algo) {
     case DLRT_CONV_GEMM_1X1:
@@ -632,9 +636,11 @@ size_t dlrt_conv_algo_workspace(const dlrt_conv *p, int algo) {
 
 size_t dlrt_conv_workspace(const dlrt_conv *p) {
     const size_t plain = dlrt_conv_algo_workspace(p, dlrt_conv_choose(p));
-    /* dlrt_conv_forward_packed may run Winograd on transformed weights where this does not */
-    const int tile = dlrt_conv_algo_tile(dlrt_conv_choose_for(p, 1));
-    const size_t packed = tile ? dlrt_conv_winograd_workspace(p, tile, 1) : 0;
+    /* dlrt_conv_forward_packed runs the packed pick, which may differ either way: Winograd on
+     * transformed weights where the plain pick is not, or the reverse */
+    const int algo = dlrt_conv_choose_for(p, 1), tile = dlrt_conv_algo_tile(algo);
+    const size_t packed =
+        tile ? dlrt_conv_winograd_workspace(p, tile, 1) : dlrt_conv_algo_workspace(p, algo);
     return DLRT_MAX(plain, packed);
 }
 
@@ -704,7 +710,12 @@ void dlrt_conv_forward_packed(const dlrt_conv *p, const float *x, const float *w
         dlrt_conv_winograd(p, 0, x, w, wpacked, mode, y, workspace, ep);
         return;
     }
-    const int algo = dlrt_conv_choose(p);
+    /* the pick the packing was made for (dlrt_conv_packs_weights): the plain pick may be
+     * Winograd where this one is not (weights transformed on every call cost less than
+     * transformed ones read from memory once per batch of images), and the packed copy is
+     * not Winograd's; run through the GEMM path as a 1x1 layer, such a layer (a batch of 2,
+     * 32 -> 16 channels of 3x3 on 48x48) gave NaNs */
+    const int algo = dlrt_conv_choose_for(p, 1);
     if (algo == DLRT_CONV_IMPLICIT)
         dlrt_conv_implicit(p, x, w, wpacked, y, workspace, ep);
     else

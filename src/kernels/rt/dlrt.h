@@ -238,6 +238,11 @@ enum {
     DLRT_CONV_ALGOS         /* how many there are */
 };
 int dlrt_conv_choose(const dlrt_conv *p);
+/* The algorithm that runs: dlrt_conv_choose's for dlrt_conv_forward, and with packed set for
+ * dlrt_conv_forward_packed given its packed weights (whose cost differs for Winograd). */
+int dlrt_conv_choose_packed(const dlrt_conv *p, int packed);
+/* Whether algorithm algo can run p. */
+int dlrt_conv_algo_ok(const dlrt_conv *p, int algo);
 /* A short name of an algorithm ("gemm1x1", "im2col", "depthwise", "winograd",
  * "winograd2x2", "direct", "implicit"). */
 const char *dlrt_conv_algo_name(int algo);
