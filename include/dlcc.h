@@ -158,6 +158,10 @@ typedef struct dl_compile_options {
     void *dump_to;         /* FILE* for dump_ir; NULL: stderr */
     int verbose;           /* print compiler command lines */
     const char *isa;       /* "native" (NULL: $DLCC_ISA, else native), "avx512", "avx2", "generic" */
+    /* a file of `dlcc tune` records: the convolution algorithm measured fastest per layer
+     * geometry and instruction set; layers without a record keep the cost model's pick. NULL:
+     * none */
+    const char *tuning;
 } dl_compile_options;
 
 void dl_compile_options_init(dl_compile_options *o);

@@ -105,7 +105,7 @@ smoke() {
     else
         echo "FAIL external data"; f=$((f + 1))
     fi
-    for cmd in run show onnx-test bench profile; do
+    for cmd in run show onnx-test bench profile tune; do
         if "$DLCC" $cmd --help | grep -q usage; then echo "PASS dlcc $cmd --help"; p=$((p + 1)); else echo "FAIL dlcc $cmd --help"; f=$((f + 1)); fi
     done
     # bench and profile: the JSON line parses with median_ms > 0; the trace is valid JSON with
@@ -123,7 +123,31 @@ smoke() {
     else
         echo "FAIL dlcc profile"; f=$((f + 1))
     fi
-    for cmd in run compile bench profile onnx-test; do
+    # dlcc tune writes a record per layer geometry; a run with them matches one without
+    # (another algorithm sums in another order: not bit for bit); a malformed file is refused
+    # with its line, by every command that compiles
+    if "$DLCC" tune models/default.onnx --threads 1 --rounds 1 --iters 2 --warmup 0 --out "$out/tune.txt" >"$out/tune.log" 2>&1 &&
+        grep -q '^conv avx.* n=\* c=16>16 .* -> ' "$out/tune.txt" && grep -q 'wrote .* records' "$out/tune.log" &&
+        "$DLCC" run models/default.onnx --seed 3 --quiet --output-dir "$out/ta" &&
+        "$DLCC" run models/default.onnx --seed 3 --quiet --tuning "$out/tune.txt" --output-dir "$out/tb" &&
+        /usr/bin/python3 -c "import numpy as np; a=np.load('$out/ta/probs.npy'); b=np.load('$out/tb/probs.npy'); assert a.shape==b.shape and np.abs(a-b).max() < 1e-5"; then
+        echo "PASS dlcc tune writes records; dlcc run --tuning gives the same outputs"; p=$((p + 1))
+    else
+        echo "FAIL dlcc tune / run --tuning"; f=$((f + 1))
+    fi
+    printf 'conv x -> fastest\n' >"$out/bad-tune.txt"
+    for cmd in run compile bench profile tune; do
+        opt=--tuning
+        [ $cmd = tune ] && opt=--out
+        if "$DLCC" $cmd models/default.onnx $opt "$out/bad-tune.txt" >"$out/bt.txt" 2>&1; then
+            echo "FAIL dlcc $cmd accepts a malformed tuning file"; f=$((f + 1))
+        elif grep -q "bad-tune.txt' line 1: unknown algorithm 'fastest'" "$out/bt.txt"; then
+            echo "PASS dlcc $cmd refuses a malformed tuning file, naming its line"; p=$((p + 1))
+        else
+            echo "FAIL dlcc $cmd: unclear message for a malformed tuning file"; f=$((f + 1))
+        fi
+    done
+    for cmd in run compile bench profile onnx-test tune; do
         if "$DLCC" $cmd models/default.onnx --threads x >"$out/threads.txt" 2>&1; then
             echo "FAIL dlcc $cmd accepts --threads x"; f=$((f + 1))
         elif grep -q -- "--threads: expected a positive integer, got 'x'" "$out/threads.txt"; then

@@ -42,6 +42,10 @@ int cli_model_arg(cli_model_args *a, const char *cmd, int argc, char **argv, int
         a->seed = strtoull(v, NULL, 10);
         return 0;
     }
+    if ((v = cli_opt(argc, argv, i, "--tuning"))) {
+        a->tuning = v;
+        return 0;
+    }
     if ((v = cli_opt(argc, argv, i, "--input"))) {
         if (a->n_spec == CLI_MAX_INPUTS) return cli_error("%s: too many --input options", cmd) + 1;
         a->in_spec[a->n_spec++] = v;
@@ -66,6 +70,7 @@ int cli_model_open(cli_model *m, const cli_model_args *a, int quiet) {
     dl_compile_options co;
     dl_compile_options_init(&co);
     co.threads = m->threads = a->threads ? a->threads : dl_default_threads();
+    co.tuning = a->tuning;
     double t0 = cli_now();
     if (dl_compile(m->ctx, m->g, &co, &m->prog) != DL_OK)
         return cli_error("%s: %s", a->model, dl_errmsg(m->ctx));

@@ -28,6 +28,7 @@ int cmd_cache(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
 /* Parses the value of --threads (a positive integer) into *out; 0 on success, else prints
  * the error and returns 2 (a usage error). */
 int cli_threads(const char *value, int *out);
@@ -41,9 +42,11 @@ typedef struct cli_model_args {
     int threads; /* 0: all cores */
     int iters, warmup;
     uint64_t seed;
+    const char *tuning; /* --tuning FILE: dlcc tune's records */
 } cli_model_args;
-/* Takes argv[*i] when it is a shared option (--threads, --iters, --warmup, --input, --seed) or
- * the model: 0 when taken, -1 for another option, else the exit status after an error. */
+/* Takes argv[*i] when it is a shared option (--threads, --iters, --warmup, --input, --seed,
+ * --tuning) or the model: 0 when taken, -1 for another option, else the exit status after an
+ * error. */
 int cli_model_arg(cli_model_args *a, const char *cmd, int argc, char **argv, int *i);
 
 typedef struct cli_model {

@@ -7,7 +7,8 @@
 
 static const char help[] =
     "usage: dlcc compile MODEL.onnx [--report] [--cold-warm] [--dot FILE] [--dump-ir PASS]\n"
-    "                    [--emit c -o DIR] [--input NAME=FILE.npy]... [--threads N] [--no-cache]\n\n"
+    "                    [--emit c -o DIR] [--input NAME=FILE.npy]... [--threads N] [--no-cache]\n"
+    "                    [--tuning FILE]\n\n"
     "Optimizes the model and compiles its kernels (through the on-disk cache, $DLCC_CACHE_DIR,\n"
     "default ~/.cache/dlcc).\n"
     "  --report          node counts before/after the passes, kernels by kind, the memory plan\n"
@@ -21,7 +22,9 @@ static const char help[] =
     "                    (or 1)\n"
     "  --input NAME=FILE.npy  shapes (and values) used for the report and the bundle\n"
     "  --threads N       threads the kernels are scheduled for (default: all cores)\n"
-    "  --no-cache        build in a temporary directory\n";
+    "  --no-cache        build in a temporary directory\n"
+    "  --tuning FILE     convolution algorithms measured by dlcc tune (records for other layers\n"
+    "                    or instruction sets are ignored; default: the cost model)\n";
 
 #define MAX_INPUTS 256
 
@@ -35,6 +38,7 @@ static int compile_once(dl_ctx *ctx, dl_graph *g, dl_compile_options *co, double
 
 int cmd_compile(int argc, char **argv) {
     const char *model = NULL, *dot = NULL, *dump_ir = NULL, *emit = NULL, *outdir = NULL;
+    const char *tuning = NULL;
     const char *in_spec[MAX_INPUTS];
     int n_spec = 0, report = 0, cold_warm = 0, threads = 0, no_cache = 0;
     for (int i = 1; i < argc; i++) {
@@ -53,6 +57,8 @@ int cmd_compile(int argc, char **argv) {
         } else if ((v = cli_opt(argc, argv, &i, "--input"))) {
             if (n_spec == MAX_INPUTS) return cli_error("compile: too many --input options");
             in_spec[n_spec++] = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--tuning"))) {
+            tuning = v;
         } else if ((v = cli_opt(argc, argv, &i, "--threads"))) {
             int rc = cli_threads(v, &threads);
             if (rc) return rc;
@@ -101,6 +107,7 @@ int cmd_compile(int argc, char **argv) {
     co.threads = threads;
     co.dump_ir = dump_ir;
     co.no_cache = no_cache;
+    co.tuning = tuning;
     double ms = 0;
     if (cold_warm) {
         if (!mkdtemp(tmp_cache)) {

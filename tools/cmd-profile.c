@@ -8,7 +8,8 @@
 
 static const char help[] =
     "usage: dlcc profile MODEL.onnx [--threads N] [--iters N] [--warmup N] [--top K]\n"
-    "                    [--trace FILE.json] [--input NAME=FILE.npy]... [--seed N]\n\n"
+    "                    [--trace FILE.json] [--input NAME=FILE.npy]... [--seed N]\n"
+    "                    [--tuning FILE]\n\n"
     "Compiles the model (native backend), runs it --warmup times (default 5), then --iters\n"
     "times (default: at least 10 and about 2 s worth, at most 1000) timing each step, and\n"
     "prints the steps sorted by their median time:\n"
@@ -22,7 +23,9 @@ static const char help[] =
     "                         open it in ui.perfetto.dev or chrome://tracing)\n"
     "  --input NAME=FILE.npy  bind a graph input (repeatable); the others get random values from\n"
     "                         a fixed seed, symbolic dims taken as 1\n"
-    "  --seed N               seed for random inputs (default 0)\n";
+    "  --seed N               seed for random inputs (default 0)\n"
+    "  --tuning FILE          convolution algorithms measured by dlcc tune (records for other\n"
+    "                         layers or instruction sets are ignored; default: the cost model)\n";
 
 int cmd_profile(int argc, char **argv) {
     cli_model_args a = {.warmup = 5};

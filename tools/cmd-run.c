@@ -10,7 +10,7 @@
 static const char help[] =
     "usage: dlcc run MODEL.onnx [--input NAME=FILE.npy]... [--output-dir DIR]\n"
     "                [--backend native|ref] [--check] [--threads N] [--dump-ir PASS]\n"
-    "                [--seed N] [--quiet]\n\n"
+    "                [--tuning FILE] [--seed N] [--quiet]\n\n"
     "Runs the model once and prints a summary of each output.\n"
     "  --input NAME=FILE.npy  bind a graph input to a NumPy .npy file (repeatable). Inputs not\n"
     "                         given are filled with random values from a fixed seed (said so on\n"
@@ -21,6 +21,8 @@ static const char help[] =
     "                         differs beyond --rtol (default 1e-4) / --atol (default 1e-5)\n"
     "  --threads N            threads for compiled kernels (default: all cores)\n"
     "  --dump-ir PASS         print the IR after graph pass PASS (or 'all') to stderr\n"
+    "  --tuning FILE          convolution algorithms measured by dlcc tune (records for other\n"
+    "                         layers or instruction sets are ignored; default: the cost model)\n"
     "  --seed N               seed for random inputs (default 0)\n"
     "  --quiet                print nothing but errors\n";
 
@@ -65,6 +67,7 @@ static void safe_filename(const char *name, char *buf, size_t n) {
 
 int cmd_run(int argc, char **argv) {
     const char *model = NULL, *outdir = NULL, *backend = "native", *dump_ir = NULL;
+    const char *tuning = NULL;
     int check = 0, threads = 0;
     double rtol = 1e-4, atol = 1e-5;
     const char *in_spec[MAX_INPUTS];
@@ -87,6 +90,8 @@ int cmd_run(int argc, char **argv) {
         } else if ((v = cli_opt(argc, argv, &i, "--threads"))) {
             int rc = cli_threads(v, &threads);
             if (rc) return rc;
+        } else if ((v = cli_opt(argc, argv, &i, "--tuning"))) {
+            tuning = v;
         } else if ((v = cli_opt(argc, argv, &i, "--rtol"))) {
             rtol = atof(v);
         } else if ((v = cli_opt(argc, argv, &i, "--atol"))) {
@@ -133,6 +138,7 @@ int cmd_run(int argc, char **argv) {
     dl_compile_options_init(&co);
     co.threads = threads;
     co.dump_ir = dump_ir;
+    co.tuning = tuning;
     if (check) {
         if (dl_check(ctx, g, &co, n_in, NULL, inputs, rtol, atol, stdout) != DL_OK) {
             cli_error("%s: %s", model, dl_errmsg(ctx));

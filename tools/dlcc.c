@@ -18,6 +18,7 @@ static const struct {
     {"compile", cmd_compile, "optimize and compile a model: --report, --dot, --emit c (AOT bundle)"},
     {"bench", cmd_bench, "time a compiled model: median, p90, min, mean latency; --json"},
     {"profile", cmd_profile, "time each kernel of a compiled model: GFLOP/s, GB/s, roofline; --trace"},
+    {"tune", cmd_tune, "measure each convolution's fastest algorithm in the model; --tuning FILE"},
     {"train", cmd_train, "train a model's weights on .npy data: losses, optimizers, checkpoints, export"},
     {"cache", cmd_cache, "list or clear the compile cache (ls | clear)"},
     {"onnx-test", cmd_onnx_test, "run ONNX backend test cases and compare with expected outputs"},

@@ -131,6 +131,7 @@ static void emit_conv_struct(dl_sbuf *sb, const dlrt_conv *p, int n_sym) {
     emit_window_field(sb, "stride", p->stride);
     emit_window_field(sb, "dil", p->dil);
     emit_window_field(sb, "pad_begin", p->pad_begin);
+    if (p->tuned) dl_sb_printf(sb, ", .tuned = %d", p->tuned);
     dl_sb_put(sb, "};\n");
 }
 

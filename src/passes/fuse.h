@@ -78,6 +78,9 @@ typedef struct dl_group {
     dl_gepi epi;
     dl_gattn attn; /* ATTENTION groups only */
     dl_gmatmul mm; /* MATMUL groups only */
+    /* CONV groups: 1 + the convolution algorithm a tuning record names (dl_tuning_apply), 0:
+     * the cost model's; becomes dlrt_conv.tuned */
+    int conv_tuned;
 } dl_group;
 
 struct dl_fusion {

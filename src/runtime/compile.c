@@ -170,6 +170,17 @@ done:
 static bool warned_no_cc;
 
 dl_status dl_compile(dl_ctx *ctx, dl_graph *g, const dl_compile_options *opts, dl_program **out) {
+    if (!opts || !opts->tuning) return dl_compile_tuned(ctx, g, opts, NULL, -1, out);
+    if (out) *out = NULL;
+    dl_tuning *t;
+    DL_TRY(dl_tuning_load(ctx, opts->tuning, false, &t));
+    const dl_status s = dl_compile_tuned(ctx, g, opts, t, -1, out);
+    dl_tuning_free(t);
+    return s;
+}
+
+dl_status dl_compile_tuned(dl_ctx *ctx, dl_graph *g, const dl_compile_options *opts,
+                           const dl_tuning *tuning, int force, dl_program **out) {
     if (!g || !out) return dl_fail(ctx, DL_ERR_INVALID, "dl_compile: NULL graph or output");
     *out = NULL;
     if (g->status != DL_OK)
@@ -220,6 +231,8 @@ dl_status dl_compile(dl_ctx *ctx, dl_graph *g, const dl_compile_options *opts, d
      * depends on it, so results are bit-identical for any thread count. */
     dl_target t = dl_host_target(0);
     if (jo.cflags == isa.cflags) t.vector_bytes = isa.vector_bytes;
+    /* records are per instruction set: the kernels' speeds differ between them */
+    p->stats.tuned_convs = dl_tuning_apply(tuning, force, p->fusion, isa.name);
     int generated = 0;
     if ((s = dl_module_emit(ctx, p->g, p->fusion, &t, &p->source, &generated, &p->notes)) != DL_OK)
         goto fail;

@@ -53,6 +53,32 @@ dl_status dl_profile_program(dl_ctx *ctx, dl_program *p, int n_inputs, const cha
                              dl_tensor *const *inputs, int warmup, int iters, dl_profile *out);
 void dl_profile_free(dl_profile *pr);
 
+/* ---- tune: each convolution's algorithm measured in the model (tune.c) ---- */
+typedef struct dl_tune_opts {
+    int rounds;    /* profiles of every variant, in turn (<= 0: 3; at most 64 count) */
+    int warmup;    /* untimed runs before each profile */
+    int iters;     /* timed runs per profile (<= 0: about 2 s worth, as dl_profile_program) */
+    double margin; /* an algorithm replaces the cost model's pick only when this much faster
+                    * (a fraction: 0.03 is 3%) */
+    void *log;     /* FILE* for progress and the table of layers; NULL: quiet */
+} dl_tune_opts;
+
+typedef struct dl_tune_result {
+    int layers;      /* convolutions with a choice of algorithm */
+    int keys;        /* distinct geometries among them: the records written */
+    int changed;     /* records whose measured algorithm is not the cost model's */
+    double base_ms;  /* whole model, median: the cost model's program (0 when nothing changed) */
+    double tuned_ms; /* ... and the program with the records */
+} dl_tune_result;
+
+/* Times every convolution algorithm that applies to each layer of g inside the model (inputs
+ * bound by position; o: the compile options, o->tuning ignored) and adds a record per layer
+ * geometry to db: the fastest, where it beats the cost model's pick by the margin, else the
+ * cost model's pick. */
+dl_status dl_tune(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o, int n_in,
+                  dl_tensor *const *inputs, const dl_tune_opts *to, dl_tuning *db,
+                  dl_tune_result *res);
+
 /* ---- the machine's roofline ---- */
 typedef struct dl_machine {
     int threads;

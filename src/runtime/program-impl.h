@@ -8,6 +8,7 @@
 #include "../codegen/jit.h"
 #include "../core/strbuf.h"
 #include "../codegen/lower.h"
+#include "../codegen/tuning.h"
 
 typedef void (*dl_kernel_ptr)(void *const *b, const int64_t *s);
 
@@ -18,7 +19,8 @@ typedef struct dl_compile_stats {
     bool cache_hit;
     char cache_key[33];
     size_t source_bytes;
-    char isa[16]; /* instruction set the kernels were built for */
+    char isa[16];    /* instruction set the kernels were built for */
+    int tuned_convs; /* convolutions that run the algorithm a tuning record names */
 } dl_compile_stats;
 
 /* The memory plan of one binding of input shapes. */
@@ -61,6 +63,11 @@ struct dl_program {
     size_t pack_bytes;
     bool interp_only; /* no C compiler: every step runs its reference kernel */
 };
+
+/* dl_compile with the tuning records t (may be NULL) in place of the file o->tuning names, or
+ * with force >= 0: that convolution algorithm on every layer it applies to (dlcc tune). */
+dl_status dl_compile_tuned(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o,
+                           const dl_tuning *t, int force, dl_program **out);
 
 /* The target the host CPU offers (vector width from its features; threads <= 0: all cores). */
 dl_target dl_host_target(int threads);

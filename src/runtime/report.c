@@ -41,6 +41,18 @@ dl_status dl_program_report(dl_ctx *ctx, dl_program *p, int n_inputs, dl_tensor 
                        p->g->inputs.len);
     DL_TRY(dl_plan_bind(ctx, p, inputs));
     const dl_plan *pl = &p->plan;
+    int by_algo[DLRT_CONV_ALGOS] = {0}, convs = 0;
+    for (int gi = 0; gi < p->fusion->n; gi++) {
+        const int a = dl_tuning_conv_algo(&p->fusion->groups[gi], pl->valid ? pl->syms : NULL);
+        if (a >= 0 && a < DLRT_CONV_ALGOS) by_algo[a]++, convs++;
+    }
+    if (convs) {
+        fprintf(f, "convolutions:");
+        for (int a = 0, n = 0; a < DLRT_CONV_ALGOS; a++)
+            if (by_algo[a])
+                fprintf(f, "%s %s %d", n++ ? "," : "", dlrt_conv_algo_name(a), by_algo[a]);
+        fprintf(f, " (%d by tuning records, the others by the cost model)\n", st->tuned_convs);
+    }
     if (pl->dynamic) {
         fprintf(f, "memory: shapes depend on data; tensors are allocated step by step\n");
     } else {

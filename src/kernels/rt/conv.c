@@ -549,6 +549,8 @@ static int dlrt_conv_implicit_pays(const dlrt_conv *p, const dlrt_win3 *g) {
 }
 
 static int dlrt_conv_choose_for(const dlrt_conv *p, int packed) {
+    if (p->tuned > 0 && p->tuned <= DLRT_CONV_ALGOS && dlrt_conv_algo_ok(p, p->tuned - 1))
+        return p->tuned - 1;
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
     /* depthwise only with several groups: one input channel and one group (a first layer on

@@ -108,6 +108,10 @@ typedef struct dlrt_conv {
     int nsp; /* spatial rank, 1..3 */
     int64_t n, c_in, c_out, group;
     int64_t in[3], out[3], k[3], stride[3], dil[3], pad_begin[3];
+    /* 0: the cost model picks the algorithm (dlrt_conv_choose); else 1 + the DLRT_CONV_*
+     * algorithm to run, measured fastest for this layer by `dlcc tune`, taken where
+     * dlrt_conv_algo_ok allows it (else the cost model's pick) */
+    int tuned;
 } dlrt_conv;
 /* Scratch bytes dlrt_conv_forward or dlrt_conv_forward_packed needs for the algorithm it picks
  * (may be 0, then workspace may be NULL): none for depthwise and 1x1, one image and group's
@@ -226,7 +230,8 @@ void dlrt_attention(const dlrt_attn *a, const float *q, const float *k, const fl
 void dlrt_transpose32(int64_t batch, int64_t rows, int64_t cols, const void *in, void *out);
 
 /* Convolution algorithms (conv.c picks one per layer by dlrt_conv_choose: a cost model over the
- * geometry, so the host and the generated code always agree). */
+ * geometry, so the host and the generated code always agree; or the one that dlrt_conv.tuned
+ * names, measured by `dlcc tune` and written into the generated code). */
 enum {
     DLRT_CONV_GEMM_1X1 = 0, /* 1x1, stride 1, no padding: one GEMM on the input */
     DLRT_CONV_IM2COL,       /* im2col into the workspace, then GEMM */
@@ -239,7 +244,8 @@ enum {
 };
 int dlrt_conv_choose(const dlrt_conv *p);
 /* The algorithm that runs: dlrt_conv_choose's for dlrt_conv_forward, and with packed set for
- * dlrt_conv_forward_packed given its packed weights (whose cost differs for Winograd). */
+ * dlrt_conv_forward_packed given its packed weights (Winograd then pays on more layers). p->tuned
+ * comes first where the algorithm applies. */
 int dlrt_conv_choose_packed(const dlrt_conv *p, int packed);
 /* Whether algorithm algo can run p. */
 int dlrt_conv_algo_ok(const dlrt_conv *p, int algo);
