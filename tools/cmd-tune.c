@@ -17,7 +17,9 @@ static const char help[] =
     "with a warning). Every program is then profiled in turn, --rounds times, and each layer\n"
     "takes the algorithm with the lowest median time, summed over the layers of the same\n"
     "geometry, where it beats the cost model's pick by more than --margin. Last, the tuned\n"
-    "program is timed against the cost model's.\n\n"
+    "program is timed against the cost model's; where the whole model is not faster by a\n"
+    "third of the margin, every record keeps the cost model's pick (a layer's gain alone can\n"
+    "move to its neighbours through the caches).\n\n"
     "The records go to FILE (one line per layer geometry and instruction set, with the times as\n"
     "a comment); records already in FILE for other geometries are kept, so one file can serve\n"
     "several models. Use them with --tuning FILE on compile, run, bench and profile (or the C\n"
@@ -122,9 +124,10 @@ int cmd_tune(int argc, char **argv) {
            "pick\n",
            res.layers, res.keys, res.changed);
     if (res.changed)
-        printf("whole model, median of %d rounds: cost model %.3f ms, tuned %.3f ms (%.3fx)\n",
-               rounds, res.base_ms, res.tuned_ms,
-               res.base_ms > 0 ? res.tuned_ms / res.base_ms : 0.0);
+        printf(
+            "whole model, median of %d rounds: cost model %.3f ms, tuned %.3f ms (%.3fx)%s\n",
+            rounds, res.base_ms, res.tuned_ms, res.base_ms > 0 ? res.tuned_ms / res.base_ms : 0.0,
+            res.kept ? ": not faster as a whole, so the records keep the cost model's picks" : "");
     printf("wrote %d records to %s (use: --tuning %s)\n", dl_tuning_count(db), out, out);
     rc = 0;
 done:

@@ -69,12 +69,15 @@ typedef struct dl_tune_result {
     int changed;     /* records whose measured algorithm is not the cost model's */
     double base_ms;  /* whole model, median: the cost model's program (0 when nothing changed) */
     double tuned_ms; /* ... and the program with the records */
+    bool kept;       /* the tuned program was not faster by a third of the margin: every record
+                      * keeps the cost model's pick (changed still counts the layers' verdicts) */
 } dl_tune_result;
 
 /* Times every convolution algorithm that applies to each layer of g inside the model (inputs
  * bound by position; o: the compile options, o->tuning ignored) and adds a record per layer
  * geometry to db: the fastest, where it beats the cost model's pick by the margin, else the
- * cost model's pick. */
+ * cost model's pick; and the cost model's picks throughout where the whole model is not
+ * faster with the records (res->kept). */
 dl_status dl_tune(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o, int n_in,
                   dl_tensor *const *inputs, const dl_tune_opts *to, dl_tuning *db,
                   dl_tune_result *res);
