@@ -116,6 +116,10 @@ int cmd_run(int argc, char **argv) {
     }
     if (strcmp(backend, "ref") != 0 && strcmp(backend, "native") != 0)
         return cli_error("run: unknown backend '%s' (available: native, ref)", backend) + 1;
+    if (tuning && strcmp(backend, "ref") == 0)
+        return cli_error("run: --tuning chooses compiled kernels: it does not apply to --backend "
+                         "ref") +
+               1;
 
     dl_ctx *ctx = dl_ctx_new();
     dl_graph *g = NULL;

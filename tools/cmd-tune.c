@@ -4,8 +4,10 @@
 #include "cli.h"
 #include "../src/runtime/profile.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char help[] =
     "usage: dlcc tune MODEL.onnx [--out FILE] [--threads N] [--rounds N] [--iters N]\n"
@@ -16,10 +18,11 @@ static const char help[] =
     "every layer it applies to; each must give the cost model's outputs (else it is dropped\n"
     "with a warning). Every program is then profiled in turn, --rounds times, and each layer\n"
     "takes the algorithm with the lowest median time, summed over the layers of the same\n"
-    "geometry, where it beats the cost model's pick by more than --margin. Last, the tuned\n"
-    "program is timed against the cost model's; where the whole model is not faster by a\n"
-    "third of the margin, every record keeps the cost model's pick (a layer's gain alone can\n"
-    "move to its neighbours through the caches).\n\n"
+    "geometry, where it beats the cost model's pick by more than --margin; elsewhere the\n"
+    "record says 'model' (the cost model picks, as without a record). Last, the tuned program\n"
+    "is timed against the cost model's; where the whole model is not faster by a third of the\n"
+    "margin, every record says 'model' (a layer's gain alone can move to its neighbours\n"
+    "through the caches).\n\n"
     "The records go to FILE (one line per layer geometry and instruction set, with the times as\n"
     "a comment); records already in FILE for other geometries are kept, so one file can serve\n"
     "several models. Use them with --tuning FILE on compile, run, bench and profile (or the C\n"
@@ -68,7 +71,8 @@ int cmd_tune(int argc, char **argv) {
             char *end;
             margin = strtod(v, &end);
             if (end == v || *end || !(margin >= 0 && margin < 100))
-                return cli_error("tune: --margin: expected a percentage from 0 to 99, got '%s'",
+                return cli_error("tune: --margin: expected a percentage from 0 up to (not "
+                                 "including) 100, got '%s'",
                                  v) +
                        1;
         } else {
@@ -91,6 +95,16 @@ int cmd_tune(int argc, char **argv) {
         return 1;
     }
     dl_ctx_free(fctx);
+    /* and where it goes must take a file: not after minutes of measuring */
+    char dir[4096];
+    const char *slash = strrchr(out, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - out) + (slash == out) : 1,
+             slash ? out : ".");
+    if (access(dir, W_OK | X_OK) != 0) {
+        cli_error("tune: --out %s: cannot write in '%s': %s", out, dir, strerror(errno));
+        dl_tuning_free(db);
+        return 1;
+    }
     if (cli_model_open(&m, &a, 0)) goto done;
     dl_compile_options co;
     dl_compile_options_init(&co);
@@ -112,7 +126,8 @@ int cmd_tune(int argc, char **argv) {
     char header[512];
     snprintf(header, sizeof header,
              "last tuned: %s, %d thread%s, %d round%s; margin %.3g%%\n"
-             "records: the fastest algorithm where it beat the cost model's pick, else the pick",
+             "records: the fastest algorithm where it beat the cost model's pick by the margin, "
+             "else 'model' (the cost model picks)",
              a.model, m.threads, m.threads == 1 ? "" : "s", rounds, rounds == 1 ? "" : "s", margin);
     for (char *c = header; *c; c++) /* a model path is not trusted to be one printable line */
         if ((unsigned char)*c < 0x20 && *c != '\n') *c = '?';
@@ -124,10 +139,10 @@ int cmd_tune(int argc, char **argv) {
            "pick\n",
            res.layers, res.keys, res.changed);
     if (res.changed)
-        printf(
-            "whole model, median of %d rounds: cost model %.3f ms, tuned %.3f ms (%.3fx)%s\n",
-            rounds, res.base_ms, res.tuned_ms, res.base_ms > 0 ? res.tuned_ms / res.base_ms : 0.0,
-            res.kept ? ": not faster as a whole, so the records keep the cost model's picks" : "");
+        printf("whole model, median of %d rounds: cost model %.3f ms, tuned %.3f ms (%.3fx)%s\n",
+               rounds, res.base_ms, res.tuned_ms,
+               res.base_ms > 0 ? res.tuned_ms / res.base_ms : 0.0,
+               res.kept ? ": not faster as a whole, so every record says 'model'" : "");
     printf("wrote %d records to %s (use: --tuning %s)\n", dl_tuning_count(db), out, out);
     rc = 0;
 done:

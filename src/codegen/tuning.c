@@ -11,7 +11,9 @@
 
 enum {
     TUNING_FILE_MAX = 16 << 20, /* bytes */
-    TUNING_RECORDS_MAX = 65536
+    /* records are looked up by a linear search, once per line read and per layer compiled: a
+     * file that serves many models holds a few hundred geometries */
+    TUNING_RECORDS_MAX = 4096
 };
 
 typedef struct tuning_rec {
@@ -51,8 +53,14 @@ int dl_tuning_get(const dl_tuning *t, const char *key) {
 }
 
 dl_status dl_tuning_set(dl_ctx *ctx, dl_tuning *t, const char *key, int algo, const char *note) {
-    if (algo < 0 || algo >= DLRT_CONV_ALGOS || strlen(key) >= DL_TUNING_KEY_MAX)
+    if (algo < 0 || algo > DL_TUNING_MODEL || strlen(key) >= DL_TUNING_KEY_MAX)
         return dl_fail(ctx, DL_ERR_INVALID, "tuning record: bad algorithm or key");
+    char cut[DL_TUNING_NOTE_MAX];
+    if (note && strlen(note) >= sizeof cut) {
+        memcpy(cut, note, sizeof cut - 1);
+        cut[sizeof cut - 1] = 0;
+        note = cut;
+    }
     char *nk = dl_strdup(key), *nn = note ? dl_strdup(note) : NULL;
     if (!nk || (note && !nn)) {
         dl_free(nk), dl_free(nn);
@@ -81,9 +89,13 @@ dl_status dl_tuning_set(dl_ctx *ctx, dl_tuning *t, const char *key, int algo, co
     return DL_OK;
 }
 
+static const char *algo_text(int algo) {
+    return algo == DL_TUNING_MODEL ? "model" : dlrt_conv_algo_name(algo);
+}
+
 static int algo_named(const char *s, size_t n) {
-    for (int a = 0; a < DLRT_CONV_ALGOS; a++) {
-        const char *name = dlrt_conv_algo_name(a);
+    for (int a = 0; a <= DL_TUNING_MODEL; a++) {
+        const char *name = algo_text(a);
         if (strlen(name) == n && memcmp(name, s, n) == 0) return a;
     }
     return -1;
@@ -124,20 +136,22 @@ static dl_status parse_line(dl_ctx *ctx, dl_tuning *t, const char *path, int lin
                            "tuning file '%s' line %d: the key holds a byte that is not printable "
                            "ASCII",
                            path, line_no);
-    size_t a = (size_t)(arrow - s) + 4, e = a;
+    size_t a = (size_t)(arrow - s) + 4;
+    while (a < len && is_space(s[a])) a++;
+    size_t e = a;
     while (e < len && !is_space(s[e]) && s[e] != '#') e++;
     const int algo = algo_named(s + a, e - a);
     if (algo < 0)
         return dl_fail(ctx, DL_ERR_PARSE,
                        "tuning file '%s' line %d: unknown algorithm '%.*s' (gemm1x1, im2col, "
-                       "depthwise, winograd, winograd2x2, direct, implicit)",
+                       "depthwise, winograd, winograd2x2, direct, implicit, model)",
                        path, line_no, (int)(e - a < 40 ? e - a : 40), s + a);
     while (e < len && is_space(s[e])) e++;
     if (e < len && s[e] != '#')
         return dl_fail(ctx, DL_ERR_PARSE,
                        "tuning file '%s' line %d: unexpected text after the algorithm", path,
                        line_no);
-    /* the comment is kept as the record's note (without its "# ") */
+    /* the comment is kept as the record's note (without its "# "; dl_tuning_set cuts it) */
     char note[DL_TUNING_LINE_MAX];
     size_t nl = 0;
     if (e < len) {
@@ -150,7 +164,9 @@ static dl_status parse_line(dl_ctx *ctx, dl_tuning *t, const char *path, int lin
     note[nl] = 0;
     for (size_t j = 0; j < nl; j++)
         if ((unsigned char)note[j] < 0x20 && note[j] != '\t') note[j] = '?';
-    return dl_tuning_set(ctx, t, key, algo, nl ? note : NULL);
+    const dl_status st = dl_tuning_set(ctx, t, key, algo, nl ? note : NULL);
+    if (st != DL_OK) dl_ctx_prefix(ctx, "tuning file '%s' line %d", path, line_no);
+    return st;
 }
 
 dl_status dl_tuning_load(dl_ctx *ctx, const char *path, bool missing_ok, dl_tuning **out) {
@@ -208,7 +224,7 @@ dl_status dl_tuning_write(dl_ctx *ctx, const dl_tuning *t, const char *path, con
         h += n + (nl != NULL);
     }
     for (int i = 0; i < t->n; i++) {
-        dl_sb_printf(&b, "conv %s -> %s", t->recs[i].key, dlrt_conv_algo_name(t->recs[i].algo));
+        dl_sb_printf(&b, "conv %s -> %s", t->recs[i].key, algo_text(t->recs[i].algo));
         if (t->recs[i].note) dl_sb_printf(&b, "  # %s", t->recs[i].note);
         dl_sb_put(&b, "\n");
     }
@@ -279,7 +295,7 @@ int dl_tuning_apply(const dl_tuning *t, int force, dl_fusion *f, const char *isa
             dl_tuning_conv_key(&p, isa, key, sizeof key);
             algo = dl_tuning_get(t, key);
         }
-        if (algo < 0 || !dlrt_conv_algo_ok(&p, algo)) continue;
+        if (algo < 0 || algo == DL_TUNING_MODEL || !dlrt_conv_algo_ok(&p, algo)) continue;
         gr->conv_tuned = 1 + algo;
         set++;
     }

@@ -70,7 +70,7 @@ typedef struct dl_tune_result {
     double base_ms;  /* whole model, median: the cost model's program (0 when nothing changed) */
     double tuned_ms; /* ... and the program with the records */
     bool kept;       /* the tuned program was not faster by a third of the margin: every record
-                      * keeps the cost model's pick (changed still counts the layers' verdicts) */
+                      * says "model" (changed still counts the layers' verdicts) */
 } dl_tune_result;
 
 /* Times every convolution algorithm that applies to each layer of g inside the model (inputs

@@ -57,12 +57,21 @@ static double median_of(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Largest |a - b| over the outputs, relative to the largest |a| (at least 1). */
+/* Largest |a - b| over the float outputs, relative to the largest |a| (at least 1); other
+ * outputs (a class index) must be equal; inf for any output that differs in dtype, size or
+ * (not float) bytes. */
 static double max_rel_diff(dl_tensor **a, dl_tensor **b, int n) {
     double diff = 0, scale = 1;
     for (int j = 0; j < n; j++) {
-        if (dl_tensor_dtype(a[j]) != DL_F32 || dl_tensor_numel(a[j]) != dl_tensor_numel(b[j]))
-            return dl_tensor_numel(a[j]) == dl_tensor_numel(b[j]) ? 0 : INFINITY;
+        const int64_t numel = dl_tensor_numel(a[j]);
+        if (dl_tensor_dtype(a[j]) != dl_tensor_dtype(b[j]) || numel != dl_tensor_numel(b[j]))
+            return INFINITY;
+        if (dl_tensor_dtype(a[j]) != DL_F32) {
+            if (numel && memcmp(dl_tensor_data(a[j]), dl_tensor_data(b[j]),
+                                (size_t)numel * dl_dtype_size(dl_tensor_dtype(a[j]))) != 0)
+                return INFINITY;
+            continue;
+        }
         const float *x = dl_tensor_data(a[j]), *y = dl_tensor_data(b[j]);
         for (int64_t i = 0; i < dl_tensor_numel(a[j]); i++) {
             const double d = fabs((double)x[i] - (double)y[i]);
@@ -127,7 +136,9 @@ dl_status dl_tune(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o, int n_i
                   dl_tune_result *res) {
     FILE *log = to->log;
     memset(res, 0, sizeof *res);
-    const int rounds = to->rounds > 0 ? to->rounds : 3, n_out = dl_graph_num_outputs(g);
+    /* (medians are taken over at most 64 rounds) */
+    const int rounds = to->rounds <= 0 ? 3 : to->rounds > 64 ? 64 : to->rounds;
+    const int n_out = dl_graph_num_outputs(g);
     tune_variant var[DLRT_CONV_ALGOS + 2]; /* the cost model, each algorithm, the tuned */
     int nv = 0;
     memset(var, 0, sizeof var);
@@ -251,7 +262,11 @@ dl_status dl_tune(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o, int n_i
         if (!(sum.ms[best] < sum.ms[sum.model_algo] * (1.0 - to->margin))) best = sum.model_algo;
         char note[DL_TUNING_LINE_MAX / 2];
         layer_note(&sum, count, dl_program_threads(base), best, note, sizeof note);
-        if ((s = dl_tuning_set(ctx, db, sum.key, best, note)) != DL_OK) goto done;
+        /* a record that keeps the pick says "model": the layer then compiles as without one
+         * (a pinned pick would no longer follow the batch nor packed weights) */
+        if ((s = dl_tuning_set(ctx, db, sum.key, best == sum.model_algo ? DL_TUNING_MODEL : best,
+                               note)) != DL_OK)
+            goto done;
         res->keys++;
         res->changed += best != sum.model_algo;
         if (log)
@@ -271,7 +286,7 @@ dl_status dl_tune(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o, int n_i
                 dl_bench_result b;
                 s = dl_bench_program(ctx, w ? var[nv - 1].prog : base, n_in, NULL, inputs,
                                      to->warmup, to->iters, &b);
-                runs[w][r] = b.median_ms;
+                if (s == DL_OK) runs[w][r] = b.median_ms;
             }
         if (s != DL_OK) goto done;
         res->base_ms = median_of(runs[0], rr);
@@ -286,7 +301,7 @@ dl_status dl_tune(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o, int n_i
                 tune_layer sum;
                 int count;
                 if (!key_sum(layers, nl, l, &sum, &count) ||
-                    dl_tuning_get(db, sum.key) == sum.model_algo)
+                    dl_tuning_get(db, sum.key) == DL_TUNING_MODEL)
                     continue;
                 char note[DL_TUNING_LINE_MAX / 2];
                 layer_note(&sum, count, dl_program_threads(base), sum.model_algo, note,
@@ -295,7 +310,7 @@ dl_status dl_tune(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o, int n_i
                 snprintf(note + at, sizeof note - at,
                          "; faster alone, but not the whole model (%.3f against %.3f ms)",
                          res->tuned_ms, res->base_ms);
-                s = dl_tuning_set(ctx, db, sum.key, sum.model_algo, note);
+                s = dl_tuning_set(ctx, db, sum.key, DL_TUNING_MODEL, note);
             }
         }
     }

@@ -83,7 +83,8 @@ static void test_file(dl_ctx *ctx) {
               dl_tuning_count(t) == 2 && dl_tuning_get(t, "avx512 n=1 a") == DLRT_CONV_IMPLICIT &&
               dl_tuning_get(t, "avx512 n=1 c") == -1);
     CHECK("a bad algorithm is refused",
-          dl_tuning_set(NULL, t, "k", DLRT_CONV_ALGOS, NULL) != DL_OK);
+          dl_tuning_set(NULL, t, "k", DL_TUNING_MODEL + 1, NULL) != DL_OK &&
+              dl_tuning_set(NULL, t, "k", -1, NULL) != DL_OK && dl_tuning_count(t) == 2);
     CHECK("write", dl_tuning_write(ctx, t, path, "line one\nline two") == DL_OK);
     dl_tuning_free(t);
     dl_tuning *back = NULL;
@@ -160,14 +161,47 @@ static void test_file(dl_ctx *ctx) {
     CHECK("a NUL byte fails",
           dl_tuning_load(ctx, path, false, &m) == DL_ERR_PARSE && strstr(dl_errmsg(ctx), "NUL"));
     dl_ctx_clear(ctx);
-    /* comments, blank lines, CRLF and a note */
-    write_text(path, "\r\n  # c\nconv avx2 n=1 x -> direct\t# 0.1 ms\r\nconv y -> winograd2x2");
+    /* comments, blank lines, CRLF, a note, blanks after the arrow, "model" */
+    write_text(path, "\r\n  # c\nconv avx2 n=1 x -> direct\t# 0.1 ms\r\nconv y ->  winograd2x2\n"
+                     "conv z -> model  # kept");
     m = NULL;
-    CHECK("comments, blank lines, CRLF, no final newline",
-          dl_tuning_load(ctx, path, false, &m) == DL_OK && dl_tuning_count(m) == 2 &&
+    CHECK("comments, blank lines, CRLF, blanks after the arrow, model, no final newline",
+          dl_tuning_load(ctx, path, false, &m) == DL_OK && dl_tuning_count(m) == 3 &&
               dl_tuning_get(m, "avx2 n=1 x") == DLRT_CONV_DIRECT &&
-              dl_tuning_get(m, "y") == DLRT_CONV_WINOGRAD_F2);
+              dl_tuning_get(m, "y") == DLRT_CONV_WINOGRAD_F2 &&
+              dl_tuning_get(m, "z") == DL_TUNING_MODEL);
     dl_tuning_free(m);
+    /* the longest line a file may hold: its note is cut so that the file dlcc writes back reads
+     * back (it had grown by the "  # " of the written note and failed the next read) */
+    char *full = malloc(DL_TUNING_LINE_MAX + 8);
+    if (full) {
+        const int head = snprintf(full, DL_TUNING_LINE_MAX, "conv long -> im2col #");
+        memset(full + head, 'n', (size_t)(DL_TUNING_LINE_MAX - 1 - head));
+        strcpy(full + DL_TUNING_LINE_MAX - 1, "\n");
+        write_text(path, full);
+        free(full);
+        m = NULL;
+        char twice[256];
+        snprintf(twice, sizeof twice, "%s/long2.txt", dir);
+        dl_tuning *m2 = NULL;
+        CHECK("a longest line reads, writes back and reads again",
+              dl_tuning_load(ctx, path, false, &m) == DL_OK &&
+                  dl_tuning_write(ctx, m, twice, NULL) == DL_OK &&
+                  dl_tuning_load(ctx, twice, false, &m2) == DL_OK &&
+                  dl_tuning_get(m2, "long") == DLRT_CONV_IM2COL);
+        dl_tuning_free(m), dl_tuning_free(m2);
+        dl_ctx_clear(ctx);
+    }
+    /* more records than the cap: the error names the file and line */
+    f = fopen(path, "w");
+    for (int i = 0; f && i <= 4096; i++) fprintf(f, "conv k%d -> im2col\n", i);
+    if (f) fclose(f);
+    m = NULL;
+    CHECK("more than 4096 records fail at the line past the cap",
+          dl_tuning_load(ctx, path, false, &m) == DL_ERR_LIMIT && !m &&
+              strstr(dl_errmsg(ctx), "bad.txt' line 4097") &&
+              strstr(dl_errmsg(ctx), "more than 4096"));
+    dl_ctx_clear(ctx);
 }
 
 /* x [batch (-1: symbolic), ci, hw, hw] -> Conv(k, s, pad, group) + bias -> Relu, weights
@@ -324,6 +358,14 @@ static void test_compile_with_file(dl_ctx *ctx) {
           tuned && native_vs_ref(ctx, g, tuned, 1, in) < 1e-4);
     dl_program_free(tuned);
     tuned = NULL;
+    /* a "model" record: compiled as without one */
+    snprintf(text, sizeof text, "conv %s -> model  # kept\n", key);
+    write_text(path, text);
+    CHECK("a 'model' record leaves the cost model's pick",
+          dl_compile(ctx, g, &o, &tuned) == DL_OK && tuned->stats.tuned_convs == 0 &&
+              !strstr(dl_sb_str(&tuned->source), ".tuned"));
+    dl_program_free(tuned);
+    tuned = NULL;
     /* a record for another instruction set is not this one's */
     snprintf(text, sizeof text, "conv zz%s -> %s\n", key, dlrt_conv_algo_name(other));
     write_text(path, text);
@@ -361,11 +403,11 @@ static void test_tune(dl_ctx *ctx) {
         dl_compile(ctx, g, &opts, &base);
         dl_tuning_conv_key(&p, base ? base->stats.isa : "?", key, sizeof key);
         const int algo = dl_tuning_get(db, key);
-        CHECK(strict ? "dl_tune, margin 99%: one layer, one record, the cost model's pick"
-                     : "dl_tune: one layer, one record, an algorithm that applies",
+        CHECK(strict ? "dl_tune, margin 99%: one layer, one record, keeping the cost model's pick"
+                     : "dl_tune: one layer, one record, an algorithm that applies or 'model'",
               s == DL_OK && res.layers == 1 && res.keys == 1 && dl_tuning_count(db) == 1 &&
-                  algo >= 0 && dlrt_conv_algo_ok(&p, algo) &&
-                  (!strict || (res.changed == 0 && algo == dlrt_conv_choose_packed(&p, 1))));
+                  (algo == DL_TUNING_MODEL || (algo >= 0 && dlrt_conv_algo_ok(&p, algo))) &&
+                  (!strict || (res.changed == 0 && algo == DL_TUNING_MODEL)));
         if (s != DL_OK) printf("  %s\n", dl_errmsg(ctx));
         dl_program_free(base);
         dl_tuning_free(db);
