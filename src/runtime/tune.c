@@ -3,14 +3,16 @@
  * every algorithm that applies to a layer is timed where the layer runs, with its neighbours'
  * data in the caches as in a real run.
  *
- * One program is compiled per algorithm, forcing it on every layer it applies to (the layers'
- * other neighbours run it too, so each variant is a whole model), plus the cost model's. Each
+ * One program is compiled per algorithm, forcing it on every layer it applies to (so each
+ * variant is a whole model, a layer's neighbours running the same algorithm where they can),
+ * plus the cost model's. Each
  * variant's outputs must agree with the cost model's program (a wrong kernel is dropped, not
  * timed). Then `rounds` rounds profile every variant in turn, so that a busy spell of the
  * machine falls on all of them alike; a layer's time under an algorithm is the median over the
  * rounds of its per-step median. Layers of the same geometry (a ResNet's repeated blocks) are
  * decided together, on the sum of their times. An algorithm replaces the cost model's pick only
- * where it is faster by more than the margin, so noise does not flip a pick. */
+ * where it is faster by more than the margin, so noise does not flip a pick, and only where the
+ * whole model is faster with the records too. */
 #include "profile.h"
 #include "../codegen/emit-params.h"
 
@@ -136,7 +138,7 @@ dl_status dl_tune(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o, int n_i
                   dl_tune_result *res) {
     FILE *log = to->log;
     memset(res, 0, sizeof *res);
-    /* (medians are taken over at most 64 rounds) */
+    /* (col[] and runs[] below hold 64 rounds) */
     const int rounds = to->rounds <= 0 ? 3 : to->rounds > 64 ? 64 : to->rounds;
     const int n_out = dl_graph_num_outputs(g);
     tune_variant var[DLRT_CONV_ALGOS + 2]; /* the cost model, each algorithm, the tuned */
@@ -235,7 +237,6 @@ dl_status dl_tune(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o, int n_i
     }
     /* each layer's median over rounds, per algorithm that ran it */
     double col[64];
-    const int rr = rounds < 64 ? rounds : 64;
     for (int l = 0; l < nl; l++) {
         tune_layer *ly = &layers[l];
         dlrt_conv p;
@@ -244,8 +245,8 @@ dl_status dl_tune(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o, int n_i
         for (int i = 0; i < nv; i++) {
             const int a = var[i].algo < 0 ? ly->model_algo : var[i].algo;
             if (var[i].algo >= 0 && (a == ly->model_algo || !dlrt_conv_algo_ok(&p, a))) continue;
-            for (int r = 0; r < rr; r++) col[r] = var[i].ms[(size_t)r * steps + ly->gi];
-            ly->ms[a] = median_of(col, rr);
+            for (int r = 0; r < rounds; r++) col[r] = var[i].ms[(size_t)r * steps + ly->gi];
+            ly->ms[a] = median_of(col, rounds);
         }
     }
     /* decide per key, on the sums over its layers */
@@ -281,7 +282,7 @@ dl_status dl_tune(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o, int n_i
         if ((s = dl_compile_tuned(ctx, g, o, db, -1, &var[nv].prog)) != DL_OK) goto done;
         var[nv++].algo = -1;
         double runs[2][64];
-        for (int r = 0; r < rr && s == DL_OK; r++)
+        for (int r = 0; r < rounds && s == DL_OK; r++)
             for (int w = 0; w < 2 && s == DL_OK; w++) {
                 dl_bench_result b;
                 s = dl_bench_program(ctx, w ? var[nv - 1].prog : base, n_in, NULL, inputs,
@@ -289,11 +290,11 @@ dl_status dl_tune(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o, int n_i
                 if (s == DL_OK) runs[w][r] = b.median_ms;
             }
         if (s != DL_OK) goto done;
-        res->base_ms = median_of(runs[0], rr);
-        res->tuned_ms = median_of(runs[1], rr);
+        res->base_ms = median_of(runs[0], rounds);
+        res->tuned_ms = median_of(runs[1], rounds);
         /* faster layer by layer is not faster as a whole where a layer's gain moves to its
-         * neighbours (the data it leaves in the caches): then every record keeps the cost
-         * model's pick, with the times as a note (ResNet-50: 5 layer geometries 4-12% faster
+         * neighbours (the data it leaves in the caches): then every record says "model", the
+         * times kept as its note (ResNet-50: 5 layer geometries 4-12% faster
          * alone, the whole model 1.003x) */
         if (!(res->tuned_ms < res->base_ms * (1.0 - to->margin / 3.0))) {
             res->kept = true;
