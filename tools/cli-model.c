@@ -21,11 +21,11 @@ int cli_threads(const char *value, int *out) {
     return 0;
 }
 
-static int count_opt(const char *cmd, const char *opt, const char *value, int min, int *out) {
+int cli_count(const char *cmd, const char *opt, const char *value, int min, int max, int *out) {
     char *end;
     long n = strtol(value, &end, 10);
-    if (end == value || *end || n < min || n > 1000) {
-        cli_error("%s: %s: expected an integer from %d to 1000, got '%s'", cmd, opt, min, value);
+    if (end == value || *end || n < min || n > max) {
+        cli_error("%s: %s: expected an integer from %d to %d, got '%s'", cmd, opt, min, max, value);
         return 2;
     }
     *out = (int)n;
@@ -35,9 +35,10 @@ static int count_opt(const char *cmd, const char *opt, const char *value, int mi
 int cli_model_arg(cli_model_args *a, const char *cmd, int argc, char **argv, int *i) {
     const char *v;
     if ((v = cli_opt(argc, argv, i, "--threads"))) return cli_threads(v, &a->threads);
-    if ((v = cli_opt(argc, argv, i, "--iters"))) return count_opt(cmd, "--iters", v, 1, &a->iters);
+    if ((v = cli_opt(argc, argv, i, "--iters")))
+        return cli_count(cmd, "--iters", v, 1, 1000, &a->iters);
     if ((v = cli_opt(argc, argv, i, "--warmup")))
-        return count_opt(cmd, "--warmup", v, 0, &a->warmup);
+        return cli_count(cmd, "--warmup", v, 0, 1000, &a->warmup);
     if ((v = cli_opt(argc, argv, i, "--seed"))) {
         a->seed = strtoull(v, NULL, 10);
         return 0;
@@ -71,6 +72,7 @@ int cli_model_open(cli_model *m, const cli_model_args *a, int quiet) {
     dl_compile_options_init(&co);
     co.threads = m->threads = a->threads ? a->threads : dl_default_threads();
     co.tuning = a->tuning;
+    if (a->load_only) return 0;
     double t0 = cli_now();
     if (dl_compile(m->ctx, m->g, &co, &m->prog) != DL_OK)
         return cli_error("%s: %s", a->model, dl_errmsg(m->ctx));

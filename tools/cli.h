@@ -29,6 +29,9 @@ int cmd_bench(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
+/* Parses an option's count, min to max, into *out; 0 on success, else prints "CMD: OPT:
+ * expected an integer from MIN to MAX, got 'VALUE'" and returns 2 (a usage error). */
+int cli_count(const char *cmd, const char *opt, const char *value, int min, int max, int *out);
 /* Parses the value of --threads (a positive integer) into *out; 0 on success, else prints
  * the error and returns 2 (a usage error). */
 int cli_threads(const char *value, int *out);
@@ -43,6 +46,7 @@ typedef struct cli_model_args {
     int iters, warmup;
     uint64_t seed;
     const char *tuning; /* --tuning FILE: dlcc tune's records */
+    bool load_only;     /* cli_model_open loads and binds but does not compile (dlcc tune) */
 } cli_model_args;
 /* Takes argv[*i] when it is a shared option (--threads, --iters, --warmup, --input, --seed,
  * --tuning) or the model: 0 when taken, -1 for another option, else the exit status after an
@@ -58,8 +62,8 @@ typedef struct cli_model {
     int threads; /* what the kernels run on */
     double compile_ms;
 } cli_model;
-/* Loads the model, binds its inputs like `dlcc run` and compiles it natively; 0 on success,
- * else prints the error and returns 1. Close m in both cases. */
+/* Loads the model, binds its inputs like `dlcc run` and (unless a->load_only) compiles it
+ * natively; 0 on success, else prints the error and returns 1. Close m in both cases. */
 int cli_model_open(cli_model *m, const cli_model_args *a, int quiet);
 void cli_model_close(cli_model *m);
 

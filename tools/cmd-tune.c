@@ -40,18 +40,8 @@ static const char help[] =
     "                         a fixed seed, symbolic dims taken as 1\n"
     "  --seed N               seed for random inputs (default 0)\n";
 
-static int count_arg(const char *opt, const char *v, int lo, int hi, int *out) {
-    char *end;
-    const long n = strtol(v, &end, 10);
-    if (end == v || *end || n < lo || n > hi)
-        return cli_error("tune: %s: expected an integer from %d to %d, got '%s'", opt, lo, hi, v) +
-               1;
-    *out = (int)n;
-    return 0;
-}
-
 int cmd_tune(int argc, char **argv) {
-    cli_model_args a = {.warmup = 3};
+    cli_model_args a = {.warmup = 3, .load_only = true}; /* dl_tune compiles its programs */
     const char *out = "dlcc-tuning.txt", *v;
     int rounds = 3, rc;
     double margin = 3;
@@ -66,7 +56,7 @@ int cmd_tune(int argc, char **argv) {
         } else if ((v = cli_opt(argc, argv, &i, "--out"))) {
             out = v;
         } else if ((v = cli_opt(argc, argv, &i, "--rounds"))) {
-            if ((rc = count_arg("--rounds", v, 1, 64, &rounds))) return rc;
+            if ((rc = cli_count("tune", "--rounds", v, 1, 64, &rounds))) return rc;
         } else if ((v = cli_opt(argc, argv, &i, "--margin"))) {
             char *end;
             margin = strtod(v, &end);

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 enum {
     TUNING_FILE_MAX = 16 << 20, /* bytes */
@@ -173,12 +174,10 @@ dl_status dl_tuning_load(dl_ctx *ctx, const char *path, bool missing_ok, dl_tuni
     *out = NULL;
     dl_tuning *t = dl_tuning_new();
     if (!t) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory for tuning records");
-    FILE *probe = fopen(path, "rb");
-    if (!probe && errno == ENOENT && missing_ok) {
+    if (missing_ok && access(path, F_OK) != 0 && errno == ENOENT) {
         *out = t;
         return DL_OK;
     }
-    if (probe) fclose(probe);
     void *data = NULL;
     size_t size = 0;
     dl_status s = dl_read_file(ctx, path, TUNING_FILE_MAX, &data, &size);
@@ -274,13 +273,11 @@ int dl_tuning_conv_algo(const dl_group *gr, const int64_t *syms) {
     int n_sym = -1;
     if (!dl_tuning_conv_of(gr, &p, &n_sym)) return -1;
     p.tuned = gr->conv_tuned;
-    /* as emit.c packs (with the batch unknown when symbolic) and dlrt_conv_forward_packed runs:
-     * the packed pick where the packing made for it is still this batch's, else the plain */
+    /* packed as emit.c packs them (with the batch unknown when symbolic) */
     const int emitted =
         dl_gemm_packed_weight(gr->nodes[0]->in[1]) ? dlrt_conv_packs_weights(&p) : 0;
     if (n_sym >= 0) p.n = syms ? syms[n_sym] : 1;
-    if (!emitted || dlrt_conv_packs_weights(&p) != emitted) return dlrt_conv_choose(&p);
-    return dlrt_conv_choose_packed(&p, 1);
+    return dlrt_conv_runs(&p, emitted);
 }
 
 int dl_tuning_apply(const dl_tuning *t, int force, dl_fusion *f, const char *isa) {

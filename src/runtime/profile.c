@@ -24,8 +24,7 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* Median of v[0..n) (sorts v). */
-static double median(double *v, int n) {
+double dl_median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
@@ -107,7 +106,7 @@ dl_status dl_bench_program(dl_ctx *ctx, dl_program *p, int n_inputs, const char 
     out->iters = n;
     out->min_ms = t[0];
     out->mean_ms = sum / n;
-    out->median_ms = median(t, n);
+    out->median_ms = dl_median(t, n);
     int k = (int)ceil(0.9 * n) - 1; /* nearest rank */
     out->p90_ms = t[k < 0 ? 0 : k];
 done:
@@ -314,10 +313,10 @@ dl_status dl_profile_program(dl_ctx *ctx, dl_program *p, int n_inputs, const cha
         step_durations(ts + (size_t)it * ns, ns, t0[it], dur + (size_t)it * ns);
     for (int st = 0; st < ns; st++) {
         for (int it = 0; it < iters; it++) col[it] = dur[(size_t)it * ns + st];
-        out->steps[st].ms = median(col, iters);
+        out->steps[st].ms = dl_median(col, iters);
     }
     memcpy(col, run, sizeof(double) * (size_t)iters);
-    out->run_ms = median(col, iters);
+    out->run_ms = dl_median(col, iters);
     int rep = 0;
     for (int it = 1; it < iters; it++)
         if (fabs(run[it] - out->run_ms) < fabs(run[rep] - out->run_ms)) rep = it;

@@ -19,6 +19,9 @@ typedef struct dl_bench_result {
 dl_status dl_bench_program(dl_ctx *ctx, dl_program *p, int n_inputs, const char *const *names,
                            dl_tensor *const *inputs, int warmup, int iters, dl_bench_result *out);
 
+/* Median of v[0..n) (n >= 1; sorts v). */
+double dl_median(double *v, int n);
+
 /* Threads the program's kernels run on (its compile option, else all cores). */
 int dl_program_threads(const dl_program *p);
 /* All online cores (what `dlcc bench` and `dlcc profile` use when --threads is not given). */

@@ -20,12 +20,13 @@
 #include <stdio.h>
 #include <string.h>
 
-/* A tuned layer: its group, key, the cost model's algorithm and its times per algorithm. */
+/* A tuned layer: its group, key, the cost model's algorithm, the algorithms that apply (bit a)
+ * and its times per algorithm. */
 typedef struct tune_layer {
     int gi;
-    int64_t n; /* its batch in the bound inputs */
     char key[DL_TUNING_KEY_MAX];
     int model_algo;
+    unsigned applies;
     double ms[DLRT_CONV_ALGOS]; /* median over rounds; < 0: not measured */
 } tune_layer;
 
@@ -34,30 +35,6 @@ typedef struct tune_variant {
     dl_program *prog;
     double *ms; /* [rounds][steps] */
 } tune_variant;
-
-/* Group gr's convolution when it is one with a choice of algorithm (not depthwise), its batch 0
- * when symbolic (the key's "n=*"). */
-static bool layer_conv(const dl_group *gr, dlrt_conv *p) {
-    return dl_tuning_conv_of(gr, p, NULL) && !(p->group > 1 && p->c_in == p->group);
-}
-
-/* The batch gr's convolution runs with in base's bound plan. */
-static int64_t bound_batch(const dl_program *base, const dl_group *gr) {
-    dlrt_conv p;
-    int n_sym = -1;
-    dl_tuning_conv_of(gr, &p, &n_sym);
-    if (n_sym < 0) return p.n;
-    return base->plan.valid && base->plan.syms ? base->plan.syms[n_sym] : 1;
-}
-
-static double median_of(double *v, int n) {
-    for (int i = 1; i < n; i++) /* insertion sort: a few rounds */
-        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-            const double t = v[j];
-            v[j] = v[j - 1], v[j - 1] = t;
-        }
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* Largest |a - b| over the float outputs, relative to the largest |a| (at least 1); other
  * outputs (a class index) must be equal; inf for any output that differs in dtype, size or
@@ -169,18 +146,19 @@ dl_status dl_tune(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o, int n_i
     bool applies[DLRT_CONV_ALGOS] = {0};
     for (int gi = 0; gi < steps; gi++) {
         const dl_group *gr = &base->fusion->groups[gi];
-        dlrt_conv p;
-        if (!layer_conv(gr, &p)) continue;
+        dlrt_conv p; /* its batch 0 when symbolic (the key's n=*); depthwise: one algorithm */
+        if (!dl_tuning_conv_of(gr, &p, NULL) || (p.group > 1 && p.c_in == p.group)) continue;
         tune_layer *ly = &layers[nl];
         ly->gi = gi;
         dl_tuning_conv_key(&p, base->stats.isa, ly->key, sizeof ly->key);
-        p.n = ly->n = bound_batch(base, gr);
         ly->model_algo = dl_tuning_conv_algo(gr, base->plan.valid ? base->plan.syms : NULL);
         int choices = 0;
+        /* (whether an algorithm applies does not depend on the batch, 0 when symbolic) */
         for (int a = 0; a < DLRT_CONV_ALGOS; a++) {
             ly->ms[a] = -1;
             if (a != DLRT_CONV_DEPTHWISE && dlrt_conv_algo_ok(&p, a)) {
                 choices++;
+                ly->applies |= 1u << a;
                 if (a != ly->model_algo) applies[a] = true;
             }
         }
@@ -239,14 +217,11 @@ dl_status dl_tune(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o, int n_i
     double col[64];
     for (int l = 0; l < nl; l++) {
         tune_layer *ly = &layers[l];
-        dlrt_conv p;
-        layer_conv(&base->fusion->groups[ly->gi], &p);
-        p.n = ly->n;
         for (int i = 0; i < nv; i++) {
             const int a = var[i].algo < 0 ? ly->model_algo : var[i].algo;
-            if (var[i].algo >= 0 && (a == ly->model_algo || !dlrt_conv_algo_ok(&p, a))) continue;
+            if (var[i].algo >= 0 && (a == ly->model_algo || !(ly->applies >> a & 1))) continue;
             for (int r = 0; r < rounds; r++) col[r] = var[i].ms[(size_t)r * steps + ly->gi];
-            ly->ms[a] = median_of(col, rounds);
+            ly->ms[a] = dl_median(col, rounds);
         }
     }
     /* decide per key, on the sums over its layers */
@@ -290,8 +265,8 @@ dl_status dl_tune(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o, int n_i
                 if (s == DL_OK) runs[w][r] = b.median_ms;
             }
         if (s != DL_OK) goto done;
-        res->base_ms = median_of(runs[0], rounds);
-        res->tuned_ms = median_of(runs[1], rounds);
+        res->base_ms = dl_median(runs[0], rounds);
+        res->tuned_ms = dl_median(runs[1], rounds);
         /* faster layer by layer is not faster as a whole where a layer's gain moves to its
          * neighbours (the data it leaves in the caches): then every record says "model", the
          * times kept as its note (ResNet-50: 5 layer geometries 4-12% faster

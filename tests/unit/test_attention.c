@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "test-cache.h"
 
 #include "test-rng.h"
 
@@ -595,12 +596,7 @@ static void test_no_match(dl_ctx *ctx, int which) {
 int main(void) {
     test_kernel();
     char dir[] = "/tmp/dlcc-test-attention-XXXXXX";
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
-    dl_compile_options_init(&opts);
-    opts.cache_dir = dir;
+    if (!test_cache_open(dir, &opts)) return 1;
     dl_ctx *ctx = dl_ctx_new();
     test_bert(ctx, true);
     test_bert(ctx, false);
@@ -615,9 +611,7 @@ int main(void) {
     test_large(ctx, 3, 16500);
     for (int which = 0; which < 4; which++) test_no_match(ctx, which);
     dl_ctx_free(ctx);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    test_cache_remove(dir);
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

@@ -12,6 +12,7 @@
 
 #define CHECK_PRINT_PASS
 #include "check.h"
+#include "test-cache.h"
 #include "native-ref.h"
 #include "test-rng.h"
 
@@ -954,12 +955,7 @@ static void test_scatter_fast_path(dl_ctx *ctx) {
 
 int main(void) {
     char dir[] = "/tmp/dlcc-test-compile-XXXXXX";
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
-    dl_compile_options_init(&opts);
-    opts.cache_dir = dir;
+    if (!test_cache_open(dir, &opts)) return 1;
     dl_ctx *ctx = dl_ctx_new();
     test_mlp_fusion(ctx);
     dl_ctx_clear(ctx);
@@ -991,9 +987,7 @@ int main(void) {
     dl_ctx_clear(ctx);
     test_expand_shape_pass(ctx);
     dl_ctx_free(ctx);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    test_cache_remove(dir);
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "test-cache.h"
 #include "native-ref.h"
 
 #include "test-rng.h"
@@ -582,12 +583,7 @@ static void test_aot(dl_ctx *ctx) {
 }
 
 int main(void) {
-    if (!mkdtemp(cache_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
-    dl_compile_options_init(&opts);
-    opts.cache_dir = cache_dir;
+    if (!test_cache_open(cache_dir, &opts)) return 1;
     dl_ctx *ctx = dl_ctx_new();
     void (*tests[])(dl_ctx *) = {test_plain,    test_constant_b,   test_symbolic,
                                  test_epilogue, test_not_absorbed, test_chain,
@@ -598,9 +594,7 @@ int main(void) {
         dl_ctx_clear(ctx);
     }
     dl_ctx_free(ctx);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", cache_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", cache_dir);
+    test_cache_remove(cache_dir);
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

@@ -14,6 +14,7 @@
 #define CHECK_FAIL_DETAIL() printf(" [%s]", dl_errmsg(ctx_for_detail))
 static dl_ctx *ctx_for_detail;
 #include "check.h"
+#include "test-cache.h"
 
 static dl_compile_options opts;
 
@@ -637,12 +638,7 @@ done:
 
 int main(void) {
     char dir[] = "/tmp/dlcc-test-profile-XXXXXX";
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
-    dl_compile_options_init(&opts);
-    opts.cache_dir = dir;
+    if (!test_cache_open(dir, &opts)) return 1;
     opts.threads = 1;
     dl_ctx *ctx = dl_ctx_new();
     ctx_for_detail = ctx;
@@ -656,9 +652,7 @@ int main(void) {
     test_json_string();
     test_table_text();
     dl_ctx_free(ctx);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    test_cache_remove(dir);
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

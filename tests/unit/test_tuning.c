@@ -12,6 +12,7 @@
 
 #define CHECK_PRINT_PASS
 #include "check.h"
+#include "test-cache.h"
 #include "native-ref.h"
 #include "test-rng.h"
 
@@ -418,12 +419,7 @@ static void test_tune(dl_ctx *ctx) {
 }
 
 int main(void) {
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
-    dl_compile_options_init(&opts);
-    opts.cache_dir = dir;
+    if (!test_cache_open(dir, &opts)) return 1;
     dl_ctx *ctx = dl_ctx_new();
     test_keys();
     test_choice();
@@ -438,9 +434,7 @@ int main(void) {
     test_tune(ctx);
     test_random_convs(ctx);
     dl_ctx_free(ctx);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    test_cache_remove(dir);
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

@@ -696,29 +696,42 @@ int dlrt_conv_packs_weights(const dlrt_conv *p) {
     return dlrt_conv_packs_weights_for(DLRT_GEMM_VBYTES, p);
 }
 
+/* The algorithm that runs on p given weights packed as wpack_mode (0: none), and in *used that
+ * mode where the packed weights are used, else 0. Whether they are is decided again at run time:
+ * with a symbolic batch the emitter could not know the algorithm, and a copy packed for other
+ * tiles must not be misread. Used, they run the pick they were packed for
+ * (dlrt_conv_packs_weights), not the plain pick, which may be Winograd where that one is not
+ * (weights transformed on every call cost less than transformed ones read from memory once per
+ * batch of images) while the packed copy is not Winograd's: run through the GEMM path as a 1x1
+ * layer, such a layer (a batch of 2, 32 -> 16 channels of 3x3 on 48x48) gave NaNs. */
+static int dlrt_conv_pick(const dlrt_conv *p, int wpack_mode, int *used) {
+    *used = wpack_mode && dlrt_conv_packs_weights(p) == wpack_mode ? wpack_mode : 0;
+    return *used ? dlrt_conv_choose_for(p, 1) : dlrt_conv_choose(p);
+}
+
+int dlrt_conv_runs(const dlrt_conv *p, int wpack_mode) {
+    int used;
+    return dlrt_conv_pick(p, wpack_mode, &used);
+}
+
 void dlrt_conv_forward_packed(const dlrt_conv *p, const float *x, const float *w,
                               const float *wpacked, int wpack_mode, float *y, void *workspace,
                               const dlrt_epilogue *ep) {
     dlrt_win3 g;
     dlrt_conv_geom(p, &g);
-    /* decided again here: with a symbolic batch the emitter could not know the algorithm, and
-     * a copy packed for other tiles must not be misread */
-    const int mode = wpacked ? dlrt_conv_packs_weights(p) : 0;
-    if (!mode || mode != wpack_mode || p->n <= 0 || g.out_sp <= 0) {
+    int mode;
+    const int algo = dlrt_conv_pick(p, wpacked ? wpack_mode : 0, &mode);
+    if (!mode) { /* algo is dlrt_conv_forward's */
+        dlrt_conv_forward_algo(p, algo, x, w, y, workspace, ep);
+        return;
+    }
+    if (p->n <= 0 || g.out_sp <= 0) {
         dlrt_conv_forward(p, x, w, y, workspace, ep);
         return;
     }
-    if (dlrt_conv_winograd_tile(mode)) {
+    if (dlrt_conv_algo_tile(algo))
         dlrt_conv_winograd(p, 0, x, w, wpacked, mode, y, workspace, ep);
-        return;
-    }
-    /* the pick the packing was made for (dlrt_conv_packs_weights): the plain pick may be
-     * Winograd where this one is not (weights transformed on every call cost less than
-     * transformed ones read from memory once per batch of images), and the packed copy is
-     * not Winograd's; run through the GEMM path as a 1x1 layer, such a layer (a batch of 2,
-     * 32 -> 16 channels of 3x3 on 48x48) gave NaNs */
-    const int algo = dlrt_conv_choose_for(p, 1);
-    if (algo == DLRT_CONV_IMPLICIT)
+    else if (algo == DLRT_CONV_IMPLICIT)
         dlrt_conv_implicit(p, x, w, wpacked, y, workspace, ep);
     else
         dlrt_conv_gemm(p, &g, algo == DLRT_CONV_IM2COL, x, w, wpacked, mode, y, workspace, ep);

@@ -247,6 +247,9 @@ int dlrt_conv_choose(const dlrt_conv *p);
  * dlrt_conv_forward_packed given its packed weights (Winograd then pays on more layers). p->tuned
  * comes first where the algorithm applies. */
 int dlrt_conv_choose_packed(const dlrt_conv *p, int packed);
+/* The algorithm dlrt_conv_forward_packed runs on p given weights packed as wpack_mode (0: none,
+ * or NULL weights): the packed pick where that packing is still p's, else the plain one. */
+int dlrt_conv_runs(const dlrt_conv *p, int wpack_mode);
 /* Whether algorithm algo can run p. */
 int dlrt_conv_algo_ok(const dlrt_conv *p, int algo);
 /* A short name of an algorithm ("gemm1x1", "im2col", "depthwise", "winograd",
