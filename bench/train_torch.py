@@ -4,14 +4,16 @@
 Run with /usr/bin/python3: Debian's torch 1.13 and numpy (python3-torch).
 
 usage: /usr/bin/python3 bench/train_torch.py MODELDIR [--threads N] [--steps N] [--warmup N]
-                                              [--models "mlp lenet gpt"]
+                                              [--models "mlp lenet gpt"] [--math fp32|bf16]
        /usr/bin/python3 bench/train_torch.py --check-blas [--threads N]
 
 MODELDIR is what train_models.py wrote. Per model: the same initial module (train_models.build),
 the optimizer and batch size of MODELDIR/<model>/train.json (SGD momentum for mlp and lenet,
 AdamW for gpt), cross-entropy on the model's output against Y flattened, batches taken in file
 order, wrapping around. A step is forward + loss + zero_grad + backward + optimizer step, timed
-with a wall clock; --steps N in all (default 30), the first --warmup (3) not counted.
+with a wall clock; --steps N in all (default 30), the first --warmup (3) not counted. --math
+bf16 runs the forward and the loss under torch.autocast("cpu", dtype=torch.bfloat16), PyTorch's
+mixed precision (matrix products and convolutions in bfloat16; weights and updates in float32).
 torch.set_num_threads(--threads) (default 1), and the BLAS's own threads too (blas_in_use):
 Debian's torch does its matrix products in the system BLAS, and OpenBLAS's pthreads build runs
 as many threads as there are cores whatever torch is told (a 1024 matmul under "1 thread" ran on
@@ -20,7 +22,7 @@ reference BLAS, which libblas.so.3 points to until OpenBLAS is installed, made a
 slower: no comparison). The kernels OpenBLAS picks follow OPENBLAS_CORETYPE (bench/train.sh
 sets it). --check-blas prints that BLAS and exits. Prints one JSON line per model: {"model",
 "runtime": "torch", "threads", "blas", "blas_core", "blas_threads", "steps", "warmup",
-"median_ms", "p90_ms", "min_ms", "mean_ms", "first_loss", "last_loss"}.
+"math", "median_ms", "p90_ms", "min_ms", "mean_ms", "first_loss", "last_loss"}.
 """
 import argparse
 import ctypes
@@ -95,7 +97,7 @@ def blas_in_use(threads):
     sys.exit(3)
 
 
-def bench(model_dir, name, steps, warmup, blas):
+def bench(model_dir, name, steps, warmup, blas, math="fp32"):
     d = os.path.join(model_dir, name)
     with open(os.path.join(d, "train.json")) as f:
         cfg = json.load(f)
@@ -109,14 +111,15 @@ def bench(model_dir, name, steps, warmup, blas):
     for s in range(steps):
         xb, yb = batches[s % len(batches)]
         t0 = time.perf_counter()
-        loss = F.cross_entropy(model(xb), yb)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=math == "bf16"):
+            loss = F.cross_entropy(model(xb), yb)
         opt.zero_grad()
         loss.backward()
         opt.step()
         times.append((time.perf_counter() - t0) * 1e3)
         losses.append(loss.item())
     t = np.array(times[warmup:])
-    return {"model": name, "runtime": "torch", "threads": torch.get_num_threads(),
+    return {"model": name, "runtime": "torch", "math": math, "threads": torch.get_num_threads(),
             "blas": blas[0], "blas_core": blas[1], "blas_threads": blas[2], "steps": steps,
             "warmup": warmup, "median_ms": round(float(np.median(t)), 3),
             "p90_ms": round(float(np.percentile(t, 90)), 3), "min_ms": round(float(t.min()), 3),
@@ -133,6 +136,8 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--models", default=" ".join(train_models.MODELS))
+    ap.add_argument("--math", choices=("fp32", "bf16"), default="fp32",
+                    help="bf16: the forward and the loss under torch.autocast (CPU, bfloat16)")
     args = ap.parse_args()
     if args.steps <= args.warmup:
         ap.error("--steps must be larger than --warmup")
@@ -146,7 +151,7 @@ def main():
     for name in args.models.replace(",", " ").split():
         if name not in train_models.MODELS:
             ap.error("unknown model %r (known: %s)" % (name, " ".join(train_models.MODELS)))
-        result = bench(args.model_dir, name, args.steps, args.warmup, blas)
+        result = bench(args.model_dir, name, args.steps, args.warmup, blas, args.math)
         print(json.dumps(result), flush=True)
 
 

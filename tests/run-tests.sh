@@ -153,6 +153,32 @@ smoke() {
     else
         echo "FAIL dlcc run --backend ref --tuning"; f=$((f + 1))
     fi
+    # --math bf16: the report says what the products run in; outputs stay close to fp32's; an
+    # unknown mode and the reference backend are refused
+    if "$DLCC" compile models/default.onnx --report --math bf16 >"$out/math.txt" 2>&1 &&
+        grep -q '^math: bf16: 1 MatMul/Gemm products in ' "$out/math.txt" &&
+        "$DLCC" run models/default.onnx --seed 3 --quiet --math fp32 --output-dir "$out/mf" &&
+        "$DLCC" run models/default.onnx --seed 3 --quiet --math bf16 --output-dir "$out/mb" &&
+        /usr/bin/python3 -c "import numpy as np; a=np.load('$out/mf/probs.npy'); b=np.load('$out/mb/probs.npy'); assert a.shape==b.shape and np.abs(a-b).max() < 1e-2"; then
+        echo "PASS dlcc compile --report --math bf16 names it; run --math bf16 stays near fp32"; p=$((p + 1))
+    else
+        echo "FAIL dlcc --math bf16"; f=$((f + 1))
+    fi
+    for cmd in run compile bench profile tune train; do
+        if "$DLCC" $cmd models/default.onnx --math fp16 >"$out/math.txt" 2>&1; then
+            echo "FAIL dlcc $cmd accepts --math fp16"; f=$((f + 1))
+        elif grep -q -- "--math: expected fp32 or bf16, got 'fp16'" "$out/math.txt"; then
+            echo "PASS dlcc $cmd rejects --math fp16"; p=$((p + 1))
+        else
+            echo "FAIL dlcc $cmd --math fp16: unclear message"; f=$((f + 1))
+        fi
+    done
+    if ! "$DLCC" run models/default.onnx --backend ref --math bf16 >"$out/bt.txt" 2>&1 &&
+        grep -q "math chooses compiled kernels: it does not apply to --backend ref" "$out/bt.txt"; then
+        echo "PASS dlcc run refuses --math with the reference backend"; p=$((p + 1))
+    else
+        echo "FAIL dlcc run --backend ref --math"; f=$((f + 1))
+    fi
     for cmd in run compile bench profile onnx-test tune; do
         if "$DLCC" $cmd models/default.onnx --threads x >"$out/threads.txt" 2>&1; then
             echo "FAIL dlcc $cmd accepts --threads x"; f=$((f + 1))
@@ -180,11 +206,12 @@ cpu_has() { grep -qw "$1" /proc/cpuinfo 2>/dev/null; }
 isa_ok() {
     case $1 in
         avx512) cpu_has avx512f && cpu_has avx512bw && cpu_has avx512vl && cpu_has avx512dq ;;
+        avx512bf16) isa_ok avx512 && cpu_has avx512_bf16 ;;
         avx2) cpu_has avx2 && cpu_has fma && cpu_has bmi2 ;;
         *) true ;;
     esac
 }
-for isa in avx512 avx2 generic; do
+for isa in avx512 avx512bf16 avx2 generic; do
     if ! isa_ok $isa; then
         echo "=== $isa: this CPU lacks it; its kernel tests are not run"
         continue
@@ -218,6 +245,7 @@ DLCC_GRAD_NATIVE=1 run_suite grad-native "$BUILD/tests/test_grad"
 run_suite train-parity tests/train/run.sh "$BUILD"
 run_suite train-resume tests/train/resume.sh "$BUILD"
 run_suite train-digits examples/digits/train.sh "$BUILD"
+DLCC_DIGITS_MATH=bf16 run_suite train-digits-bf16 examples/digits/train.sh "$BUILD" "$BUILD/digits-bf16"
 
 echo "=== total"
 echo "$total_pass passed, $total_fail failed"

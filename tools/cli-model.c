@@ -32,6 +32,18 @@ int cli_count(const char *cmd, const char *opt, const char *value, int min, int 
     return 0;
 }
 
+int cli_math(const char *cmd, const char *value, int *out) {
+    if (!strcmp(value, "fp32")) {
+        *out = DL_MATH_FP32;
+    } else if (!strcmp(value, "bf16")) {
+        *out = DL_MATH_BF16;
+    } else {
+        cli_error("%s: --math: expected fp32 or bf16, got '%s'", cmd, value);
+        return 2;
+    }
+    return 0;
+}
+
 int cli_model_arg(cli_model_args *a, const char *cmd, int argc, char **argv, int *i) {
     const char *v;
     if ((v = cli_opt(argc, argv, i, "--threads"))) return cli_threads(v, &a->threads);
@@ -47,6 +59,7 @@ int cli_model_arg(cli_model_args *a, const char *cmd, int argc, char **argv, int
         a->tuning = v;
         return 0;
     }
+    if ((v = cli_opt(argc, argv, i, "--math"))) return cli_math(cmd, v, &a->math);
     if ((v = cli_opt(argc, argv, i, "--input"))) {
         if (a->n_spec == CLI_MAX_INPUTS) return cli_error("%s: too many --input options", cmd) + 1;
         a->in_spec[a->n_spec++] = v;
@@ -72,6 +85,7 @@ int cli_model_open(cli_model *m, const cli_model_args *a, int quiet) {
     dl_compile_options_init(&co);
     co.threads = m->threads = a->threads ? a->threads : dl_default_threads();
     co.tuning = a->tuning;
+    co.math = a->math;
     if (a->load_only) return 0;
     double t0 = cli_now();
     if (dl_compile(m->ctx, m->g, &co, &m->prog) != DL_OK)

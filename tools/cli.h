@@ -35,6 +35,9 @@ int cli_count(const char *cmd, const char *opt, const char *value, int min, int 
 /* Parses the value of --threads (a positive integer) into *out; 0 on success, else prints
  * the error and returns 2 (a usage error). */
 int cli_threads(const char *value, int *out);
+/* Parses the value of --math ("fp32" or "bf16": dl_math) into *out; 0 on success, else prints
+ * "CMD: --math: ..." and returns 2 (a usage error). */
+int cli_math(const char *cmd, const char *value, int *out);
 
 /* ---- commands that time a compiled model (cli-model.c) ---- */
 #define CLI_MAX_INPUTS 256
@@ -46,11 +49,12 @@ typedef struct cli_model_args {
     int iters, warmup;
     uint64_t seed;
     const char *tuning; /* --tuning FILE: dlcc tune's records */
+    int math;           /* --math: dl_math */
     bool load_only;     /* cli_model_open loads and binds but does not compile (dlcc tune) */
 } cli_model_args;
 /* Takes argv[*i] when it is a shared option (--threads, --iters, --warmup, --input, --seed,
- * --tuning) or the model: 0 when taken, -1 for another option, else the exit status after an
- * error. */
+ * --tuning, --math) or the model: 0 when taken, -1 for another option, else the exit status after
+ * an error. */
 int cli_model_arg(cli_model_args *a, const char *cmd, int argc, char **argv, int *i);
 
 typedef struct cli_model {

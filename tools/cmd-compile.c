@@ -8,7 +8,7 @@
 static const char help[] =
     "usage: dlcc compile MODEL.onnx [--report] [--cold-warm] [--dot FILE] [--dump-ir PASS]\n"
     "                    [--emit c -o DIR] [--input NAME=FILE.npy]... [--threads N] [--no-cache]\n"
-    "                    [--tuning FILE]\n\n"
+    "                    [--tuning FILE] [--math fp32|bf16]\n\n"
     "Optimizes the model and compiles its kernels (through the on-disk cache, $DLCC_CACHE_DIR,\n"
     "default ~/.cache/dlcc).\n"
     "  --report          node counts before/after the passes, kernels by kind, the memory plan\n"
@@ -24,7 +24,9 @@ static const char help[] =
     "  --threads N       threads the kernels are scheduled for (default: all cores)\n"
     "  --no-cache        build in a temporary directory\n"
     "  --tuning FILE     convolution algorithms measured by dlcc tune (records for other layers\n"
-    "                    or instruction sets are ignored; default: the cost model)\n";
+    "                    or instruction sets are ignored; default: the cost model)\n"
+    "  --math fp32|bf16  bf16: MatMul and Gemm products with bfloat16 operands, float32 sums\n"
+    "                    (AVX512-BF16; about 1.6x faster, less exact; default fp32)\n";
 
 #define MAX_INPUTS 256
 
@@ -40,7 +42,7 @@ int cmd_compile(int argc, char **argv) {
     const char *model = NULL, *dot = NULL, *dump_ir = NULL, *emit = NULL, *outdir = NULL;
     const char *tuning = NULL;
     const char *in_spec[MAX_INPUTS];
-    int n_spec = 0, report = 0, cold_warm = 0, threads = 0, no_cache = 0;
+    int n_spec = 0, report = 0, cold_warm = 0, threads = 0, no_cache = 0, math = DL_MATH_FP32;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (cli_is_help(argv[i])) {
@@ -59,6 +61,9 @@ int cmd_compile(int argc, char **argv) {
             in_spec[n_spec++] = v;
         } else if ((v = cli_opt(argc, argv, &i, "--tuning"))) {
             tuning = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--math"))) {
+            int rc = cli_math("compile", v, &math);
+            if (rc) return rc;
         } else if ((v = cli_opt(argc, argv, &i, "--threads"))) {
             int rc = cli_threads(v, &threads);
             if (rc) return rc;
@@ -108,6 +113,7 @@ int cmd_compile(int argc, char **argv) {
     co.dump_ir = dump_ir;
     co.no_cache = no_cache;
     co.tuning = tuning;
+    co.math = math;
     double ms = 0;
     if (cold_warm) {
         if (!mkdtemp(tmp_cache)) {

@@ -38,6 +38,10 @@ static const char help[] =
     "  --seed S            shuffling seed (default 0); --no-shuffle keeps file order\n"
     "  --freeze A,B        initializers not to train\n"
     "  --threads N         threads (default: all cores); --backend native|ref\n"
+    "  --math fp32|bf16    bf16: mixed precision, the MatMul and Gemm products of the step\n"
+    "                      (forward and backward) with bfloat16 operands and float32 sums;\n"
+    "                      weights, optimizer state and the rest in float32 (AVX512-BF16;\n"
+    "                      default fp32)\n"
     "  --checkpoint FILE   save (atomically) after every epoch, every --save-every N steps and\n"
     "                      at the end; --resume continues from FILE when it exists\n"
     "  --stop-after N      stop after N steps of this run (schedules still span the whole run;\n"
@@ -55,7 +59,7 @@ typedef struct train_args {
     int schedule; /* SCHEDULE_* */
     dl_train_options o;
     dl_hparams hp;
-    int threads, quiet, resume, shuffle, save_every, profile;
+    int threads, quiet, resume, shuffle, save_every, profile, math;
     int64_t batch, epochs, steps, warmup, step_size, stop_after;
     double val_split, gamma;
     uint64_t seed;
@@ -205,6 +209,8 @@ static int parse_args(int argc, char **argv, train_args *a) {
             a->freeze = v;
         else if (OPT("--threads"))
             rc = cli_threads(v, &a->threads);
+        else if (OPT("--math"))
+            rc = cli_math("train", v, &a->math);
         else if (OPT("--backend"))
             backend = v;
         else if (OPT("--checkpoint"))
@@ -255,6 +261,10 @@ static int parse_args(int argc, char **argv, train_args *a) {
     a->o.optimizer = optimizer_of[k_opt];
     a->o.loss = loss_of[k_loss];
     a->o.backend = backend_of[k_backend];
+    if (a->math != DL_MATH_FP32 && a->o.backend == DL_BACKEND_REF)
+        return cli_error("train: --math chooses compiled kernels: it does not apply to --backend "
+                         "ref") +
+               1;
     if (a->epochs && a->steps) return cli_error("train: give --epochs or --steps, not both") + 1;
     if (a->val_split >= 1) return cli_error("train: --val-split must be below 1") + 1;
     if (a->resume && !a->ckpt) return cli_error("train: --resume needs --checkpoint FILE") + 1;
@@ -474,6 +484,7 @@ int cmd_train(int argc, char **argv) {
     dl_compile_options co;
     dl_compile_options_init(&co);
     co.threads = a.threads;
+    co.math = a.math;
     a.o.compile = &co;
     double t0 = cli_now();
     if (dl_trainer_new(ctx, g, &a.o, &t) != DL_OK) {

@@ -99,6 +99,7 @@ int cmd_tune(int argc, char **argv) {
     dl_compile_options co;
     dl_compile_options_init(&co);
     co.threads = m.threads;
+    co.math = a.math;
     dl_tune_opts to = {.rounds = rounds,
                        .warmup = a.warmup,
                        .iters = a.iters,

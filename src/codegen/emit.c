@@ -171,13 +171,14 @@ static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const dl_target *t, 
  * where A, B and C are pointer expressions; with B prepacked (request pk >= 0) it passes the
  * packed copy, or B itself when the runtime made none (an AOT bundle). The workspace holds A
  * packed once, and B unless it is a weight (dl_group_workspace reserves
- * dlrt_gemm_workspace(M, N, K, 0, b_weight) bytes). */
-static void emit_sgemm_call(dl_sbuf *sb, const char *indent, const char *m, const char *n,
-                            const char *k, const char *a, const char *lda, int ta, const char *b,
-                            const char *ldb, int tb, const char *c, const char *ldc, int pk,
-                            bool b_weight) {
-    dl_sb_printf(sb, "%sdlrt_sgemm_ws(%s, %s, %s, %s, %s, %d, 0,\n%s    ", indent, m, n, k, a, lda,
-                 ta, indent);
+ * dlrt_gemm_workspace(M, N, K, 0, b_weight) bytes). With bf16 (dl_target.math_bf16) the call is
+ * dlrt_sgemm_bf16, same arguments (it converts the float32 panels, prepacked ones too). */
+static void emit_sgemm_call(dl_sbuf *sb, const char *indent, bool bf16, const char *m,
+                            const char *n, const char *k, const char *a, const char *lda, int ta,
+                            const char *b, const char *ldb, int tb, const char *c, const char *ldc,
+                            int pk, bool b_weight) {
+    dl_sb_printf(sb, "%sdlrt_sgemm_%s(%s, %s, %s, %s, %s, %d, 0,\n%s    ", indent,
+                 bf16 ? "bf16" : "ws", m, n, k, a, lda, ta, indent);
     if (pk < 0)
         dl_sb_printf(sb, "%s, %s, %d, 0,", b, ldb, tb);
     else
@@ -195,8 +196,8 @@ static const char *slot_ptr(int slot, bool is_const, const char *offset, char *b
     return buf;
 }
 
-static dl_status emit_gemm(dl_ctx *ctx, const dl_group *gr, const char *name, dl_packs *packs,
-                           dl_sbuf *sb) {
+static dl_status emit_gemm(dl_ctx *ctx, const dl_group *gr, const dl_target *t, const char *name,
+                           dl_packs *packs, dl_sbuf *sb) {
     dl_gemm_params gp;
     DL_TRY(dl_gemm_params_of(ctx, gr, &gp));
     const dl_node *n = gr->nodes[0];
@@ -213,8 +214,9 @@ static dl_status emit_gemm(dl_ctx *ctx, const dl_group *gr, const char *name, dl
     emit_open(sb, name);
     emit_epilogue(sb, &gp.epi);
     emit_residual(sb, &gp.epi, "");
-    emit_sgemm_call(sb, "    ", m, nn, kk, slot_ptr(gp.a_slot, true, "", pa, sizeof pa), lda,
-                    gp.trans_a, slot_ptr(gp.b_slot, true, "", pb, sizeof pb), ldb, gp.trans_b,
+    emit_sgemm_call(sb, "    ", t->math_bf16, m, nn, kk,
+                    slot_ptr(gp.a_slot, true, "", pa, sizeof pa), lda, gp.trans_a,
+                    slot_ptr(gp.b_slot, true, "", pb, sizeof pb), ldb, gp.trans_b,
                     slot_ptr(gp.y_slot, false, "", pc, sizeof pc), nn, pk, gp.b_weight);
     dl_sb_put(sb, "}\n");
     return DL_OK;
@@ -224,8 +226,8 @@ static dl_status emit_gemm(dl_ctx *ctx, const dl_group *gr, const char *name, dl
  * when B is a plain matrix and A is not transposed (A's batch dims fold into M). An operand
  * read through an absorbed Transpose is stored with its rows and columns swapped: the GEMM
  * reads it with its trans flag, the stored row length (M for A, K for B) as leading dim. */
-static dl_status emit_matmul(dl_ctx *ctx, const dl_group *gr, const char *name, dl_packs *packs,
-                             dl_sbuf *sb) {
+static dl_status emit_matmul(dl_ctx *ctx, const dl_group *gr, const dl_target *t, const char *name,
+                             dl_packs *packs, dl_sbuf *sb) {
     dl_matmul_params mp;
     DL_TRY(dl_matmul_params_of(ctx, gr, &mp));
     const dl_value *a = mp.a, *bv = mp.b, *y = mp.y;
@@ -252,10 +254,10 @@ static dl_status emit_matmul(dl_ctx *ctx, const dl_group *gr, const char *name, 
     if (mp.fold_batch || mp.nbatch == 0) {
         emit_residual(sb, &mp.epi, "");
         dl_sb_put(sb, "    if (nb > 0)\n");
-        emit_sgemm_call(sb, "        ", "M", "N", "K", slot_ptr(mp.a_slot, true, "", pa, sizeof pa),
-                        lda, mp.trans_a, slot_ptr(mp.b_slot, true, "", pb, sizeof pb), ldb,
-                        mp.trans_b, slot_ptr(mp.y_slot, false, "", pc, sizeof pc), "N", pk,
-                        mp.b_weight);
+        emit_sgemm_call(sb, "        ", t->math_bf16, "M", "N", "K",
+                        slot_ptr(mp.a_slot, true, "", pa, sizeof pa), lda, mp.trans_a,
+                        slot_ptr(mp.b_slot, true, "", pb, sizeof pb), ldb, mp.trans_b,
+                        slot_ptr(mp.y_slot, false, "", pc, sizeof pc), "N", pk, mp.b_weight);
         dl_sb_put(sb, "}\n");
         return DL_OK;
     }
@@ -294,10 +296,11 @@ static dl_status emit_matmul(dl_ctx *ctx, const dl_group *gr, const char *name, 
                      "        ep.residual = (const float *)b[%d] + t * M * N; ep.res_rs = N; "
                      "ep.res_cs = 1;\n",
                      mp.epi.res_slot);
-    emit_sgemm_call(
-        sb, "        ", "M", "N", "K", slot_ptr(mp.a_slot, true, " + ao * M * K", pa, sizeof pa),
-        lda, mp.trans_a, slot_ptr(mp.b_slot, true, " + bo * K * N", pb, sizeof pb), ldb, mp.trans_b,
-        slot_ptr(mp.y_slot, false, " + t * M * N", pc, sizeof pc), "N", pk, mp.b_weight);
+    emit_sgemm_call(sb, "        ", t->math_bf16, "M", "N", "K",
+                    slot_ptr(mp.a_slot, true, " + ao * M * K", pa, sizeof pa), lda, mp.trans_a,
+                    slot_ptr(mp.b_slot, true, " + bo * K * N", pb, sizeof pb), ldb, mp.trans_b,
+                    slot_ptr(mp.y_slot, false, " + t * M * N", pc, sizeof pc), "N", pk,
+                    mp.b_weight);
     dl_sb_put(sb, "    }\n}\n");
     return DL_OK;
 }
@@ -588,9 +591,9 @@ dl_status dl_emit_group(dl_ctx *ctx, const dl_group *gr, const dl_target *t, con
     case DL_G_CONV:
         return emit_conv(ctx, gr, t, name, packs, sb);
     case DL_G_GEMM:
-        return emit_gemm(ctx, gr, name, packs, sb);
+        return emit_gemm(ctx, gr, t, name, packs, sb);
     case DL_G_MATMUL:
-        return emit_matmul(ctx, gr, name, packs, sb);
+        return emit_matmul(ctx, gr, t, name, packs, sb);
     case DL_G_POOL:
         return emit_pool(ctx, gr, name, sb);
     case DL_G_SOFTMAX:

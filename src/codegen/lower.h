@@ -80,6 +80,7 @@ typedef struct dl_transpose_desc {
 typedef struct dl_target {
     int vector_bytes; /* 64 with AVX-512, 32 with AVX2, 16 otherwise */
     int threads;      /* > 1: outer loops may be parallel (the pool) */
+    bool math_bf16;   /* MatMul and Gemm products in bfloat16 (dl_compile_options.math) */
 } dl_target;
 
 /* Lowers a description to a loop-IR function, applies the target's default schedule, and

@@ -90,6 +90,8 @@ dl_status dl_module_emit(dl_ctx *ctx, dl_graph *g, dl_fusion *f, const dl_target
     }
     if (f->n == 0) dl_sb_put(sb, "    0,\n");
     dl_sb_put(sb, "};\n\nvoid dlk_set_threads(int n) {\n    dlrt_set_threads(n);\n}\n");
+    /* whether dlrt_sgemm_bf16 computes in bfloat16 as built (the flags decide) */
+    dl_sb_put(sb, "int dlk_has_bf16(void) {\n    return dlrt_gemm_has_bf16();\n}\n");
     *n_generated = count;
     return dl_sb_status(ctx, sb);
 }

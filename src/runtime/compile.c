@@ -153,6 +153,8 @@ static dl_status build(dl_ctx *ctx, dl_program *p, const dl_jit_opts *jo) {
     const int *nk = dl_jit_sym(p->lib, "dlk_n_kernels");
     dl_kernel_ptr const *table = dl_jit_sym(p->lib, "dlk_kernels");
     p->set_threads = (void (*)(int))dl_jit_sym(p->lib, "dlk_set_threads");
+    int (*has_bf16)(void) = (int (*)(void))dl_jit_sym(p->lib, "dlk_has_bf16");
+    p->stats.bf16_built = has_bf16 && has_bf16();
     if (!nk || !table || *nk != p->fusion->n) {
         s = dl_fail(ctx, DL_ERR_INTERNAL, "the compiled module %s does not match its program",
                     info.path);
@@ -167,7 +169,7 @@ done:
     return s;
 }
 
-static bool warned_no_cc;
+static bool warned_no_cc, warned_no_bf16;
 
 dl_status dl_compile(dl_ctx *ctx, dl_graph *g, const dl_compile_options *opts, dl_program **out) {
     if (!opts || !opts->tuning) return dl_compile_tuned(ctx, g, opts, NULL, -1, out);
@@ -190,6 +192,8 @@ dl_status dl_compile_tuned(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o
     dl_compile_options defaults;
     dl_compile_options_init(&defaults);
     const dl_compile_options *o = opts ? opts : &defaults;
+    if (o->math < 0 || o->math >= DL_MATH_COUNT)
+        return dl_fail(ctx, DL_ERR_INVALID, "dl_compile: unknown math mode %d (dl_math)", o->math);
     double t0 = now_ms();
     dl_program *p = dl_calloc(1, sizeof *p);
     if (!p) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory compiling");
@@ -231,6 +235,8 @@ dl_status dl_compile_tuned(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o
      * depends on it, so results are bit-identical for any thread count. */
     dl_target t = dl_host_target(0);
     if (jo.cflags == isa.cflags) t.vector_bytes = isa.vector_bytes;
+    t.math_bf16 = o->math == DL_MATH_BF16;
+    p->stats.math = o->math;
     /* records are per instruction set: the kernels' speeds differ between them */
     p->stats.tuned_convs = dl_tuning_apply(tuning, force, p->fusion, isa.name);
     int generated = 0;
@@ -252,6 +258,13 @@ dl_status dl_compile_tuned(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o
     }
     /* A program made only of views and fallbacks needs no compiler run. */
     if (generated > 0 && (s = build(ctx, p, &jo)) != DL_OK) goto fail;
+    if (o->math == DL_MATH_BF16 && generated > 0 && !p->stats.bf16_built && !warned_no_bf16) {
+        fprintf(stderr,
+                "dlcc: warning: math bf16: the kernels (%s) were built without AVX512-BF16; "
+                "products run in float32\n",
+                isa.name);
+        warned_no_bf16 = true;
+    }
     p->stats.total_ms = now_ms() - t0;
     *out = p;
     return DL_OK;

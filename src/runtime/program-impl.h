@@ -21,6 +21,8 @@ typedef struct dl_compile_stats {
     size_t source_bytes;
     char isa[16];    /* instruction set the kernels were built for */
     int tuned_convs; /* convolutions that run the algorithm a tuning record names */
+    int math;        /* dl_compile_options.math */
+    bool bf16_built; /* the kernels' dlrt_sgemm_bf16 computes in bfloat16 (dlk_has_bf16) */
 } dl_compile_stats;
 
 /* The memory plan of one binding of input shapes. */

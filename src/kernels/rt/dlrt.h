@@ -89,6 +89,15 @@ size_t dlrt_gemm_workspace(int64_t M, int64_t N, int64_t K, int a_packed, int b_
 void dlrt_sgemm_ws(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
                    int a_packed, const float *B, int64_t ldb, int trans_b, int b_packed, float *C,
                    int64_t ldc, const dlrt_epilogue *ep, void *ws, size_t ws_bytes);
+/* dlrt_sgemm_ws with bfloat16 products (a compile option: dl_compile_options.math): both
+ * operands are rounded to bfloat16 (nearest even) and their products summed in float32, at
+ * twice the multiply-adds of float32 on CPUs with AVX512-BF16. Builds without AVX512-BF16
+ * (dlrt_gemm_has_bf16() == 0) compute in float32. Same results
+ * whatever the thread count; same epilogue and aliasing rules. */
+void dlrt_sgemm_bf16(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
+                     int a_packed, const float *B, int64_t ldb, int trans_b, int b_packed, float *C,
+                     int64_t ldc, const dlrt_epilogue *ep, void *ws, size_t ws_bytes);
+int dlrt_gemm_has_bf16(void);
 /* Whether dlrt_sgemm computes an M x N product transposed (narrow N) when B is not transposed
  * (a convolution's image or columns): prepacking its left operand then does not pay. */
 int dlrt_sgemm_transposes(int64_t M, int64_t N, int64_t K);

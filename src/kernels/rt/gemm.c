@@ -253,6 +253,8 @@ typedef struct dlrt_gemm_args {
     const dlrt_epilogue *ep;
     float *ws; /* where operands shared by several tiles are packed once (may be NULL) */
     size_t ws_floats;
+    int bf16; /* products of bfloat16 operands (gemm-bf16.h; only where DLRT_GEMM_BF16) */
+    int a_pairs, b_pairs; /* bf16: A / B packed in depth pairs over all of K (dlrt_gemm_run) */
 } dlrt_gemm_args;
 
 /* Stores row i (n values starting at column j0) of the product through the epilogue. */
@@ -371,9 +373,17 @@ static DLRT_INLINE void dlrt_gemm_prefetch(const float *p, size_t bytes, size_t 
     for (size_t o = from; o < to; o += 64) __builtin_prefetch(c + o, 0, 2);
 }
 
+#include "gemm-bf16.h"
+
 /* One MC x NC tile of the product (mc x nc valid) at (i0, j0), all of K. */
 static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int mc, int64_t j0,
                            int nc) {
+#ifdef DLRT_GEMM_BF16
+    if (g->bf16) {
+        dlrt_gemm_tile_bf16(g, K, i0, mc, j0, nc);
+        return;
+    }
+#endif
     float apack[DLRT_GEMM_MC * DLRT_GEMM_KC];
     float bpack[DLRT_GEMM_KC * DLRT_GEMM_NC];
     /* partial sums while K > KC, one MR x NR block per register tile */
@@ -843,12 +853,15 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
         dlrt_gemm_k0(g, M, N);
         return;
     }
-    if (M == 1 && !g->a_packed && !g->b_packed && !g->a_gather && !g->b_gather && !g->a_index) {
+    /* (bfloat16 products round their operands whatever M: one row goes through the tiles) */
+    if (M == 1 && !g->a_packed && !g->b_packed && !g->a_gather && !g->b_gather && !g->a_index &&
+        !g->bf16) {
         dlrt_gemm_row(g, N, K);
         return;
     }
 #ifdef DLRT_GEMM_VW
-    if (M == 1 && g->b_packed && !g->a_packed && !g->a_gather && !g->a_index && !g->c_trans) {
+    if (M == 1 && g->b_packed && !g->a_packed && !g->a_gather && !g->a_index && !g->c_trans &&
+        !g->bf16) {
         dlrt_gemm_row_packed(g, N, K);
         return;
     }
@@ -857,8 +870,8 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
      * (a layer's weights, read once) streams through in order and no partial sums round-trip.
      * Decided for the product, so that no tile sums differently from another. */
     dlrt_gemm_args run = *g;
-    run.one_pass =
-        g->a_packed && N <= DLRT_GEMM_NR && K * DLRT_GEMM_NR <= DLRT_GEMM_KC * DLRT_GEMM_NC;
+    run.one_pass = g->a_packed && N <= DLRT_GEMM_NR &&
+                   K * DLRT_GEMM_NR <= DLRT_GEMM_KC * DLRT_GEMM_NC && !g->bf16;
     /* prepacked B (weights, from memory) gets short K blocks, so that the next block's prefetch
      * fits in L1 beside the current one: read by few row tiles (a 7x7 plane run transposed: 49
      * rows), cold 512 x 49 x 4608 122 -> 161 GFLOP/s, 1280 x 49 x 320 102 -> 131 (one thread,
@@ -884,7 +897,28 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
      * order, so no sum changes either way. */
     float *ws = g->ws;
     size_t ws_left = g->ws ? g->ws_floats : 0;
-    if (!run.b_packed && M > DLRT_GEMM_MC) {
+#ifdef DLRT_GEMM_BF16
+    if (run.bf16) { /* the same, in depth pairs (half the units; gemm-bf16.h) */
+        if (!run.b_packed && M > DLRT_GEMM_MC) {
+            const size_t need = dlrt_bf16_packed_units(1, N, K);
+            if (need <= ws_left) {
+                dlrt_bf16_pack_all(1, N, K, run.B, run.ldb, run.trans_b, (uint32_t *)ws,
+                                   threads > 1 && tiles > 1);
+                run.B = ws, run.b_pairs = 1;
+                ws += need, ws_left -= need;
+            }
+        }
+        if (!run.a_packed && N > DLRT_GEMM_NC) {
+            const size_t need = dlrt_bf16_packed_units(0, M, K);
+            if (need <= ws_left && need * sizeof(float) <= DLRT_GEMM_WS_A_MAX) {
+                dlrt_bf16_pack_all(0, M, K, run.A, run.lda, run.trans_a, (uint32_t *)ws,
+                                   threads > 1 && tiles > 1);
+                run.A = ws, run.a_pairs = 1;
+            }
+        }
+    }
+#endif
+    if (!run.bf16 && !run.b_packed && M > DLRT_GEMM_MC) {
         const size_t need = dlrt_gemm_packed_bytes(1, N, K) / sizeof(float);
         if (need <= ws_left) {
             dlrt_gemm_pack_all(1, N, K, run.B, run.ldb, run.trans_b, run.b_gather, ws,
@@ -893,9 +927,10 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
             ws += need, ws_left -= need;
         }
     }
-    run.b_direct = !run.b_packed && !run.b_gather && !run.trans_b &&
+    /* (the bfloat16 tile converts packed panels only) */
+    run.b_direct = !run.b_packed && !run.b_gather && !run.trans_b && !run.bf16 &&
                    dlrt_gemm_b_in_place(run.ldb, run.one_pass ? K : DLRT_MIN(K, run.kc));
-    if (!run.a_packed && !run.a_index && N > DLRT_GEMM_NC) {
+    if (!run.bf16 && !run.a_packed && !run.a_index && N > DLRT_GEMM_NC) {
         const size_t need = dlrt_gemm_packed_bytes(0, M, K) / sizeof(float);
         /* a large A packed once is read back from memory by every column tile: packed by each
          * tile, its blocks stay in cache (SGEMM 2048, one thread: 248 GFLOP/s per tile against
@@ -912,6 +947,7 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
      * 0.067. Packed once into the workspace above where several column tiles share them: read
      * in place by each, 512 -> 2048 on 7x7 went 0.446 -> 0.453. */
     run.a_direct = run.c_trans && !run.a_packed && !run.a_index && !run.a_gather && run.trans_a &&
+                   !run.bf16 &&
                    dlrt_gemm_b_in_place(run.lda, run.one_pass ? K : DLRT_MIN(K, run.kc));
     /* one piece per owner: a thread's tiles stay together as the split planned them */
     const int64_t team = threads > 1 && tiles > 1 ? threads : 1;
@@ -1101,9 +1137,12 @@ void dlrt_sgemm_ex(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
 static void dlrt_sgemm_any(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                            int trans_a, int a_packed, const float *B, int64_t ldb, int trans_b,
                            int b_packed, const dlrt_gemm_gather *bg, float *C, int64_t ldc,
-                           const dlrt_epilogue *ep, void *ws, size_t ws_bytes) {
+                           const dlrt_epilogue *ep, void *ws, size_t ws_bytes, int bf16) {
     if (M <= 0 || N <= 0) return;
     if (bg) B = NULL, b_packed = 0, trans_b = 0;
+#ifndef DLRT_GEMM_BF16
+    bf16 = 0;
+#endif
     dlrt_gemm_args g = {.A = A,
                         .lda = lda,
                         .trans_a = trans_a,
@@ -1117,7 +1156,8 @@ static void dlrt_sgemm_any(int64_t M, int64_t N, int64_t K, const float *A, int6
                         .ldc = ldc,
                         .ep = ep,
                         .ws = ws,
-                        .ws_floats = ws_bytes / sizeof(float)};
+                        .ws_floats = ws_bytes / sizeof(float),
+                        .bf16 = bf16};
     /* a packed operand fixes the orientation */
     const int transposed = a_packed == DLRT_A_PACKED_T ||
                            (!a_packed && !b_packed &&
@@ -1140,7 +1180,8 @@ static void dlrt_sgemm_any(int64_t M, int64_t N, int64_t K, const float *A, int6
                         .c_trans = 1,
                         .ep = ep,
                         .ws = ws,
-                        .ws_floats = ws_bytes / sizeof(float)};
+                        .ws_floats = ws_bytes / sizeof(float),
+                        .bf16 = bf16};
     dlrt_gemm_run(&t, N, M, K);
 }
 
@@ -1148,13 +1189,29 @@ void dlrt_sgemm_ws(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                    int a_packed, const float *B, int64_t ldb, int trans_b, int b_packed, float *C,
                    int64_t ldc, const dlrt_epilogue *ep, void *ws, size_t ws_bytes) {
     dlrt_sgemm_any(M, N, K, A, lda, trans_a, a_packed, B, ldb, trans_b, b_packed, NULL, C, ldc, ep,
-                   ws, ws_bytes);
+                   ws, ws_bytes, 0);
+}
+
+void dlrt_sgemm_bf16(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
+                     int a_packed, const float *B, int64_t ldb, int trans_b, int b_packed, float *C,
+                     int64_t ldc, const dlrt_epilogue *ep, void *ws, size_t ws_bytes) {
+    dlrt_sgemm_any(M, N, K, A, lda, trans_a, a_packed, B, ldb, trans_b, b_packed, NULL, C, ldc, ep,
+                   ws, ws_bytes, 1);
+}
+
+int dlrt_gemm_has_bf16(void) {
+#ifdef DLRT_GEMM_BF16
+    return 1;
+#else
+    return 0;
+#endif
 }
 
 void dlrt_sgemm_gather(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
                        int a_packed, const dlrt_gemm_gather *bg, float *C, int64_t ldc,
                        const dlrt_epilogue *ep, void *ws, size_t ws_bytes) {
-    dlrt_sgemm_any(M, N, K, A, lda, trans_a, a_packed, NULL, 0, 0, 0, bg, C, ldc, ep, ws, ws_bytes);
+    dlrt_sgemm_any(M, N, K, A, lda, trans_a, a_packed, NULL, 0, 0, 0, bg, C, ldc, ep, ws, ws_bytes,
+                   0);
 }
 
 void dlrt_sgemm_indexed(int64_t M, int64_t N, int64_t K, const float *a_packed_t,
