@@ -2,7 +2,7 @@
 # Training step time: `dlcc train` against PyTorch eager on the same models, data and optimizer.
 #
 # usage: bench/train.sh [--threads N] [--steps N] [--models "mlp lenet gpt"] [--build DIR]
-#                       [--models-dir DIR]
+#                       [--models-dir DIR] [--math fp32|bf16]
 #
 #   --threads N     threads for both (default 1): torch.set_num_threads and OpenBLAS's threads
 #                   (bench/train_torch.py), dlcc --threads
@@ -11,6 +11,11 @@
 #   --build DIR     where dlcc is (default build)
 #   --models-dir D  exported models (default bench/models/train); missing ones are exported with
 #                   bench/train_models.py
+#   --math M        fp32 (default) or bf16: dlcc train --math bf16 (mixed precision: the step's
+#                   MatMul and Gemm products with bfloat16 operands, float32 sums), timed against
+#                   PyTorch twice: in float32 as always, and with its own mixed precision
+#                   (train_torch.py --math bf16: torch.autocast on the CPU, bfloat16); the table
+#                   then has both peers and both ratios
 #
 # Per model: bench/train_torch.py (median step time after the warm-up) and
 #   dlcc train MODEL --x X.npy --y Y.npy --loss cross_entropy --optimizer ... --batch B
@@ -39,6 +44,7 @@ WARMUP=3
 MODELS="mlp lenet gpt"
 BUILD=build
 MODELS_DIR=bench/models/train
+MATH=fp32
 PY=${DLCC_TORCH_PYTHON:-/usr/bin/python3}
 
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit "$1"; }
@@ -49,10 +55,12 @@ while [ $# -gt 0 ]; do
         --models) MODELS=${2//,/ }; shift 2 ;;
         --build) BUILD=${2:?}; shift 2 ;;
         --models-dir) MODELS_DIR=${2:?}; shift 2 ;;
+        --math) MATH=${2:?}; shift 2 ;;
         -h|--help) usage 0 ;;
         *) echo "bench/train.sh: unknown option $1" >&2; usage 2 ;;
     esac
 done
+case $MATH in fp32 | bf16) ;; *) echo "bench/train.sh: --math: fp32 or bf16, not $MATH" >&2; exit 2 ;; esac
 if [ "$STEPS" -le "$WARMUP" ]; then
     echo "bench/train.sh: --steps must be larger than $WARMUP" >&2
     exit 2
@@ -111,7 +119,7 @@ if ms:
         2>/dev/null
 }
 
-declare -A TORCH_MS DLCC_MS
+declare -A TORCH_MS TORCH16_MS DLCC_MS
 for m in $MODELS; do
     # Torch, one model per process: a model that fails does not take the others with it.
     if "$PY" bench/train_torch.py "$MODELS_DIR" --threads "$THREADS" --steps "$STEPS" \
@@ -119,6 +127,15 @@ for m in $MODELS; do
         TORCH_MS[$m]=$(field "$WORK/$m.torch.json" median_ms)
     else
         echo "torch failed on $m: $(tail -1 "$WORK/$m.torch.err")"
+    fi
+    if [ "$MATH" = bf16 ]; then
+        if "$PY" bench/train_torch.py "$MODELS_DIR" --threads "$THREADS" --steps "$STEPS" \
+                --warmup "$WARMUP" --models "$m" --math bf16 >"$WORK/$m.torch16.json" \
+                2>"$WORK/$m.torch16.err"; then
+            TORCH16_MS[$m]=$(field "$WORK/$m.torch16.json" median_ms)
+        else
+            echo "torch (autocast bf16) failed on $m: $(tail -1 "$WORK/$m.torch16.err")"
+        fi
     fi
 
     cfg=$MODELS_DIR/$m/train.json
@@ -128,7 +145,7 @@ for m in $MODELS; do
     [ "$opt" = sgd ] && args+=(--momentum "$(field "$cfg" momentum)")
     if "$BUILD/dlcc" train "$MODELS_DIR/$m/model.onnx" --x "$MODELS_DIR/$m/X.npy" \
             --y "$MODELS_DIR/$m/Y.npy" --loss cross_entropy "${args[@]}" --steps "$STEPS" \
-            --val-split 0 --threads "$THREADS" --quiet --log "$WORK/$m.jsonl" \
+            --val-split 0 --threads "$THREADS" --math "$MATH" --quiet --log "$WORK/$m.jsonl" \
             >"$WORK/$m.dlcc.out" 2>&1; then
         DLCC_MS[$m]=$(median_log "$WORK/$m.jsonl")
         [ -n "${DLCC_MS[$m]}" ] || echo "dlcc wrote no step times for $m"
@@ -137,17 +154,30 @@ for m in $MODELS; do
     fi
 done
 
+# ratio A B: A / B to two places, n/a when either is missing.
+ratio() {
+    if [ -n "$1" ] && [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; else echo n/a; fi
+}
+
 echo
-echo "training step, median ms after $WARMUP warm-up steps of $STEPS, $THREADS thread(s)"
-printf '%-8s %12s %12s %12s\n' model torch_ms dlcc_ms dlcc/torch
+echo "training step, median ms after $WARMUP warm-up steps of $STEPS, $THREADS thread(s)," \
+    "dlcc --math $MATH"
+if [ "$MATH" = bf16 ]; then
+    printf '%-8s %12s %14s %12s %12s %14s\n' model torch_ms torch_bf16_ms dlcc_ms dlcc/torch \
+        dlcc/torch_bf16
+else
+    printf '%-8s %12s %12s %12s\n' model torch_ms dlcc_ms dlcc/torch
+fi
 for m in $MODELS; do
     t=${TORCH_MS[$m]:-}
+    t16=${TORCH16_MS[$m]:-}
     d=${DLCC_MS[$m]:-}
-    ratio=n/a
-    if [ -n "$t" ] && [ -n "$d" ]; then
-        ratio=$(awk -v a="$d" -v b="$t" 'BEGIN { printf "%.2f", a / b }')
+    if [ "$MATH" = bf16 ]; then
+        printf '%-8s %12s %14s %12s %12s %14s\n' "$m" "${t:-n/a}" "${t16:-n/a}" "${d:-n/a}" \
+            "$(ratio "$d" "$t")" "$(ratio "$d" "$t16")"
+    else
+        printf '%-8s %12s %12s %12s\n' "$m" "${t:-n/a}" "${d:-n/a}" "$(ratio "$d" "$t")"
     fi
-    printf '%-8s %12s %12s %12s\n' "$m" "${t:-n/a}" "${d:-n/a}" "$ratio"
 done
 for m in $MODELS; do # the BLAS torch ran on, as train_torch.py found it
     blas=$(field "$WORK/$m.torch.json" blas)

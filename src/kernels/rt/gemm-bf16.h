@@ -16,7 +16,8 @@
 #define DLRT_GEMM_BF16_H
 
 #if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__) &&                   \
-    defined(DLRT_GEMM_TR6X16) && DLRT_GEMM_MR == 6 && DLRT_GEMM_NR == 64
+    defined(DLRT_GEMM_TR6X16) && defined(DLRT_GEMM_DIRECT_STORE) && DLRT_GEMM_MR == 6 &&           \
+    DLRT_GEMM_NR == 64
 #define DLRT_GEMM_BF16 1
 /* The K block: a B panel of 256 depths is 32 KB of pairs, the L1 share of fp32's 128 */
 #define DLRT_BF16_KC 256
@@ -111,14 +112,24 @@ static void dlrt_bf16_panel(const float *src, int64_t ld, int by_rows, int n, in
  * panels of w lines, pstride units apart. */
 static void dlrt_bf16_pack(const float *X, int64_t ld, int by_rows, int64_t i0, int64_t m,
                            int64_t p0, int kc, int w, size_t pstride, uint32_t *restrict dst) {
-    if (!by_rows && w == DLRT_GEMM_MR) { /* a transposed A: depth by depth across the panels,
-                                          * each depth one run of memory (as dlrt_gemm_pack:
-                                          * depths 4 KiB apart share an L1 set; panel by panel,
-                                          * 1024 x 256 x 1024 ran at 342 GFLOP/s against 452
-                                          * with A not transposed) */
+    if (!by_rows) { /* lines contiguous at each depth (B, a transposed A): depth by depth across
+                     * the panels, each depth one run of memory (as dlrt_gemm_pack: depths 4 KiB
+                     * apart share an L1 set; panel by panel, a transposed A of 1024 x 256 x 1024
+                     * ran at 342 GFLOP/s against 452 not transposed) */
         for (int q = 0; q < (kc + 1) / 2; q++) {
             const float *even = X + (p0 + 2 * q) * ld + i0;
             const float *odd = 2 * q + 1 < kc ? even + ld : NULL;
+            if (w == DLRT_GEMM_NR) {
+                for (int64_t r = 0; r < m; r += 16)
+                    _mm512_storeu_si512(
+                        dst + (size_t)(r / w) * pstride + (size_t)q * w + r % w,
+                        dlrt_bf16_pair16(even + r, odd ? odd + r : NULL, (int)DLRT_MIN(m - r, 16)));
+                /* (a partial last panel's vectors past m: zero) */
+                for (int64_t r = (m + 15) / 16 * 16; r % w; r += 16)
+                    _mm512_storeu_si512(dst + (size_t)(r / w) * pstride + (size_t)q * w + r % w,
+                                        _mm512_setzero_si512());
+                continue;
+            }
             if (2 * q + 5 < kc) /* the pair after next's lines (cold: a product's operand fresh from
                                  * memory converted at a third the speed) */
                 for (int64_t r = 0; r < m; r += 16) {
@@ -131,17 +142,17 @@ static void dlrt_bf16_pack(const float *X, int64_t ld, int by_rows, int64_t i0, 
         }
         return;
     }
-    for (int64_t r = 0; r < m; r += w, dst += pstride) {
-        const float *src = by_rows ? X + (i0 + r) * ld + p0 : X + p0 * ld + i0 + r;
-        dlrt_bf16_panel(src, ld, by_rows, (int)DLRT_MIN((int64_t)w, m - r), kc, w, dst);
-    }
+    for (int64_t r = 0; r < m; r += w, dst += pstride)
+        dlrt_bf16_panel(X + (i0 + r) * ld + p0, ld, 1, (int)DLRT_MIN((int64_t)w, m - r), kc, w,
+                        dst);
 }
 
 /* An operand packed whole into pairs for a product's tiles to share (dlrt_gemm_run): panels of
- * w lines over all of K (kp = (K + 1) / 2 pairs each), in units of a panel times a K block. */
+ * w lines over all of K (kp = (K + 1) / 2 pairs each), in units of a group of panels (NC lines:
+ * packed across, dlrt_bf16_pack) times a K block. */
 typedef struct dlrt_bf16_pack_job {
     const float *X;
-    int64_t ld, lines, K, pieces;
+    int64_t ld, lines, K, pieces, group;
     int by_rows, w;
     uint32_t *dst;
 } dlrt_bf16_pack_job;
@@ -150,10 +161,11 @@ static void dlrt_bf16_pack_units(void *ctx, int64_t lo, int64_t hi) {
     const dlrt_bf16_pack_job *j = ctx;
     const int64_t kp = (j->K + 1) / 2;
     for (int64_t u = lo; u < hi; u++) {
-        const int64_t i0 = u / j->pieces * j->w, p0 = u % j->pieces * DLRT_BF16_KC;
+        const int64_t i0 = u / j->pieces * j->group * j->w, p0 = u % j->pieces * DLRT_BF16_KC;
         const int kc = (int)DLRT_MIN((int64_t)DLRT_BF16_KC, j->K - p0);
-        dlrt_bf16_pack(j->X, j->ld, j->by_rows, i0, DLRT_MIN((int64_t)j->w, j->lines - i0), p0, kc,
-                       j->w, 0, j->dst + (size_t)i0 * (size_t)kp + (size_t)(p0 / 2) * j->w);
+        dlrt_bf16_pack(j->X, j->ld, j->by_rows, i0, DLRT_MIN(j->group * j->w, j->lines - i0), p0,
+                       kc, j->w, (size_t)j->w * (size_t)kp,
+                       j->dst + (size_t)i0 * (size_t)kp + (size_t)(p0 / 2) * j->w);
     }
 }
 
@@ -166,29 +178,61 @@ static size_t dlrt_bf16_packed_units(int operand, int64_t lines, int64_t K) {
 static void dlrt_bf16_pack_all(int operand, int64_t lines, int64_t K, const float *X, int64_t ld,
                                int trans, uint32_t *dst, int par) {
     const int w = operand == 0 ? DLRT_GEMM_MR : DLRT_GEMM_NR;
-    const int64_t pieces = (K + DLRT_BF16_KC - 1) / DLRT_BF16_KC;
-    dlrt_bf16_pack_job job = {X, ld, lines, K, pieces, operand == 0 ? !trans : trans, w, dst};
-    dlrt_parallel_for((lines + w - 1) / w * pieces, par, dlrt_bf16_pack_units, &job);
+    const int64_t pieces = (K + DLRT_BF16_KC - 1) / DLRT_BF16_KC, group = DLRT_GEMM_NC / w;
+    const int64_t groups = ((lines + w - 1) / w + group - 1) / group;
+    dlrt_bf16_pack_job job = {X, ld, lines, K, pieces, group, operand == 0 ? !trans : trans,
+                              w, dst};
+    dlrt_parallel_for(groups * pieces, par, dlrt_bf16_pack_units, &job);
 }
 
-/* acc[6 x 64] (rows NR floats apart) = or += (add) the sum over kq depth pairs of A's panel a
- * (6 units a pair) times B's panel b (64 units a pair). */
+/* c[6][4] (zeroed, or loaded from acc: 6 x 64, rows NR floats apart) += the sum over kq depth
+ * pairs of A's panel a (6 units a pair) times B's panel b (64 units a pair). A macro, so that
+ * the accumulators stay in registers. */
+#define DLRT_BF16_MAC(kq, a, b, acc, c)                                                            \
+    do {                                                                                           \
+        for (int i_ = 0; i_ < 6; i_++)                                                             \
+            for (int v_ = 0; v_ < 4; v_++)                                                         \
+                c[i_][v_] =                                                                        \
+                    (acc) ? _mm512_loadu_ps((acc) + i_ * 64 + 16 * v_) : _mm512_setzero_ps();      \
+        const uint32_t *a_ = (a), *b_ = (b);                                                       \
+        for (int q_ = 0; q_ < (kq); q_++, a_ += 6, b_ += 64) {                                     \
+            __m512bh bv_[4];                                                                       \
+            for (int v_ = 0; v_ < 4; v_++) bv_[v_] = (__m512bh)_mm512_loadu_si512(b_ + 16 * v_);   \
+            for (int i_ = 0; i_ < 6; i_++) {                                                       \
+                const __m512bh av_ = (__m512bh)_mm512_set1_epi32((int)a_[i_]);                     \
+                for (int v_ = 0; v_ < 4; v_++)                                                     \
+                    c[i_][v_] = _mm512_dpbf16_ps(c[i_][v_], av_, bv_[v_]);                         \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+/* acc[6 x 64] (rows NR floats apart) = or += (add) the block of panels a and b. */
 static DLRT_INLINE void dlrt_bf16_micro(int kq, const uint32_t *restrict a,
                                         const uint32_t *restrict b, float *restrict acc, int add) {
     __m512 c[6][4];
-    for (int i = 0; i < 6; i++)
-        for (int v = 0; v < 4; v++)
-            c[i][v] = add ? _mm512_loadu_ps(acc + i * 64 + 16 * v) : _mm512_setzero_ps();
-    for (int q = 0; q < kq; q++, a += 6, b += 64) {
-        __m512bh bv[4];
-        for (int v = 0; v < 4; v++) bv[v] = (__m512bh)_mm512_loadu_si512(b + 16 * v);
-        for (int i = 0; i < 6; i++) {
-            const __m512bh av = (__m512bh)_mm512_set1_epi32((int)a[i]);
-            for (int v = 0; v < 4; v++) c[i][v] = _mm512_dpbf16_ps(c[i][v], av, bv[v]);
-        }
-    }
+    DLRT_BF16_MAC(kq, a, b, add ? acc : NULL, c);
     for (int i = 0; i < 6; i++)
         for (int v = 0; v < 4; v++) _mm512_storeu_ps(acc + i * 64 + 16 * v, c[i][v]);
+}
+
+/* The last K block of a full 6 x 64 register tile at (i0, j0) of the product: part (the
+ * earlier blocks' sums, or NULL) + the block, finished with the epilogue in registers
+ * (dlrt_gemm_micro_store_rows' steps; ep passes dlrt_gemm_epi_direct) and stored into C. The
+ * row store through the partial sums cost 8% of a 1024 x 1024 x 256 product. */
+static DLRT_INLINE void dlrt_bf16_micro_store(int kq, const uint32_t *restrict a,
+                                              const uint32_t *restrict b, const float *part,
+                                              float *C, int64_t ldc, const dlrt_epilogue *ep,
+                                              int64_t i0, int64_t j0) {
+    __m512 c[6][4];
+    DLRT_BF16_MAC(kq, a, b, part, c);
+    if (ep)
+        DLRT_EPI_BLOCK(ep, c, 6, 4, i0 + i_, ep->bias + (i0 + i_) * ep->bias_rs + j0 + j_ * 16,
+                       ep->residual + (i0 + i_) * ep->res_rs + j0 + j_ * 16);
+    for (int i = 0; i < 6; i++)
+        for (int v = 0; v < 4; v++) _mm512_storeu_ps(C + (i0 + i) * ldc + j0 + 16 * v, c[i][v]);
+    if (dlrt_gemm_act_after(ep))
+        for (int i = 0; i < 6; i++)
+            dlrt_act_apply(ep->act, ep->act_a, ep->act_b, C + (i0 + i) * ldc + j0, 64);
 }
 
 /* dlrt_gemm_tile in bfloat16: one MC x NC tile (mc x nc valid) at (i0, j0), all of K. An
@@ -202,6 +246,8 @@ static void dlrt_gemm_tile_bf16(const dlrt_gemm_args *g, int64_t K, int64_t i0, 
     uint32_t apairs[MC * KQ], bpairs[KQ * NR];
     float part[MC * DLRT_GEMM_NC]; /* partial sums, one MR x NR block per register tile */
     const int64_t kp = (K + 1) / 2;
+    /* full register tiles of a product stored in C's orientation skip the partial sums */
+    const int direct = !g->c_trans && dlrt_gemm_epi_direct(g->ep);
     for (int64_t p0 = 0; p0 < K; p0 += DLRT_BF16_KC) {
         const int kc = (int)DLRT_MIN((int64_t)DLRT_BF16_KC, K - p0), kq = (kc + 1) / 2;
         const int first = p0 == 0, last = p0 + kc == K;
@@ -230,6 +276,11 @@ static void dlrt_gemm_tile_bf16(const dlrt_gemm_args *g, int64_t K, int64_t i0, 
             float *blk = part + (size_t)c * MC;
             for (int r = 0; r < mc; r += MR) {
                 float *pt = blk + (size_t)r * NR;
+                if (last && direct && nr == NR && r + MR <= mc) {
+                    dlrt_bf16_micro_store(kq, ablk + (size_t)r * astride, bp, first ? NULL : pt,
+                                          g->C, g->ldc, g->ep, i0 + r, j0 + c);
+                    continue;
+                }
                 dlrt_bf16_micro(kq, ablk + (size_t)r * astride, bp, pt, !first);
                 if (last && !g->c_trans)
                     for (int i = 0; i < DLRT_MIN(MR, mc - r); i++)
