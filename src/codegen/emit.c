@@ -172,7 +172,7 @@ static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const dl_target *t, 
  * packed copy, or B itself when the runtime made none (an AOT bundle). The workspace holds A
  * packed once, and B unless it is a weight (dl_group_workspace reserves
  * dlrt_gemm_workspace(M, N, K, 0, b_weight) bytes). With bf16 (dl_target.math_bf16) the call is
- * dlrt_sgemm_bf16, same arguments (it converts the float32 panels, prepacked ones too). */
+ * dlrt_sgemm_bf16, same arguments, B's pack in depth pairs (DLRT_B_PAIRS). */
 static void emit_sgemm_call(dl_sbuf *sb, const char *indent, bool bf16, const char *m,
                             const char *n, const char *k, const char *a, const char *lda, int ta,
                             const char *b, const char *ldb, int tb, const char *c, const char *ldc,
@@ -181,11 +181,11 @@ static void emit_sgemm_call(dl_sbuf *sb, const char *indent, bool bf16, const ch
                  bf16 ? "bf16" : "ws", m, n, k, a, lda, ta, indent);
     if (pk < 0)
         dl_sb_printf(sb, "%s, %s, %d, 0,", b, ldb, tb);
-    else
+    else /* bf16: packed in depth pairs (request_pack's operand DLRT_B_PAIRS) */
         dl_sb_printf(sb,
                      "b[DLK_PACK + %d] ? (const float *)b[DLK_PACK + %d] : %s, %s, %d, "
-                     "b[DLK_PACK + %d] != 0,",
-                     pk, pk, b, ldb, tb, pk);
+                     "(b[DLK_PACK + %d] != 0) * %d,",
+                     pk, pk, b, ldb, tb, pk, bf16 ? DLRT_B_PAIRS : 1);
     dl_sb_printf(sb, "\n%s    %s, %s, &ep, b[DLK_WS], dlrt_gemm_workspace(%s, %s, %s, 0, %d));\n",
                  indent, c, ldc, m, n, k, b_weight);
 }
@@ -202,7 +202,8 @@ static dl_status emit_gemm(dl_ctx *ctx, const dl_group *gr, const dl_target *t, 
     DL_TRY(dl_gemm_params_of(ctx, gr, &gp));
     const dl_node *n = gr->nodes[0];
     int pk;
-    DL_TRY(request_pack(ctx, packs, n->in[1], 1, gp.N, gp.K, gp.ldb, gp.trans_b, &pk));
+    DL_TRY(request_pack(ctx, packs, n->in[1], t->math_bf16 ? DLRT_B_PAIRS : 1, gp.N, gp.K, gp.ldb,
+                        gp.trans_b, &pk));
     char m[DL_SEXPR_C_LEN], nn[DL_SEXPR_C_LEN], kk[DL_SEXPR_C_LEN], lda[32], ldb[32], pa[48],
         pb[48], pc[48];
     const dl_value *a = n->in[0], *b = n->in[1];
@@ -236,8 +237,8 @@ static dl_status emit_matmul(dl_ctx *ctx, const dl_group *gr, const dl_target *t
     /* a B that is one matrix for the whole batch is packed once when constant */
     int pk = -1;
     if (br <= 2)
-        DL_TRY(request_pack(ctx, packs, mp.b_in, 1, mp.N, mp.K, mp.trans_b ? mp.K : mp.N,
-                            mp.trans_b, &pk));
+        DL_TRY(request_pack(ctx, packs, mp.b_in, t->math_bf16 ? DLRT_B_PAIRS : 1, mp.N, mp.K,
+                            mp.trans_b ? mp.K : mp.N, mp.trans_b, &pk));
     char pa[64], pb[64], pc[64];
     emit_open(sb, name);
     emit_epilogue(sb, &mp.epi);

@@ -20,7 +20,7 @@ static void emit_packs(dl_sbuf *sb, const dl_packs *pk) {
                      (long long)r->lines, (long long)r->K, (long long)r->ld, r->trans);
     }
     dl_sb_printf(sb, "%s};\n", pk->n ? "" : "{0}");
-    /* a[0] is a GEMM operand (0, 1) or a Winograd packing mode (DLRT_WG_PACKED...) */
+    /* a[0] is a GEMM operand (0, 1, DLRT_B_PAIRS) or a Winograd packing mode (DLRT_WG_PACKED...) */
     dl_sb_put(sb,
               "int64_t dlk_pack_bytes(int k) {\n"
               "    const int64_t *a = dlk_pack_args[k];\n"

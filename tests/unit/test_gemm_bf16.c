@@ -30,7 +30,8 @@ typedef struct bf_case {
     int64_t M, N, K;
     int ta, tb;
     int pad;      /* leading dimensions padded (NaN in the padding) */
-    int pack;     /* 0: none, 1: B prepacked, 2: A prepacked, 3: A prepacked for C^T */
+    int pack;     /* 0: none, 1: B prepacked, 2: A prepacked, 3: A prepacked for C^T, 4: B prepacked
+                   * in depth pairs */
     int ws;       /* a full workspace (the operands shared by tiles packed once) */
     int epi;      /* alpha 0.5, a bias per column, a residual, ReLU */
     int in_place; /* the residual is C itself */
@@ -65,6 +66,10 @@ static void run_case(const bf_case *c, gemm_fn *fn, const float *a, int64_t lda,
         pk = malloc(dlrt_gemm_packed_bytes(0, M, K) + 64);
         dlrt_gemm_pack_operand(0, M, K, a, lda, c->ta, pk);
         A = pk, a_packed = DLRT_A_PACKED;
+    } else if (c->pack == 4) { /* in depth pairs */
+        pk = malloc(dlrt_gemm_packed_bytes(DLRT_B_PAIRS, N, K) + 64);
+        dlrt_gemm_pack_operand(DLRT_B_PAIRS, N, K, b, ldb, c->tb, pk);
+        B = pk, b_packed = DLRT_B_PAIRS;
     } else if (c->pack == 3) {
         pk = malloc(dlrt_gemm_packed_bytes(1, M, K) + 64);
         dlrt_gemm_pack_operand(1, M, K, a, lda, !c->ta, pk);
@@ -186,7 +191,7 @@ int main(void) {
             bf_check(&c);
         }
     /* prepacked operands (float32 panels, converted per tile), in-place residuals */
-    for (int pack = 1; pack <= 3; pack++)
+    for (int pack = 1; pack <= 4; pack++)
         for (int s = 3; s < n_shapes; s += 3) {
             bf_case c = {
                 shapes[s][0], shapes[s][1], shapes[s][2], s & 1, (s >> 1) & 1, 0, pack, 1, 1,
@@ -198,7 +203,7 @@ int main(void) {
         bf_case c = {irand(1, 300),    irand(1, 300),
                      irand(1, 600),    (int)irand(0, 1),
                      (int)irand(0, 1), (int)irand(0, 1),
-                     (int)irand(0, 3), (int)irand(0, 1),
+                     (int)irand(0, 4), (int)irand(0, 1),
                      (int)irand(0, 1), 0};
         c.in_place = c.epi && irand(0, 3) == 0;
         bf_check(&c);

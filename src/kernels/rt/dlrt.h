@@ -94,6 +94,12 @@ void dlrt_sgemm_ws(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
  * twice the multiply-adds of float32 on CPUs with AVX512-BF16. Builds without AVX512-BF16
  * (dlrt_gemm_has_bf16() == 0) compute in float32. Same results
  * whatever the thread count; same epilogue and aliasing rules. */
+/* Its right operand may come packed in depth pairs (a layer's weights, half the bytes of float32
+ * panels, no conversion per call): dlrt_gemm_packed_bytes / dlrt_gemm_pack_operand with operand
+ * DLRT_B_PAIRS (lines = N columns, trans = trans_b), passed with b_packed = DLRT_B_PAIRS, to
+ * dlrt_sgemm_bf16 only. Where the build has no bfloat16 products, that packing makes float32
+ * panels (operand 1) and the product reads them as such. */
+enum { DLRT_B_PAIRS = 2 };
 void dlrt_sgemm_bf16(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
                      int a_packed, const float *B, int64_t ldb, int trans_b, int b_packed, float *C,
                      int64_t ldc, const dlrt_epilogue *ep, void *ws, size_t ws_bytes);
