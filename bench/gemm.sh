@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SGEMM side by side: dlcc's runtime GEMM (src/kernels/rt/gemm.c) vs OpenBLAS, one program.
 #
-# usage: bench/gemm.sh [--threads 1,2] [--time SEC] [--json] [MxNxK ...]
+# usage: bench/gemm.sh [--threads 1,2] [--time SEC] [--json] [--math bf16] [MxNxK ...]
 #        (arguments go to bench/gemm_bench.c; see its header comment for what is measured)
 #
 # Compiles bench/gemm_bench.c together with the runtime GEMM source and its thread pool, with the

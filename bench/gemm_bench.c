@@ -6,7 +6,7 @@
  * once), allocated once outside the timing, as OpenBLAS keeps its own buffers between calls.
  *
  * Built and run by bench/gemm.sh. usage:
- *   gemm_bench [--threads 1,2] [--time SEC] [--json] [MxNxK ...]
+ *   gemm_bench [--threads 1,2] [--time SEC] [--json] [--math bf16] [MxNxK ...]
  * Without sizes: squares 256..2048, BERT-base seq-128 shapes and ResNet-50 convolutions seen as
  * GEMMs (M = output channels, N = output positions, K = input channels x kernel taps).
  *
@@ -20,7 +20,10 @@
  * both are read back and the program stops if either differs from what was asked.
  * Peak: a one-thread FMA-throughput loop (independent accumulator chains in the widest vectors
  * the build targets: AVX-512, else AVX2+FMA, else scalar), best of 50 runs of 10 ms; the peak for
- * T threads is taken as T times that (other load on the machine shows up as < 100%). */
+ * T threads is taken as T times that (other load on the machine shows up as < 100%).
+ * --math bf16 times dlrt_sgemm_bf16 (bfloat16 operands, float32 sums: what dlcc --math bf16 runs)
+ * against the same float32 OpenBLAS call: not the same computation (its error against OpenBLAS
+ * is then allowed up to 1e-2, and its percent of the float32 peak can pass 100). */
 #define _POSIX_C_SOURCE 200809L
 #include "dlrt.h"
 
@@ -170,9 +173,11 @@ typedef struct {
     size_t ws_bytes;
 } gemm_job;
 
+static int math_bf16; /* --math bf16 */
+
 static void call_dlcc(const gemm_job *j) {
-    dlrt_sgemm_ws(j->m, j->n, j->k, j->a, j->k, 0, 0, j->b, j->n, 0, 0, j->c, j->n, NULL, j->ws,
-                  j->ws_bytes);
+    (math_bf16 ? dlrt_sgemm_bf16 : dlrt_sgemm_ws)(j->m, j->n, j->k, j->a, j->k, 0, 0, j->b, j->n,
+                                                  0, 0, j->c, j->n, NULL, j->ws, j->ws_bytes);
 }
 
 static void call_openblas(const gemm_job *j) {
@@ -244,7 +249,7 @@ static int set_threads(int t) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: gemm_bench [--threads 1,2] [--time SEC] [--json] [MxNxK ...]\n");
+    fprintf(f, "usage: gemm_bench [--threads 1,2] [--time SEC] [--json] [--math bf16] [MxNxK ...]\n");
 }
 
 int main(int argc, char **argv) {
@@ -273,6 +278,9 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "gemm_bench: bad --time '%s'\n", argv[i]);
                 return 2;
             }
+        } else if (!strcmp(argv[i], "--math") && i + 1 < argc &&
+                   (!strcmp(argv[i + 1], "bf16") || !strcmp(argv[i + 1], "fp32"))) {
+            math_bf16 = !strcmp(argv[++i], "bf16");
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -311,6 +319,10 @@ int main(int argc, char **argv) {
         printf("peak: %.1f GFLOP/s per thread, measured here on one thread (%s FMA loop, %d chains);"
                " the peak for T threads is taken as T x that\n",
                peak, PEAK_ISA, PEAK_CHAINS);
+        if (math_bf16)
+            printf("dlcc: dlrt_sgemm_bf16 (bfloat16 operands, float32 sums%s); OpenBLAS in "
+                   "float32\n",
+                   dlrt_gemm_has_bf16() ? "" : "; this build has no AVX512-BF16: float32");
         printf("timing: median of single calls, blocks dlcc/OpenBLAS/OpenBLAS/dlcc of %.2f s each\n",
                budget / 2);
         if (load >= 0)
@@ -368,15 +380,15 @@ int main(int argc, char **argv) {
             }
             double flop = 2.0 * (double)z->m * (double)z->n * (double)z->k;
             double gd = flop / median(&sd) / 1e9, gb = flop / median(&sb) / 1e9;
-            int wrong = !(rel <= 1e-4);
+            int wrong = !(rel <= (math_bf16 ? 1e-2 : 1e-4));
             if (wrong) rc = 1;
             if (json)
                 printf("{\"shape\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"threads\":%d,"
                        "\"dlcc_gflops\":%.2f,\"openblas_gflops\":%.2f,\"ratio\":%.3f,"
                        "\"peak_gflops_per_thread\":%.2f,\"dlcc_runs\":%d,\"openblas_runs\":%d,"
-                       "\"max_rel_err\":%.3g,\"loadavg\":%.2f}\n",
+                       "\"max_rel_err\":%.3g,\"loadavg\":%.2f,\"math\":\"%s\"}\n",
                        z->label, (long long)z->m, (long long)z->n, (long long)z->k, t, gd, gb,
-                       gd / gb, peak, sd.n, sb.n, rel, load);
+                       gd / gb, peak, sd.n, sb.n, rel, load, math_bf16 ? "bf16" : "fp32");
             else
                 printf("%-13s %5lld %5lld %5lld %3d %10.1f %10.1f %9.2f %6.0f%% %6.0f%% %9.2g%s\n",
                        z->label, (long long)z->m, (long long)z->n, (long long)z->k, t, gd, gb,

@@ -11,7 +11,8 @@
 
 static const char help[] =
     "usage: dlcc tune MODEL.onnx [--out FILE] [--threads N] [--rounds N] [--iters N]\n"
-    "                 [--warmup N] [--margin PCT] [--input NAME=FILE.npy]... [--seed N]\n\n"
+    "                 [--warmup N] [--margin PCT] [--input NAME=FILE.npy]... [--seed N]\n"
+    "                 [--math fp32|bf16]\n\n"
     "Measures which convolution algorithm is fastest for each layer of the model on this\n"
     "machine, where the cost model only estimates it. One program is compiled per algorithm\n"
     "(im2col, 1x1 GEMM, implicit GEMM, Winograd F(4x4) and F(2x2), direct), each forcing it on\n"
@@ -38,7 +39,9 @@ static const char help[] =
     "                         to replace it, in percent (default 3)\n"
     "  --input NAME=FILE.npy  bind a graph input (repeatable); the others get random values from\n"
     "                         a fixed seed, symbolic dims taken as 1\n"
-    "  --seed N               seed for random inputs (default 0)\n";
+    "  --seed N               seed for random inputs (default 0)\n"
+    "  --math fp32|bf16       the products' precision of the programs timed (as they will be\n"
+    "                         compiled: see dlcc compile --help; default fp32)\n";
 
 int cmd_tune(int argc, char **argv) {
     cli_model_args a = {.warmup = 3, .load_only = true}; /* dl_tune compiles its programs */
