@@ -32,7 +32,7 @@ ISA_UNITS := $(shell grep -l 'kernels/rt-lib.c' $(UNIT_SRC) 2>/dev/null)
 ifeq ($(shell uname -m),x86_64)
 ISA_BIN := $(foreach i,avx512 avx2 generic,$(ISA_UNITS:tests/unit/%.c=$(BUILD)/tests-isa/$(i)/%))
 # the bfloat16 products (gemm-bf16.h) need AVX512-BF16, which x86-64-v4 lacks: their test is
-# built once more with it
+# built once more with it (and the parallel paths on every size, as the avx2 build)
 ISA_BIN += $(BUILD)/tests-isa/avx512bf16/test_gemm_bf16
 endif
 ISA_CFLAGS := $(filter-out -O2,$(CFLAGS)) -O3 -pthread -DDLRT_THREADS -fopenmp-simd
@@ -88,7 +88,7 @@ $(BUILD)/tests-isa/avx512/%: tests/unit/%.c $(BUILD)/libdlcc.a
 
 $(BUILD)/tests-isa/avx512bf16/%: tests/unit/%.c $(BUILD)/libdlcc.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(ISA_CFLAGS) -march=x86-64-v4 -mavx512bf16 -o $@ $< $(BUILD)/libdlcc.a $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(ISA_CFLAGS) -march=x86-64-v4 -mavx512bf16 -DDLRT_PAR_MIN=1 -o $@ $< $(BUILD)/libdlcc.a $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/tests-isa/avx2/%: tests/unit/%.c $(BUILD)/libdlcc.a
 	@mkdir -p $(dir $@)

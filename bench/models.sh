@@ -26,7 +26,8 @@
 # --math bf16 runs dlcc with mixed-precision products (dlcc bench/run --math bf16: MatMul and Gemm
 # with bfloat16 operands, float32 sums) against ORT in float32 as always: a faster, less exact
 # computation, not the same one. The check then flags a relative difference above 3e-2 (the
-# products' operands lose 8 bits), the records say "math", and the table names it.
+# products' operands keep 8 bits of mantissa of float32's 24), the records say "math", and the
+# table names it.
 #
 # Environment: PYTHON (python3 with onnxruntime and numpy; default python3), TORCH_PYTHON
 # (default /usr/bin/python3). Defaults: --iters 20 --warmup 3 --threads "1 2".

@@ -18,7 +18,8 @@ static const char help[] =
     "  --output-dir DIR       write each output to DIR/<output name>.npy (DIR is created)\n"
     "  --backend B            native (compiled; the default) or ref (the reference interpreter)\n"
     "  --check                run native and ref side by side; name the first step whose output\n"
-    "                         differs beyond --rtol (default 1e-4) / --atol (default 1e-5)\n"
+    "                         differs beyond --rtol (default 1e-4) / --atol (default 1e-5;\n"
+    "                         with --math bf16, 3e-2 / 1e-3: the reference is float32)\n"
     "  --threads N            threads for compiled kernels (default: all cores)\n"
     "  --dump-ir PASS         print the IR after graph pass PASS (or 'all') to stderr\n"
     "  --tuning FILE          convolution algorithms measured by dlcc tune (records for other\n"
@@ -71,7 +72,7 @@ int cmd_run(int argc, char **argv) {
     const char *model = NULL, *outdir = NULL, *backend = "native", *dump_ir = NULL;
     const char *tuning = NULL;
     int check = 0, threads = 0, math = DL_MATH_FP32;
-    double rtol = 1e-4, atol = 1e-5;
+    double rtol = -1, atol = -1; /* defaults below, by --math */
     const char *in_spec[MAX_INPUTS];
     int n_spec = 0, quiet = 0;
     uint64_t seed = 0;
@@ -121,6 +122,9 @@ int cmd_run(int argc, char **argv) {
     }
     if (strcmp(backend, "ref") != 0 && strcmp(backend, "native") != 0)
         return cli_error("run: unknown backend '%s' (available: native, ref)", backend) + 1;
+    /* bfloat16 products are checked against the float32 reference: their operands keep 8 bits */
+    if (rtol < 0) rtol = math == DL_MATH_BF16 ? 3e-2 : 1e-4;
+    if (atol < 0) atol = math == DL_MATH_BF16 ? 1e-3 : 1e-5;
     if ((tuning || math != DL_MATH_FP32) && strcmp(backend, "ref") == 0)
         return cli_error("run: %s chooses compiled kernels: it does not apply to --backend ref",
                          tuning ? "--tuning" : "--math") +

@@ -242,11 +242,40 @@ static const char example_main[] =
     "            return 1;\n        }\n"
     "        fclose(f);\n    }\n    return 0;\n}\n";
 
+/* A bundle's scratch memory is planned here, by this library's kernels (dlrt_gemm_isa()): a
+ * convolution's algorithm and the packing it does per call depend on the instruction set the
+ * kernels are built for, so a bundle with convolutions built for another set would overrun it
+ * (the implicit GEMM packing AVX-512's 64-wide panels where 16-wide ones were planned). Such a
+ * build stops with an #error instead. Products are planned for every instruction set. */
+static void emit_isa_guard(dl_sbuf *sb, const dl_program *p) {
+    bool conv = false;
+    for (int gi = 0; gi < p->fusion->n; gi++)
+        conv |=
+            p->fusion->groups[gi].kind == DL_G_CONV || p->fusion->groups[gi].kind == DL_G_CONV_GRAD;
+    if (!conv) return;
+    const char *isa = dlrt_gemm_isa();
+    /* gemm-micro.h's choice: AVX-512F, else AVX2 with FMA, else generic */
+    const char *cond = !strcmp(isa, "avx512") ? "defined(__AVX512F__)"
+                       : !strcmp(isa, "avx2")
+                           ? "defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)"
+                           : "!defined(__AVX512F__) && !(defined(__AVX2__) && defined(__FMA__))";
+    dl_sb_printf(sb,
+                 "/* The scratch memory of this bundle's convolutions was planned for the %s "
+                 "kernels. */\n#if !(%s)\n#error \"this bundle's convolution scratch memory is "
+                 "planned for the %s instruction set: build it with CFLAGS that keep it (the "
+                 "Makefile's default; no -march=native)\"\n#endif\n",
+                 isa, cond, isa);
+}
+
 static dl_status emit_makefile(dl_ctx *ctx, const char *dir) {
     dl_sbuf mk = {0};
     dl_sb_put(&mk, "# Builds the model bundle with any C11 compiler: make [CC=...] [CFLAGS=...]\n"
                    "# Add -pthread -DDLRT_THREADS to CFLAGS and -pthread to LDLIBS for\n"
                    "# multi-threaded kernels (and -fopenmp-simd to CFLAGS for the simd loops).\n"
+                   "# A bundle with convolutions must keep the instruction set its scratch\n"
+                   "# memory was planned for (kernels.c stops the build otherwise); one without\n"
+                   "# may take -march flags, and bfloat16 products (dlcc --math bf16) need\n"
+                   "# AVX512-BF16 among them (-march=native on such a CPU), else run in float32.\n"
                    "CC ?= cc\nCFLAGS ?= -std=c11 -O2\nLDLIBS ?= -lm\n"
                    "SRC = main.c model.c kernels.c weights.c");
     for (int i = 0; i < dl_rt_n_files; i++) {
@@ -290,7 +319,14 @@ dl_status dl_emit_bundle(dl_ctx *ctx, dl_program *p, int n_inputs, dl_tensor *co
         s = write_sb(ctx, dir, "weights.c", &w);
     }
     dl_sb_free(&w);
-    if (s == DL_OK) s = write_sb(ctx, dir, "kernels.c", &p->source);
+    if (s == DL_OK) {
+        dl_sbuf k = {0};
+        emit_isa_guard(&k, p);
+        dl_sb_put(&k, dl_sb_str(&p->source));
+        s = dl_sb_status(ctx, &k);
+        if (s == DL_OK) s = write_sb(ctx, dir, "kernels.c", &k);
+        dl_sb_free(&k);
+    }
     for (int i = 0; s == DL_OK && i < dl_rt_n_files; i++)
         s = write_file(ctx, dir, dl_rt_files[i].name, dl_rt_files[i].text,
                        strlen(dl_rt_files[i].text));

@@ -214,6 +214,10 @@ dl_status dl_compile_tuned(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o
         goto fail;
     }
     p->stats.nodes_after = p->g->nodes.len;
+    for (int gi = 0; gi < p->fusion->n; gi++) {
+        const dl_gkind k = p->fusion->groups[gi].kind;
+        p->stats.products += k == DL_G_GEMM || k == DL_G_MATMUL;
+    }
     double t1 = now_ms();
     p->stats.passes_ms = t1 - t0;
     dl_isa isa;
@@ -258,7 +262,7 @@ dl_status dl_compile_tuned(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o
     }
     /* A program made only of views and fallbacks needs no compiler run. */
     if (generated > 0 && (s = build(ctx, p, &jo)) != DL_OK) goto fail;
-    if (o->math == DL_MATH_BF16 && generated > 0 && !p->stats.bf16_built && !warned_no_bf16) {
+    if (o->math == DL_MATH_BF16 && p->stats.products && !p->stats.bf16_built && !warned_no_bf16) {
         fprintf(stderr,
                 "dlcc: warning: math bf16: the kernels (%s) were built without AVX512-BF16; "
                 "products run in float32\n",

@@ -53,12 +53,8 @@ dl_status dl_program_report(dl_ctx *ctx, dl_program *p, int n_inputs, dl_tensor 
                 fprintf(f, "%s %s %d", n++ ? "," : "", dlrt_conv_algo_name(a), by_algo[a]);
         fprintf(f, " (%d by tuning records, the others by the cost model)\n", st->tuned_convs);
     }
-    int products = 0;
-    for (int gi = 0; gi < p->fusion->n; gi++)
-        products +=
-            p->fusion->groups[gi].kind == DL_G_GEMM || p->fusion->groups[gi].kind == DL_G_MATMUL;
     if (st->math == DL_MATH_BF16)
-        fprintf(f, "math: bf16: %d MatMul/Gemm products %s\n", products,
+        fprintf(f, "math: bf16: MatMul/Gemm products: %d, %s\n", st->products,
                 st->bf16_built ? "in bfloat16 (AVX512-BF16), sums in float32"
                                : "in float32: the kernels were built without AVX512-BF16");
     if (pl->dynamic) {

@@ -59,6 +59,11 @@ dl_status dl_trainer_new(dl_ctx *ctx, dl_graph *model, const dl_train_options *o
     }
     if (o->backend != DL_BACKEND_REF && o->backend != DL_BACKEND_NATIVE)
         return dl_fail(ctx, DL_ERR_INVALID, "dl_trainer_new: unknown backend");
+    if (o->backend == DL_BACKEND_REF && o->compile && o->compile->math != DL_MATH_FP32)
+        return dl_fail(ctx, DL_ERR_INVALID,
+                       "dl_trainer_new: math mode %d chooses compiled kernels: the reference "
+                       "backend computes in float32",
+                       o->compile->math);
     dl_trainer *t = dl_calloc(1, sizeof *t);
     if (!t) return dl_fail(ctx, DL_ERR_NOMEM, "out of memory");
     t->ctx = ctx;

@@ -29,13 +29,18 @@ static float *rand_buf(int64_t n) {
 typedef struct bf_case {
     int64_t M, N, K;
     int ta, tb;
-    int pad;      /* leading dimensions padded (NaN in the padding) */
-    int pack;     /* 0: none, 1: B prepacked, 2: A prepacked, 3: A prepacked for C^T, 4: B prepacked
-                   * in depth pairs */
-    int ws;       /* a full workspace (the operands shared by tiles packed once) */
-    int epi;      /* alpha 0.5, a bias per column, a residual, ReLU */
+    int pad;  /* leading dimensions padded (NaN in the padding) */
+    int pack; /* 0: none, 1: B prepacked, 2: A prepacked, 3: A prepacked for C^T, 4: B prepacked
+               * in depth pairs */
+    int ws;   /* a full workspace (the operands shared by tiles packed once) */
+    int epi;  /* 0: none; 1: alpha 0.5, a bias per column, a residual, ReLU; 2: beta 0.75, a bias
+               * per row, Sigmoid (run after the store) */
     int in_place; /* the residual is C itself */
 } bf_case;
+
+/* C's rows are 3 floats longer than N (padding that must stay as it was) */
+#define LDC(n) ((n) + 3)
+#define CANARY 12345.0f
 
 typedef void gemm_fn(int64_t, int64_t, int64_t, const float *, int64_t, int, int, const float *,
                      int64_t, int, int, float *, int64_t, const dlrt_epilogue *, void *, size_t);
@@ -51,10 +56,14 @@ static void run_case(const bf_case *c, gemm_fn *fn, const float *a, int64_t lda,
                         .bias = bias,
                         .bias_cs = 1,
                         .residual = c->in_place ? C : res,
-                        .res_rs = N,
+                        .res_rs = c->in_place ? LDC(N) : N,
                         .res_cs = 1,
                         .act = DLRT_ACT_RELU};
-    if (c->in_place) memcpy(C, res, (size_t)(M * N) * sizeof(float));
+    if (c->epi == 2)
+        ep = (dlrt_epilogue){
+            .alpha = 1.0f, .beta = 0.75f, .bias = bias, .bias_rs = 1, .act = DLRT_ACT_SIGMOID};
+    for (int64_t i = 0; i < M * LDC(N); i++) /* the padding past each row of C stays */
+        C[i] = c->in_place && i % LDC(N) < N ? res[i / LDC(N) * N + i % LDC(N)] : CANARY;
     int a_packed = 0, b_packed = 0;
     float *pk = NULL;
     const float *A = a, *B = b;
@@ -77,8 +86,8 @@ static void run_case(const bf_case *c, gemm_fn *fn, const float *a, int64_t lda,
     }
     const size_t wsb = c->ws ? dlrt_gemm_workspace(M, N, K, a_packed != 0, b_packed) : 0;
     void *ws = wsb ? malloc(wsb) : NULL;
-    fn(M, N, K, A, lda, c->ta, a_packed, B, ldb, c->tb, b_packed, C, N, c->epi ? &ep : NULL, ws,
-       wsb);
+    fn(M, N, K, A, lda, c->ta, a_packed, B, ldb, c->tb, b_packed, C, LDC(N), c->epi ? &ep : NULL,
+       ws, wsb);
     free(ws);
     free(pk);
 }
@@ -87,13 +96,14 @@ static void bf_check(const bf_case *c) {
     const int64_t M = c->M, N = c->N, K = c->K;
     const int64_t ar = c->ta ? K : M, ac = c->ta ? M : K, br = c->tb ? N : K, bc = c->tb ? K : N;
     const int64_t lda = ac + (c->pad ? 5 : 0), ldb = bc + (c->pad ? 3 : 0);
-    float *a = rand_buf(ar * lda), *b = rand_buf(br * ldb), *bias = rand_buf(N),
+    float *a = rand_buf(ar * lda), *b = rand_buf(br * ldb), *bias = rand_buf(M + N),
           *res = rand_buf(M * N);
     for (int64_t i = 0; i < ar * lda; i++)
         if (i % lda >= ac) a[i] = NAN;
     for (int64_t i = 0; i < br * ldb; i++)
         if (i % ldb >= bc) b[i] = NAN;
-    float *C = malloc((size_t)(M * N) * sizeof(float)), *C2 = malloc((size_t)(M * N) * 4);
+    const size_t cbytes = (size_t)(M * LDC(N)) * sizeof(float);
+    float *C = malloc(cbytes), *C2 = malloc(cbytes);
     char what[200];
     snprintf(what, sizeof what,
              "bf16 M=%lld N=%lld K=%lld ta=%d tb=%d pad=%d pack=%d ws=%d epi=%d%s", (long long)M,
@@ -102,9 +112,12 @@ static void bf_check(const bf_case *c) {
     run_case(c, dlrt_sgemm_bf16, a, lda, b, ldb, bias, res, C, 1);
     if (!dlrt_gemm_has_bf16()) { /* float32: dlrt_sgemm_ws's bits */
         run_case(c, dlrt_sgemm_ws, a, lda, b, ldb, bias, res, C2, 1);
-        CHECK(what, !memcmp(C, C2, (size_t)(M * N) * sizeof(float)));
+        CHECK(what, !memcmp(C, C2, cbytes));
         goto done;
     }
+    int pad_kept = 1;
+    for (int64_t i = 0; i < M * LDC(N); i++) pad_kept &= i % LDC(N) < N || C[i] == CANARY;
+    CHECK(what, pad_kept);
     double worst = 0, off32 = 0; /* error against the reference; distance from float32 */
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
@@ -116,13 +129,18 @@ static void bf_check(const bf_case *c) {
                 s += t, mag += fabs(t), s32 += (double)x * (double)y;
             }
             double want = s, want32 = s32;
-            if (c->epi) {
+            if (c->epi == 1) {
                 want = 0.5 * s + bias[j] + res[i * N + j],
                 want32 = 0.5 * s32 + bias[j] + res[i * N + j];
                 want = want > 0 ? want : 0, want32 = want32 > 0 ? want32 : 0;
                 mag = 0.5 * mag + fabs(bias[j]) + fabs(res[i * N + j]);
+            } else if (c->epi == 2) { /* (the sigmoid's slope is at most 1/4) */
+                want = 1.0 / (1.0 + exp(-(s + 0.75 * bias[i])));
+                want32 = 1.0 / (1.0 + exp(-(s32 + 0.75 * bias[i])));
+                /* (and the float result's own rounding, near 0.5) */
+                mag = 0.25 * (mag + fabs(bias[i])) + 0.5;
             }
-            const double got = C[i * N + j];
+            const double got = C[i * LDC(N) + j];
             const double e = fabs(got - want) / (mag + 1e-30);
             if (!(e <= worst)) worst = e; /* (NaN counts) */
             off32 = fmax(off32, fabs(got - want32) / (mag + 1e-30));
@@ -133,9 +151,13 @@ static void bf_check(const bf_case *c) {
     if (!(worst <= tol)) printf("  error %.3g of the magnitude (tolerance %.3g)\n", worst, tol);
     /* the operands were rounded (a float32 product of random floats is 1e-3 closer) */
     if (K >= 8) CHECK(what, off32 > 1e-5);
-    /* two threads: the same bits */
+    /* two threads, and the workspace or none: the same bits */
     run_case(c, dlrt_sgemm_bf16, a, lda, b, ldb, bias, res, C2, 2);
-    CHECK(what, !memcmp(C, C2, (size_t)(M * N) * sizeof(float)));
+    CHECK(what, !memcmp(C, C2, cbytes));
+    bf_case other = *c;
+    other.ws = !c->ws;
+    run_case(&other, dlrt_sgemm_bf16, a, lda, b, ldb, bias, res, C2, 1);
+    CHECK(what, !memcmp(C, C2, cbytes));
 done:
     free(a), free(b), free(bias), free(res), free(C), free(C2);
 }
@@ -186,26 +208,30 @@ int main(void) {
                          s & 1,
                          0,
                          t != 1,
-                         (s + t) % 3 != 0,
+                         (s + t) % 3,
                          0};
             bf_check(&c);
         }
-    /* prepacked operands (float32 panels, converted per tile), in-place residuals */
-    for (int pack = 1; pack <= 4; pack++)
+    /* prepacked operands (float32 panels, converted per tile; B also in pairs), in-place
+     * residuals; one row (M = 1) against a prepacked B, which float32 runs by another path */
+    for (int pack = 1; pack <= 4; pack++) {
         for (int s = 3; s < n_shapes; s += 3) {
             bf_case c = {
-                shapes[s][0], shapes[s][1], shapes[s][2], s & 1, (s >> 1) & 1, 0, pack, 1, 1,
-                pack == 2};
+                shapes[s][0],   shapes[s][1], shapes[s][2], s & 1, (s >> 1) & 1, 0, pack, 1,
+                1 + (pack & 1), pack == 2};
             bf_check(&c);
         }
+        bf_case one = {1, 300, 129, 0, pack & 1, 1, pack, 1, 1 + (pack & 1), 0};
+        bf_check(&one);
+    }
     /* random shapes */
     for (int r = 0; r < 40; r++) {
         bf_case c = {irand(1, 300),    irand(1, 300),
                      irand(1, 600),    (int)irand(0, 1),
                      (int)irand(0, 1), (int)irand(0, 1),
                      (int)irand(0, 4), (int)irand(0, 1),
-                     (int)irand(0, 1), 0};
-        c.in_place = c.epi && irand(0, 3) == 0;
+                     (int)irand(0, 2), 0};
+        c.in_place = c.epi == 1 && irand(0, 3) == 0;
         bf_check(&c);
     }
     test_special();

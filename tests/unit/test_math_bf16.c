@@ -147,6 +147,7 @@ static void test_products(dl_ctx *ctx) {
     const dl_status s = dl_compile(ctx, g2, &o, &p);
     CHECK("an unknown math mode is refused, by name",
           s == DL_ERR_INVALID && !p && strstr(dl_errmsg(ctx), "math mode 7"));
+    dl_ctx_clear(ctx);
     dl_graph_free(g2);
 }
 
@@ -191,6 +192,20 @@ static void test_training(dl_ctx *ctx) {
         dl_trainer_free(t);
     }
     CHECK("12 steps in fp32 and in bf16", ok[0] && ok[1]);
+    { /* the reference backend computes in float32: bf16 is refused, not ignored */
+        dl_compile_options co = opts;
+        co.math = DL_MATH_BF16;
+        dl_train_options o;
+        dl_train_options_init(&o);
+        o.backend = DL_BACKEND_REF;
+        o.compile = &co;
+        dl_trainer *t = NULL;
+        dl_ctx_clear(ctx); /* (the first error stays until cleared) */
+        const dl_status s = dl_trainer_new(ctx, g, &o, &t);
+        CHECK("the reference trainer refuses math bf16",
+              s == DL_ERR_INVALID && !t && strstr(dl_errmsg(ctx), "reference backend"));
+        dl_trainer_free(t);
+    }
     /* whether the step's products were bfloat16: a forward compiled the same way says */
     int built = 0;
     dl_tensor *in[1] = {xt};
