@@ -75,6 +75,20 @@ conformance() {
 
 smoke() {
     local p=0 f=0
+    # rejects OPTION VALUE MESSAGE COMMAND...: each command refuses OPTION VALUE with MESSAGE
+    rejects() {
+        local opt=$1 val=$2 msg=$3 cmd
+        shift 3
+        for cmd in "$@"; do
+            if "$DLCC" $cmd models/default.onnx "$opt" "$val" >"$out/rejects.txt" 2>&1; then
+                echo "FAIL dlcc $cmd accepts $opt $val"; f=$((f + 1))
+            elif grep -q -- "$msg" "$out/rejects.txt"; then
+                echo "PASS dlcc $cmd rejects $opt $val"; p=$((p + 1))
+            else
+                echo "FAIL dlcc $cmd $opt $val: unclear message"; f=$((f + 1))
+            fi
+        done
+    }
     if "$BUILD/examples/build_mlp" >/dev/null; then echo "PASS example build_mlp"; p=$((p + 1)); else echo "FAIL example build_mlp"; f=$((f + 1)); fi
     local out
     out=$(mktemp -d)
@@ -164,30 +178,14 @@ smoke() {
     else
         echo "FAIL dlcc --math bf16"; f=$((f + 1))
     fi
-    for cmd in run compile bench profile tune train; do
-        if "$DLCC" $cmd models/default.onnx --math fp16 >"$out/math.txt" 2>&1; then
-            echo "FAIL dlcc $cmd accepts --math fp16"; f=$((f + 1))
-        elif grep -q -- "--math: expected fp32 or bf16, got 'fp16'" "$out/math.txt"; then
-            echo "PASS dlcc $cmd rejects --math fp16"; p=$((p + 1))
-        else
-            echo "FAIL dlcc $cmd --math fp16: unclear message"; f=$((f + 1))
-        fi
-    done
+    rejects --math fp16 "--math: expected fp32 or bf16, got 'fp16'" run compile bench profile tune train
     if ! "$DLCC" run models/default.onnx --backend ref --math bf16 >"$out/bt.txt" 2>&1 &&
         grep -q "math chooses compiled kernels: it does not apply to --backend ref" "$out/bt.txt"; then
         echo "PASS dlcc run refuses --math with the reference backend"; p=$((p + 1))
     else
         echo "FAIL dlcc run --backend ref --math"; f=$((f + 1))
     fi
-    for cmd in run compile bench profile onnx-test tune; do
-        if "$DLCC" $cmd models/default.onnx --threads x >"$out/threads.txt" 2>&1; then
-            echo "FAIL dlcc $cmd accepts --threads x"; f=$((f + 1))
-        elif grep -q -- "--threads: expected a positive integer, got 'x'" "$out/threads.txt"; then
-            echo "PASS dlcc $cmd rejects --threads x"; p=$((p + 1))
-        else
-            echo "FAIL dlcc $cmd --threads x: unclear message"; f=$((f + 1))
-        fi
-    done
+    rejects --threads x "--threads: expected a positive integer, got 'x'" run compile bench profile onnx-test tune
     rm -rf "$out"
     echo "$p passed, $f failed"
 }

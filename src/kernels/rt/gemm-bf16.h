@@ -62,48 +62,33 @@ static DLRT_INLINE void dlrt_bf16_pair6(const float *even, const float *odd, int
     _mm256_mask_storeu_epi16(dst, 0x0fff, _mm256_permutexvar_epi16(order, h));
 }
 
-/* One panel of w (MR or NR) lines, n present, depths [0, kc) from src: line i at depth p is
- * src[i * ld + p] when by_rows, else src[p * ld + i]. dst: kq = (kc + 1) / 2 pairs of w units. */
-static void dlrt_bf16_panel(const float *src, int64_t ld, int by_rows, int n, int kc, int w,
-                            uint32_t *restrict dst) {
+/* One panel of w (MR or NR) lines stored as rows (line i at depth p is src[i * ld + p]), n
+ * present, depths [0, kc): 32 depths of each line converted, then the units transposed. dst:
+ * (kc + 1) / 2 pairs of w units. (Lines contiguous at each depth go by dlrt_bf16_pack.) */
+static void dlrt_bf16_panel_rows(const float *src, int64_t ld, int n, int kc, int w,
+                                 uint32_t *restrict dst) {
     const int kq = (kc + 1) / 2;
-    if (!by_rows && w == DLRT_GEMM_NR) {
-        for (int q = 0; q < kq; q++) {
-            const float *even = src + (size_t)(2 * q) * ld;
-            const float *odd = 2 * q + 1 < kc ? even + ld : NULL;
-            for (int v = 0; v < DLRT_GEMM_NR / 16; v++)
-                _mm512_storeu_si512(
-                    dst + q * w + 16 * v,
-                    dlrt_bf16_pair16(even + 16 * v, odd ? odd + 16 * v : NULL, n - 16 * v));
-        }
-    } else if (!by_rows) {
-        for (int q = 0; q < kq; q++) {
-            const float *even = src + (size_t)(2 * q) * ld;
-            dlrt_bf16_pair6(even, 2 * q + 1 < kc ? even + ld : NULL, n, dst + q * 6);
-        }
-    } else { /* lines are rows: 32 depths of each line converted, then the units transposed */
-        uint32_t rows[16 * 16];
-        for (int d = 0; d < kc; d += 32) {
-            const int nq = DLRT_MIN(16, kq - d / 2);
-            for (int g = 0; g < w; g += 16) {
-                const int lines = DLRT_MIN(16, w - g);
-                for (int l = 0; l < lines; l++)
-                    _mm512_storeu_si512(rows + 16 * l,
-                                        g + l < n ? dlrt_bf16_row32(src + (g + l) * ld + d, kc - d)
-                                                  : _mm512_setzero_si512());
-                if (lines == 6 && nq == 16) { /* an A panel: units [q][l], 6 a pair */
-                    dlrt_gemm_tr6x16((const float *)rows, 16, (float *)(dst + (d / 2) * 6));
-                    continue;
-                }
-                __m512 r[16];
-                for (int l = 0; l < 16; l++)
-                    r[l] = l < lines ? _mm512_loadu_ps((const float *)rows + 16 * l)
-                                     : _mm512_setzero_ps();
-                dlrt_gemm_vtranspose(r); /* r[q]: pair q of the 16 lines */
-                for (int q = 0; q < nq; q++)
-                    _mm512_mask_storeu_ps((float *)(dst + (d / 2 + q) * w + g),
-                                          dlrt_bf16_lanes(lines), r[q]);
+    uint32_t rows[16 * 16];
+    for (int d = 0; d < kc; d += 32) {
+        const int nq = DLRT_MIN(16, kq - d / 2);
+        for (int g = 0; g < w; g += 16) {
+            const int lines = DLRT_MIN(16, w - g);
+            for (int l = 0; l < lines; l++)
+                _mm512_storeu_si512(rows + 16 * l,
+                                    g + l < n ? dlrt_bf16_row32(src + (g + l) * ld + d, kc - d)
+                                              : _mm512_setzero_si512());
+            if (lines == 6 && nq == 16) { /* an A panel: units [q][l], 6 a pair */
+                dlrt_gemm_tr6x16((const float *)rows, 16, (float *)(dst + (d / 2) * 6));
+                continue;
             }
+            __m512 r[16];
+            for (int l = 0; l < 16; l++)
+                r[l] =
+                    l < lines ? _mm512_loadu_ps((const float *)rows + 16 * l) : _mm512_setzero_ps();
+            dlrt_gemm_vtranspose(r); /* r[q]: pair q of the 16 lines */
+            for (int q = 0; q < nq; q++)
+                _mm512_mask_storeu_ps((float *)(dst + (d / 2 + q) * w + g), dlrt_bf16_lanes(lines),
+                                      r[q]);
         }
     }
 }
@@ -143,8 +128,8 @@ static void dlrt_bf16_pack(const float *X, int64_t ld, int by_rows, int64_t i0, 
         return;
     }
     for (int64_t r = 0; r < m; r += w, dst += pstride)
-        dlrt_bf16_panel(X + (i0 + r) * ld + p0, ld, 1, (int)DLRT_MIN((int64_t)w, m - r), kc, w,
-                        dst);
+        dlrt_bf16_panel_rows(X + (i0 + r) * ld + p0, ld, (int)DLRT_MIN((int64_t)w, m - r), kc, w,
+                             dst);
 }
 
 /* An operand packed whole into pairs for a product's tiles to share (dlrt_gemm_run): panels of
@@ -256,10 +241,10 @@ static void dlrt_gemm_tile_bf16(const dlrt_gemm_args *g, int64_t K, int64_t i0, 
         if (g->a_pairs) {
             ablk = (const uint32_t *)g->A + (size_t)i0 * (size_t)kp + (size_t)(p0 / 2) * MR;
             astride = (size_t)kp;
-        } else if (g->a_packed) {
+        } else if (g->a_packed) { /* each panel: MR lines contiguous at each depth, over all K */
             for (int r = 0; r < mc; r += MR)
-                dlrt_bf16_panel(g->A + (size_t)(i0 + r) * (size_t)K + (size_t)p0 * MR, MR, 0,
-                                DLRT_MIN(MR, mc - r), kc, MR, apairs + (size_t)r * kq);
+                dlrt_bf16_pack(g->A + (size_t)(i0 + r) * (size_t)K, MR, 0, 0, DLRT_MIN(MR, mc - r),
+                               p0, kc, MR, 0, apairs + (size_t)r * kq);
         } else {
             dlrt_bf16_pack(g->A, g->lda, !g->trans_a, i0, mc, p0, kc, MR, (size_t)MR * kq, apairs);
         }
@@ -268,9 +253,9 @@ static void dlrt_gemm_tile_bf16(const dlrt_gemm_args *g, int64_t K, int64_t i0, 
             const uint32_t *bp = bpairs;
             if (g->b_pairs)
                 bp = (const uint32_t *)g->B + (size_t)(j0 + c) * (size_t)kp + (size_t)(p0 / 2) * NR;
-            else if (g->b_packed)
-                dlrt_bf16_panel(g->B + (size_t)(j0 + c) * (size_t)K + (size_t)p0 * NR, NR, 0, nr,
-                                kc, NR, bpairs);
+            else if (g->b_packed) /* NR lines contiguous at each depth, over all K */
+                dlrt_bf16_pack(g->B + (size_t)(j0 + c) * (size_t)K, NR, 0, 0, nr, p0, kc, NR, 0,
+                               bpairs);
             else
                 dlrt_bf16_pack(g->B, g->ldb, g->trans_b, j0 + c, nr, p0, kc, NR, 0, bpairs);
             float *blk = part + (size_t)c * MC;
