@@ -31,9 +31,9 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 ISA_UNITS := $(shell grep -l 'kernels/rt-lib.c' $(UNIT_SRC) 2>/dev/null)
 ifeq ($(shell uname -m),x86_64)
 ISA_BIN := $(foreach i,avx512 avx2 generic,$(ISA_UNITS:tests/unit/%.c=$(BUILD)/tests-isa/$(i)/%))
-# the bfloat16 products (gemm-bf16.h) need AVX512-BF16, which x86-64-v4 lacks: their test is
+# the bfloat16 products (gemm-bf16.h) need AVX512-BF16, which x86-64-v4 lacks: their tests are
 # built once more with it (and the parallel paths on every size, as the avx2 build)
-ISA_BIN += $(BUILD)/tests-isa/avx512bf16/test_gemm_bf16
+ISA_BIN += $(BUILD)/tests-isa/avx512bf16/test_gemm_bf16 $(BUILD)/tests-isa/avx512bf16/test_conv_bf16
 endif
 ISA_CFLAGS := $(filter-out -O2,$(CFLAGS)) -O3 -pthread -DDLRT_THREADS -fopenmp-simd
 

@@ -170,7 +170,8 @@ smoke() {
     # --math bf16: the report says what the products run in; outputs stay close to fp32's; an
     # unknown mode and the reference backend are refused
     if "$DLCC" compile models/default.onnx --report --math bf16 >"$out/math.txt" 2>&1 &&
-        grep -q '^math: bf16: MatMul/Gemm products: 1, in ' "$out/math.txt" &&
+        grep -q '^math: bf16: MatMul/Gemm products: 1, convolutions as GEMMs: 3, in ' "$out/math.txt" &&
+        "$DLCC" run models/default.onnx --seed 3 --quiet --math bf16 --check &&
         "$DLCC" run models/default.onnx --seed 3 --quiet --math fp32 --output-dir "$out/mf" &&
         "$DLCC" run models/default.onnx --seed 3 --quiet --math bf16 --output-dir "$out/mb" &&
         /usr/bin/python3 -c "import numpy as np; a=np.load('$out/mf/probs.npy'); b=np.load('$out/mb/probs.npy'); assert a.shape==b.shape and np.abs(a-b).max() < 1e-2"; then

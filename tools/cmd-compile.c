@@ -25,8 +25,8 @@ static const char help[] =
     "  --no-cache        build in a temporary directory\n"
     "  --tuning FILE     convolution algorithms measured by dlcc tune (records for other layers\n"
     "                    or instruction sets are ignored; default: the cost model)\n"
-    "  --math fp32|bf16  bf16: MatMul and Gemm products with bfloat16 operands, float32 sums\n"
-    "                    (AVX512-BF16; about 1.6x faster, less exact; default fp32)\n";
+    "  --math fp32|bf16  bf16: MatMul, Gemm and convolutions run as GEMMs with bfloat16\n"
+    "                    operands, float32 sums (AVX512-BF16; faster, less exact; default fp32)\n";
 
 #define MAX_INPUTS 256
 

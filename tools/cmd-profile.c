@@ -26,8 +26,9 @@ static const char help[] =
     "  --seed N               seed for random inputs (default 0)\n"
     "  --tuning FILE          convolution algorithms measured by dlcc tune (records for other\n"
     "                         layers or instruction sets are ignored; default: the cost model)\n"
-    "  --math fp32|bf16       bf16: MatMul and Gemm products with bfloat16 operands, float32\n"
-    "                         sums (AVX512-BF16; about 1.6x faster, less exact; default fp32)\n";
+    "  --math fp32|bf16       bf16: MatMul, Gemm and convolutions run as GEMMs with bfloat16\n"
+    "                         operands, float32 sums (AVX512-BF16; faster, less exact; default\n"
+    "                         fp32)\n";
 
 int cmd_profile(int argc, char **argv) {
     cli_model_args a = {.warmup = 5};

@@ -80,6 +80,7 @@ dl_status dl_conv_params_of(dl_ctx *ctx, const dl_group *gr, dl_conv_params *cp)
     memset(cp, 0, sizeof *cp);
     DL_TRY(conv_of(ctx, n, x, w, y, &cp->p, &cp->n_sym));
     cp->p.tuned = gr->conv_tuned;
+    cp->p.bf16 = gr->conv_bf16;
     const dlrt_conv *p = &cp->p;
     const int ns = p->nsp;
     cp->x_slot = x->id;

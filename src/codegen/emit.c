@@ -132,6 +132,7 @@ static void emit_conv_struct(dl_sbuf *sb, const dlrt_conv *p, int n_sym) {
     emit_window_field(sb, "dil", p->dil);
     emit_window_field(sb, "pad_begin", p->pad_begin);
     if (p->tuned) dl_sb_printf(sb, ", .tuned = %d", p->tuned);
+    if (p->bf16) dl_sb_put(sb, ", .bf16 = 1");
     dl_sb_put(sb, "};\n");
 }
 
@@ -154,9 +155,13 @@ static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const dl_target *t, 
     const dl_value *w = gr->nodes[0]->in[1];
     if (dlrt_conv_winograd_tile(mode)) /* transformed, c_out x c_in each */
         DL_TRY(request_pack(ctx, packs, w, mode, p->c_out, p->c_in, 0, 0, &pk));
-    else if (mode) /* op(A) = w as the left operand, or as the transposed product's right one */
-        DL_TRY(request_pack(ctx, packs, w, mode == DLRT_A_PACKED ? 0 : 1, p->c_out, kdim, kdim,
-                            mode == DLRT_A_PACKED_T, &pk));
+    else if (mode) { /* op(A) = w as the left operand, or as the transposed product's right one;
+                      * in depth pairs for bfloat16 products */
+        const int left = mode == DLRT_A_PACKED || mode == DLRT_A_PAIRS;
+        const int pairs = mode == DLRT_A_PAIRS || mode == DLRT_A_PAIRS_T;
+        const int operand = pairs ? (left ? DLRT_A_PAIRS : DLRT_B_PAIRS) : !left;
+        DL_TRY(request_pack(ctx, packs, w, operand, p->c_out, kdim, kdim, !left, &pk));
+    }
     /* NULL packed weights (no request, or an AOT bundle's empty slot): plain dlrt_conv_forward */
     char packed[48] = "0";
     if (pk >= 0) snprintf(packed, sizeof packed, "(const float *)b[DLK_PACK + %d]", pk);

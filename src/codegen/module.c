@@ -20,16 +20,17 @@ static void emit_packs(dl_sbuf *sb, const dl_packs *pk) {
                      (long long)r->lines, (long long)r->K, (long long)r->ld, r->trans);
     }
     dl_sb_printf(sb, "%s};\n", pk->n ? "" : "{0}");
-    /* a[0] is a GEMM operand (0, 1, DLRT_B_PAIRS) or a Winograd packing mode (DLRT_WG_PACKED...) */
+    /* a[0] is a GEMM operand (0, 1, DLRT_B_PAIRS, DLRT_A_PAIRS) or a Winograd packing mode
+     * (DLRT_WG_PACKED ... DLRT_WG2_PACKED_T) */
     dl_sb_put(sb,
               "int64_t dlk_pack_bytes(int k) {\n"
               "    const int64_t *a = dlk_pack_args[k];\n"
-              "    if (a[0] >= DLRT_WG_PACKED)\n"
+              "    if (dlrt_conv_winograd_tile((int)a[0]))\n"
               "        return (int64_t)dlrt_conv_winograd_packed_bytes((int)a[0], a[1], a[2]);\n"
               "    return (int64_t)dlrt_gemm_packed_bytes((int)a[0], a[1], a[2]);\n}\n"
               "void dlk_pack(int k, const void *src, void *dst) {\n"
               "    const int64_t *a = dlk_pack_args[k];\n"
-              "    if (a[0] >= DLRT_WG_PACKED)\n"
+              "    if (dlrt_conv_winograd_tile((int)a[0]))\n"
               "        dlrt_conv_winograd_pack((int)a[0], a[1], a[2], (const float *)src, "
               "(float *)dst);\n"
               "    else\n"

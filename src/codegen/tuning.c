@@ -253,9 +253,10 @@ void dl_tuning_conv_key(const dlrt_conv *p, const char *isa, char *buf, size_t n
     dims_text(out, sizeof out, ns, p->out);
     char batch[24] = "*";
     if (p->n > 0) snprintf(batch, sizeof batch, "%lld", (long long)p->n);
-    snprintf(buf, n, "%s n=%s c=%lld>%lld g=%lld in=%s k=%s s=%s d=%s p=%s out=%s", isa, batch,
-             (long long)p->c_in, (long long)p->c_out, (long long)p->group, in, k, st, dil, pad,
-             out);
+    /* bfloat16 products change the GEMM algorithms' speeds: their records are apart */
+    snprintf(buf, n, "%s%s n=%s c=%lld>%lld g=%lld in=%s k=%s s=%s d=%s p=%s out=%s", isa,
+             p->bf16 ? "+bf16" : "", batch, (long long)p->c_in, (long long)p->c_out,
+             (long long)p->group, in, k, st, dil, pad, out);
 }
 
 bool dl_tuning_conv_of(const dl_group *gr, dlrt_conv *p, int *n_sym) {

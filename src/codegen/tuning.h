@@ -33,8 +33,9 @@ dl_status dl_tuning_load(dl_ctx *ctx, const char *path, bool missing_ok, dl_tuni
 /* Writes the records (header: comment lines, each without its "# "; may be NULL) to path
  * atomically. */
 dl_status dl_tuning_write(dl_ctx *ctx, const dl_tuning *t, const char *path, const char *header);
-/* The key of a convolution on instruction set isa ("avx512"...); a batch p->n of 0 (symbolic)
- * is written "n=*": such a record serves every batch size. */
+/* The key of a convolution on instruction set isa ("avx512"...; "avx512+bf16" for a layer with
+ * bfloat16 products, p->bf16); a batch p->n of 0 (symbolic) is written "n=*": such a record
+ * serves every batch size. */
 void dl_tuning_conv_key(const dlrt_conv *p, const char *isa, char *buf, size_t n);
 /* The recorded algorithm (DLRT_CONV_*, or DL_TUNING_MODEL) of key, -1 when there is none. */
 int dl_tuning_get(const dl_tuning *t, const char *key);

@@ -215,8 +215,10 @@ dl_status dl_compile_tuned(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o
     }
     p->stats.nodes_after = p->g->nodes.len;
     for (int gi = 0; gi < p->fusion->n; gi++) {
-        const dl_gkind k = p->fusion->groups[gi].kind;
-        p->stats.products += k == DL_G_GEMM || k == DL_G_MATMUL;
+        dl_group *gr = &p->fusion->groups[gi];
+        p->stats.products += gr->kind == DL_G_GEMM || gr->kind == DL_G_MATMUL;
+        p->stats.convs += gr->kind == DL_G_CONV;
+        gr->conv_bf16 = gr->kind == DL_G_CONV && o->math == DL_MATH_BF16;
     }
     double t1 = now_ms();
     p->stats.passes_ms = t1 - t0;
@@ -262,10 +264,11 @@ dl_status dl_compile_tuned(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o
     }
     /* A program made only of views and fallbacks needs no compiler run. */
     if (generated > 0 && (s = build(ctx, p, &jo)) != DL_OK) goto fail;
-    if (o->math == DL_MATH_BF16 && p->stats.products && !p->stats.bf16_built && !warned_no_bf16) {
+    if (o->math == DL_MATH_BF16 && (p->stats.products || p->stats.convs) && !p->stats.bf16_built &&
+        !warned_no_bf16) {
         fprintf(stderr,
                 "dlcc: warning: math bf16: the kernels (%s) were built without AVX512-BF16; "
-                "products run in float32\n",
+                "products (MatMul, Gemm, convolutions as GEMMs) run in float32\n",
                 isa.name);
         warned_no_bf16 = true;
     }

@@ -54,7 +54,8 @@ dl_status dl_program_report(dl_ctx *ctx, dl_program *p, int n_inputs, dl_tensor 
         fprintf(f, " (%d by tuning records, the others by the cost model)\n", st->tuned_convs);
     }
     if (st->math == DL_MATH_BF16)
-        fprintf(f, "math: bf16: MatMul/Gemm products: %d, %s\n", st->products,
+        fprintf(f, "math: bf16: MatMul/Gemm products: %d, convolutions as GEMMs: %d, %s\n",
+                st->products, by_algo[DLRT_CONV_GEMM_1X1] + by_algo[DLRT_CONV_IM2COL],
                 st->bf16_built ? "in bfloat16 (AVX512-BF16), sums in float32"
                                : "in float32: the kernels were built without AVX512-BF16");
     if (pl->dynamic) {

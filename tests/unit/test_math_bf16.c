@@ -1,7 +1,8 @@
 /* test_math_bf16.c — dl_compile_options.math = DL_MATH_BF16 end to end: MatMul and Gemm groups
  * (weights prepacked or not, transposes absorbed, batched, bias and activation fused) compiled
  * with bfloat16 products and compared with a reference that rounds their operands to bfloat16
- * and sums in double; a training step compiled the same way, against the float32 one. Where the
+ * and sums in double; so are convolutions run as GEMMs (a 1x1 layer and a stride-2 3x3 layer,
+ * im2col); a training step compiled the same way, against the float32 one. Where the
  * generated kernels lack AVX512-BF16 (the compile says so: dl_compile_stats.bf16_built), the
  * products must instead be float32's, bit for bit. An unknown math mode is refused. */
 #include "../../src/runtime/profile.h"
@@ -11,9 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../src/kernels/rt/dlrt.h"
 #include "check.h"
-#include "test-cache.h"
 #include "test-bf16.h"
+#include "test-cache.h"
+#include "test-conv-ref.h"
 #include "test-rng.h"
 
 static char cache_dir[] = "/tmp/dlcc-test-bf16-XXXXXX";
@@ -151,6 +154,76 @@ static void test_products(dl_ctx *ctx) {
     dl_graph_free(g2);
 }
 
+/* y = the reference convolution of x and w (test-conv-ref.h) with operands rounded to bfloat16;
+ * the largest error of got against it over the magnitude of the terms (+1), and in *off32 the
+ * same against float32 operands. */
+static double conv_err(const dlrt_conv *p, const float *got, const float *x, const float *w,
+                       double *off32) {
+    const int64_t xn = numel_in(p), wn = numel_w(p), yn = numel_out(p);
+    float *xr = malloc((size_t)xn * sizeof(float)), *wr = malloc((size_t)wn * sizeof(float));
+    for (int64_t i = 0; i < xn; i++) xr[i] = bf16_round(x[i]);
+    for (int64_t i = 0; i < wn; i++) wr[i] = bf16_round(w[i]);
+    double *acc = malloc((size_t)yn * sizeof(double)), *acc32 = malloc((size_t)yn * sizeof(double));
+    double *mag = malloc((size_t)yn * sizeof(double));
+    ref_conv(p, x, w, acc32, mag);
+    ref_conv(p, xr, wr, acc, mag);
+    double worst = 0;
+    *off32 = 0;
+    for (int64_t i = 0; i < yn; i++) {
+        const double e = fabs(got[i] - acc[i]) / (1.0 + mag[i]);
+        if (!(e <= worst)) worst = e;
+        *off32 = fmax(*off32, fabs(got[i] - acc32[i]) / (1.0 + mag[i]));
+    }
+    free(xr), free(wr), free(acc), free(acc32), free(mag);
+    return worst;
+}
+
+/* Two convolutions the compiler runs as GEMMs: 1x1 (gemm1x1) and a stride-2 3x3 (im2col, which
+ * bfloat16 takes where float32 runs the implicit GEMM), weights prepacked in depth pairs. */
+static void test_convs(dl_ctx *ctx) {
+    const int64_t C = 48, CO = 40, HW = 12;
+    dl_graph *g = dl_graph_new(ctx);
+    int64_t xd[4] = {1, C, HW, HW}, w1d[4] = {CO, C, 1, 1}, w3d[4] = {CO, C, 3, 3};
+    dl_tensor *w1 = rand_t(ctx, 4, w1d), *w3 = rand_t(ctx, 4, w3d);
+    dl_value *x = dl_input(g, "x", DL_F32, 4, xd, NULL);
+    dl_output(g, dl_conv2d(g, x, dl_parameter(g, "w1", w1), NULL, 1, 0), "c1");
+    dl_output(g, dl_conv2d(g, x, dl_parameter(g, "w3", w3), NULL, 2, 1), "c3");
+    dl_tensor *in[1] = {rand_t(ctx, 4, xd)};
+    int built = -1;
+    dl_tensor **o16 = compile_run(ctx, g, DL_MATH_BF16, 1, in, &built);
+    dl_tensor **o32 = compile_run(ctx, g, DL_MATH_FP32, 1, in, NULL);
+    CHECK("bf16 and fp32 convolutions compile and run", o16 && o32);
+    dlrt_conv p1 = {.nsp = 2, .n = 1, .c_in = C, .c_out = CO, .group = 1};
+    for (int d = 0; d < 3; d++) {
+        p1.in[d] = p1.out[d] = d < 2 ? HW : 1;
+        p1.k[d] = p1.stride[d] = p1.dil[d] = 1;
+    }
+    dlrt_conv p3 = p1; /* 3x3, stride 2, pad 1 */
+    for (int d = 0; d < 2; d++)
+        p3.out[d] = HW / 2, p3.k[d] = 3, p3.stride[d] = 2, p3.pad_begin[d] = 1;
+    for (int i = 0; o16 && o32 && i < 2; i++) {
+        const dlrt_conv *p = i ? &p3 : &p1;
+        double off32, e = conv_err(p, f32(o16[i]), f32(in[0]), f32(i ? w3 : w1), &off32);
+        char what[160];
+        if (!built) { /* float32 products, as the float32 program's up to the algorithm */
+            snprintf(what, sizeof what, "math bf16 without AVX512-BF16: conv %s is float32 (%.2g)",
+                     i ? "3x3 stride 2" : "1x1", off32);
+            CHECK(what, off32 <= 2e-6);
+            continue;
+        }
+        snprintf(what, sizeof what, "math bf16: conv %s matches bfloat16 products (err %.2g)",
+                 i ? "3x3 stride 2" : "1x1", e);
+        CHECK(what, e <= 2e-6);
+        snprintf(what, sizeof what, "math bf16: conv %s is not float32's (off %.2g)",
+                 i ? "3x3 stride 2" : "1x1", off32);
+        CHECK(what, off32 > 1e-5);
+    }
+    free_outs(o16, 2);
+    free_outs(o32, 2);
+    dl_tensor_free(in[0]);
+    dl_graph_free(g);
+}
+
 /* An MLP trained 12 steps in bf16 and in fp32 from the same weights: the losses follow each
  * other to bfloat16's precision, fall, and (with AVX512-BF16) are not float32's. */
 static void test_training(dl_ctx *ctx) {
@@ -233,6 +306,7 @@ int main(void) {
     if (!test_cache_open(cache_dir, &opts)) return 1;
     dl_ctx *ctx = dl_ctx_new();
     test_products(ctx);
+    test_convs(ctx);
     test_training(ctx);
     dl_ctx_free(ctx);
     test_cache_remove(cache_dir);

@@ -45,6 +45,12 @@ static void test_keys(void) {
     dl_tuning_conv_key(&p, "avx512", key, sizeof key);
     CHECK("key of a 2-D convolution",
           strcmp(key, "avx512 n=2 c=64>256 g=1 in=56x56 k=1x1 s=1x1 d=1x1 p=0x0 out=56x56") == 0);
+    p.bf16 = 1;
+    dl_tuning_conv_key(&p, "avx512", key, sizeof key);
+    CHECK("a layer with bfloat16 products has its own key",
+          strcmp(key, "avx512+bf16 n=2 c=64>256 g=1 in=56x56 k=1x1 s=1x1 d=1x1 p=0x0 out=56x56") ==
+              0);
+    p.bf16 = 0;
     p.n = 0;
     dl_tuning_conv_key(&p, "avx2", key, sizeof key);
     CHECK("a symbolic batch is n=*",

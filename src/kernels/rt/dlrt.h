@@ -100,6 +100,13 @@ void dlrt_sgemm_ws(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
  * dlrt_sgemm_bf16 only. Where the build has no bfloat16 products, that packing makes float32
  * panels (operand 1) and the product reads them as such. */
 enum { DLRT_B_PAIRS = 2 };
+/* The same for the left operand (a convolution's weights): operand DLRT_A_PAIRS of
+ * dlrt_gemm_packed_bytes / dlrt_gemm_pack_operand (lines = M rows, trans = trans_a), passed
+ * with a_packed = DLRT_A_PAIRS; and a_packed = DLRT_A_PAIRS_T for op(A) packed in pairs as the
+ * right operand of the transposed product (operand DLRT_B_PAIRS, lines M, trans !trans_a), as
+ * DLRT_A_PACKED_T is in float32. Their values stay clear of the convolutions' packing modes
+ * (DLRT_WG_PACKED ...), which share the a_packed argument. */
+enum { DLRT_A_PAIRS = 7, DLRT_A_PAIRS_T = 8 };
 void dlrt_sgemm_bf16(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, int trans_a,
                      int a_packed, const float *B, int64_t ldb, int trans_b, int b_packed, float *C,
                      int64_t ldc, const dlrt_epilogue *ep, void *ws, size_t ws_bytes);
@@ -127,6 +134,10 @@ typedef struct dlrt_conv {
      * algorithm to run, measured fastest for this layer by `dlcc tune`, taken where
      * dlrt_conv_algo_ok allows it (else the cost model's pick) */
     int tuned;
+    /* 1: the algorithms that run as GEMMs (1x1, im2col) compute their products in bfloat16
+     * (dlrt_sgemm_bf16; --math bf16); the others stay in float32, and the implicit GEMM is
+     * not picked (im2col is) */
+    int bf16;
 } dlrt_conv;
 /* Scratch bytes dlrt_conv_forward or dlrt_conv_forward_packed needs for the algorithm it picks
  * (may be 0, then workspace may be NULL): none for depthwise and 1x1, one image and group's
@@ -144,7 +155,9 @@ void dlrt_conv_forward(const dlrt_conv *p, const float *x, const float *w, float
  * product, for narrow output planes (dlrt_gemm_pack_operand(1, c_out, K, w, K, 1, wpacked));
  * DLRT_WG_PACKED / DLRT_WG_PACKED_T: Winograd F(4x4, 3x3)-transformed, each frequency's matrix
  * packed the same two ways (dlrt_conv_winograd_pack(mode, c_out, c_in, w, wpacked));
- * DLRT_WG2_PACKED / DLRT_WG2_PACKED_T: the same for F(2x2, 3x3). With its weights
+ * DLRT_WG2_PACKED / DLRT_WG2_PACKED_T: the same for F(2x2, 3x3); DLRT_A_PAIRS / DLRT_A_PAIRS_T
+ * (p->bf16): DLRT_A_PACKED / _T in depth pairs (operands DLRT_A_PAIRS and DLRT_B_PAIRS of
+ * dlrt_gemm_pack_operand). With its weights
  * transformed once, Winograd pays on more layers, so the algorithm may differ from
  * dlrt_conv_forward's (dlrt_conv_workspace covers both). The emitter decides with
  * dlrt_conv_packs_weights_for(the target's vector bytes, p); wpack_mode says how wpacked was

@@ -1045,8 +1045,10 @@ int dlrt_sgemm_transposes(int64_t M, int64_t N, int64_t K) {
 size_t dlrt_gemm_packed_bytes(int operand, int64_t lines, int64_t K) {
     if (lines <= 0 || K <= 0) return 0;
 #ifdef DLRT_GEMM_BF16
-    if (operand == DLRT_B_PAIRS) return dlrt_bf16_packed_units(1, lines, K) * sizeof(uint32_t);
+    if (operand == DLRT_B_PAIRS || operand == DLRT_A_PAIRS)
+        return dlrt_bf16_packed_units(operand == DLRT_B_PAIRS, lines, K) * sizeof(uint32_t);
 #endif
+    if (operand == DLRT_A_PAIRS) operand = 0;
     const int64_t w = operand == 0 ? DLRT_GEMM_MR : DLRT_GEMM_NR;
     return (size_t)((lines + w - 1) / w * w) * (size_t)K * sizeof(float);
 }
@@ -1062,13 +1064,14 @@ void dlrt_gemm_pack_operand(int operand, int64_t lines, int64_t K, const float *
     /* a layer's weights, packed once: every padding line zero, read or not */
     memset(dst, 0, dlrt_gemm_packed_bytes(operand, lines, K));
 #ifdef DLRT_GEMM_BF16
-    if (operand == DLRT_B_PAIRS) {
-        dlrt_bf16_pack_all(1, lines, K, X, ld, trans, (uint32_t *)dst,
+    if (operand == DLRT_B_PAIRS || operand == DLRT_A_PAIRS) {
+        dlrt_bf16_pack_all(operand == DLRT_B_PAIRS, lines, K, X, ld, trans, (uint32_t *)dst,
                            (double)lines * (double)K >= DLRT_PAR_MIN);
         return;
     }
 #endif
     if (operand == DLRT_B_PAIRS) operand = 1;
+    if (operand == DLRT_A_PAIRS) operand = 0;
     dlrt_gemm_pack_all(operand, lines, K, X, ld, trans, NULL, dst,
                        (double)lines * (double)K >= DLRT_PAR_MIN);
 }
@@ -1155,9 +1158,13 @@ static void dlrt_sgemm_any(int64_t M, int64_t N, int64_t K, const float *A, int6
     bf16 = 0;
 #endif
     /* B packed in pairs (dlrt_gemm_pack_operand(DLRT_B_PAIRS, ...)): float32 panels where the
-     * build has no bfloat16 products */
+     * build has no bfloat16 products; A in pairs (DLRT_A_PAIRS, or DLRT_A_PAIRS_T: as the
+     * transposed product's B) likewise */
     const int b_pairs = b_packed == DLRT_B_PAIRS && bf16;
+    const int a_pairs = a_packed == DLRT_A_PAIRS && bf16, a_pairs_t = a_packed == DLRT_A_PAIRS_T;
     if (b_packed) b_packed = 1;
+    if (a_packed == DLRT_A_PAIRS) a_packed = DLRT_A_PACKED;
+    if (a_pairs_t) a_packed = DLRT_A_PACKED_T;
     dlrt_gemm_args g = {.A = A,
                         .lda = lda,
                         .trans_a = trans_a,
@@ -1173,6 +1180,7 @@ static void dlrt_sgemm_any(int64_t M, int64_t N, int64_t K, const float *A, int6
                         .ws = ws,
                         .ws_floats = ws_bytes / sizeof(float),
                         .bf16 = bf16,
+                        .a_pairs = a_pairs,
                         .b_pairs = b_pairs};
     /* a packed operand fixes the orientation */
     const int transposed = a_packed == DLRT_A_PACKED_T ||
@@ -1197,7 +1205,8 @@ static void dlrt_sgemm_any(int64_t M, int64_t N, int64_t K, const float *A, int6
                         .ep = ep,
                         .ws = ws,
                         .ws_floats = ws_bytes / sizeof(float),
-                        .bf16 = bf16};
+                        .bf16 = bf16,
+                        .b_pairs = a_pairs_t && bf16};
     dlrt_gemm_run(&t, N, M, K);
 }
 

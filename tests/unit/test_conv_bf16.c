@@ -1,0 +1,220 @@
+/* test_conv_bf16.c — convolutions with bfloat16 products (dlrt_conv.bf16, --math bf16): the 1x1
+ * and im2col algorithms, on plain weights and on weights prepacked in depth pairs (DLRT_A_PAIRS,
+ * DLRT_A_PAIRS_T), against the reference loop (test-conv-ref.h) run on inputs and weights rounded
+ * to bfloat16 as the conversion instructions round them (test-bf16.h). The kernel adds those
+ * exact products in float32, so the two agree to float32's rounding of the sums, far below
+ * bfloat16's rounding, which a float32 layer would miss (checked too). Geometries cover both
+ * orientations of the GEMM (wide and narrow output planes), groups, strides, padding, 1-D and
+ * 3-D layers, a batch split into chunks of images and K across several blocks, each with an
+ * epilogue (alpha, bias, residual, ReLU). Also: two threads give one thread's bits, and what
+ * dlrt_conv_choose and dlrt_conv_packs_weights decide for bf16 layers.
+ *
+ * The kernel sources are included (rt-lib.c) and built with this binary's flags; the Makefile
+ * builds it per instruction set and once with AVX512-BF16. Without AVX512-BF16
+ * (dlrt_gemm_has_bf16() == 0) a bf16 layer must compute float32 products. */
+#include "../../src/kernels/rt-lib.c"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "test-bf16.h"
+#include "test-conv-ref.h"
+#include "test-rng.h"
+
+#define CANARY 12345.0f
+
+static float *rand_buf(int64_t n) {
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++) p[i] = frand();
+    return p;
+}
+
+static float *rounded(const float *v, int64_t n) {
+    float *r = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++) r[i] = bf16_round(v[i]);
+    return r;
+}
+
+/* A layer of rank nsp: every spatial dim of size hw, kernel k, stride s, padding pad before
+ * and after. */
+static dlrt_conv layer(int nsp, int64_t n, int64_t c_in, int64_t c_out, int64_t group, int64_t hw,
+                       int64_t k, int64_t s, int64_t pad) {
+    dlrt_conv p = {.nsp = nsp, .n = n, .c_in = c_in, .c_out = c_out, .group = group, .bf16 = 1};
+    for (int d = 0; d < 3; d++) {
+        const int in = d < nsp;
+        p.in[d] = in ? hw : 1, p.k[d] = in ? k : 1, p.stride[d] = in ? s : 1, p.dil[d] = 1;
+        p.pad_begin[d] = in ? pad : 0;
+        p.out[d] = in ? (hw + 2 * pad - k) / s + 1 : 1;
+    }
+    return p;
+}
+
+/* How the weights of p are prepacked for mode (a DLRT_A_PAIRS* or DLRT_A_PACKED* mode). */
+static void pack_args(int mode, int *operand, int *trans) {
+    const int left = mode == DLRT_A_PACKED || mode == DLRT_A_PAIRS;
+    const int pairs = mode == DLRT_A_PAIRS || mode == DLRT_A_PAIRS_T;
+    *operand = pairs ? (left ? DLRT_A_PAIRS : DLRT_B_PAIRS) : !left;
+    *trans = !left;
+}
+
+/* y = the layer through algorithm algo (packed: on the weights prepacked as
+ * dlrt_conv_packs_weights says, through dlrt_conv_forward_packed) on `threads` threads, with
+ * alpha 0.5, a bias, a residual and ReLU. Returns 0 when something was written past y or the
+ * workspace. */
+static int run(const dlrt_conv *p, int algo, int packed, const float *x, const float *w,
+               const float *bias, const float *res, float *y, int64_t yn, int threads) {
+    dlrt_set_threads(threads);
+    const dlrt_epilogue ep = {
+        .alpha = 0.5f, .beta = 1.0f, .bias = bias, .residual = res, .act = DLRT_ACT_RELU};
+    const size_t wsb = packed ? dlrt_conv_workspace(p) : dlrt_conv_algo_workspace(p, algo);
+    unsigned char *ws = malloc(wsb + 64);
+    memset(ws + wsb, 0xA5, 64);
+    y[yn] = CANARY;
+    const int mode = dlrt_conv_packs_weights(p);
+    if (packed && mode) {
+        int operand, trans;
+        pack_args(mode, &operand, &trans);
+        int64_t K = p->c_in / p->group;
+        for (int d = 0; d < p->nsp; d++) K *= p->k[d];
+        float *wp = malloc(dlrt_gemm_packed_bytes(operand, p->c_out, K));
+        dlrt_gemm_pack_operand(operand, p->c_out, K, w, K, trans, wp);
+        dlrt_conv_forward_packed(p, x, w, wp, mode, y, ws, &ep);
+        free(wp);
+    } else {
+        dlrt_conv_forward_algo(p, algo, x, w, y, ws, &ep);
+    }
+    int ok = y[yn] == CANARY;
+    for (size_t i = 0; i < 64; i++) ok = ok && ws[wsb + i] == 0xA5;
+    free(ws);
+    dlrt_set_threads(1);
+    return ok;
+}
+
+/* The worst error of y against the reference sums acc (magnitudes mag) through the epilogue,
+ * relative to 1 + the sum of the magnitudes of the terms. */
+static double worst_err(const dlrt_conv *p, const float *y, const double *acc, const double *mag,
+                        const float *bias, const float *res, int64_t yn) {
+    const int64_t sp = yn / (p->n * p->c_out);
+    double worst = 0;
+    for (int64_t i = 0; i < yn; i++) {
+        double v = 0.5 * acc[i] + bias[(i / sp) % p->c_out] + res[i];
+        v = v > 0 ? v : 0;
+        const double err = fabs((double)y[i] - v) / (1.0 + mag[i]);
+        if (!(err <= worst)) worst = err; /* (NaN counts as the worst) */
+    }
+    return worst;
+}
+
+static void conv_case(const char *name, const dlrt_conv *p) {
+    const int64_t xn = numel_in(p), wn = numel_w(p), yn = numel_out(p);
+    float *x = rand_buf(xn), *w = rand_buf(wn), *bias = rand_buf(p->c_out), *res = rand_buf(yn);
+    float *xr = rounded(x, xn), *wr = rounded(w, wn);
+    double *acc = malloc((size_t)yn * sizeof(double)), *mag = malloc((size_t)yn * sizeof(double));
+    double *acc32 = malloc((size_t)yn * sizeof(double));
+    ref_conv(p, x, w, acc32, mag); /* float32 operands: what a float32 layer computes */
+    ref_conv(p, xr, wr, acc, mag);
+    float *y = malloc((size_t)(yn + 1) * sizeof(float)),
+          *y2 = malloc((size_t)(yn + 1) * sizeof(float));
+    const size_t ybytes = (size_t)yn * sizeof(float);
+    const int bf16 = dlrt_gemm_has_bf16();
+    char what[300];
+    for (int algo = 0; algo < DLRT_CONV_ALGOS; algo++) {
+        if (algo != DLRT_CONV_GEMM_1X1 && algo != DLRT_CONV_IM2COL) continue;
+        if (!dlrt_conv_algo_ok(p, algo)) continue;
+        for (int packed = 0; packed < 2; packed++) {
+            /* packed weights run dlrt_conv_forward_packed's pick, so once per layer */
+            if (packed && algo != dlrt_conv_choose_packed(p, 1)) continue;
+            const char *how = packed ? " packed" : "";
+            snprintf(what, sizeof what, "bf16 %s %s%s: no write past y or the workspace", name,
+                     dlrt_conv_algo_name(algo), how);
+            CHECK(what, run(p, algo, packed, x, w, bias, res, y, yn, 1));
+            if (!bf16) { /* float32 products (the float32 layer's, up to the K blocking) */
+                const double err = worst_err(p, y, acc32, mag, bias, res, yn);
+                snprintf(what, sizeof what, "bf16 %s %s%s without AVX512-BF16 is float32 (%.2g)",
+                         name, dlrt_conv_algo_name(algo), how, err);
+                CHECK(what, err <= 2e-6);
+                continue;
+            }
+            const double err = worst_err(p, y, acc, mag, bias, res, yn);
+            snprintf(what, sizeof what, "bf16 %s %s%s: bfloat16 products (worst %.2g)", name,
+                     dlrt_conv_algo_name(algo), how, err);
+            CHECK(what, err <= 2e-6);
+            /* and not float32's: the rounding happened (K >= 8 terms of random operands) */
+            const double off32 = worst_err(p, y, acc32, mag, bias, res, yn);
+            snprintf(what, sizeof what, "bf16 %s %s%s: not float32 products (%.2g)", name,
+                     dlrt_conv_algo_name(algo), how, off32);
+            CHECK(what, off32 > 1e-5);
+            run(p, algo, packed, x, w, bias, res, y2, yn, 2);
+            snprintf(what, sizeof what, "bf16 %s %s%s: two threads give one thread's bits", name,
+                     dlrt_conv_algo_name(algo), how);
+            CHECK(what, !memcmp(y, y2, ybytes));
+        }
+    }
+    free(x), free(w), free(bias), free(res), free(xr), free(wr), free(acc), free(mag), free(acc32);
+    free(y), free(y2);
+}
+
+/* What the choice does for bf16 layers: the implicit GEMM (float32 products) is never picked,
+ * weights of layers run as GEMMs are packed in pairs, and Winograd (float32) is kept only where
+ * it beats the products at bfloat16's speed. */
+static void test_choice(void) {
+    /* ResNet-50's stride-2 3x3 and its 1x1 on 7x7: implicit GEMMs in float32 */
+    dlrt_conv s2 = layer(2, 1, 128, 128, 1, 56, 3, 2, 1),
+              p7 = layer(2, 1, 512, 2048, 1, 7, 1, 1, 0);
+    dlrt_conv s2f = s2, p7f = p7;
+    s2f.bf16 = p7f.bf16 = 0;
+    CHECK("float32 layers run the implicit GEMM (the premise)",
+          dlrt_conv_choose(&s2f) == DLRT_CONV_IMPLICIT &&
+              dlrt_conv_choose(&p7f) == DLRT_CONV_GEMM_1X1);
+    CHECK("bf16: a stride-2 3x3 runs im2col",
+          dlrt_conv_choose(&s2) == DLRT_CONV_IM2COL &&
+              dlrt_conv_choose_packed(&s2, 1) == DLRT_CONV_IM2COL);
+    CHECK("bf16: im2col weights packed in pairs",
+          dlrt_conv_packs_weights(&s2) == DLRT_A_PAIRS ||
+              dlrt_conv_packs_weights(&s2) == DLRT_A_PAIRS_T);
+    CHECK("float32: im2col weights packed as float32",
+          dlrt_conv_packs_weights(&s2f) == DLRT_A_PACKED_T);
+    CHECK("bf16: a 1x1 on 7x7 packs its weights for the transposed product in pairs",
+          dlrt_conv_packs_weights(&p7) == DLRT_A_PAIRS_T);
+    /* a 3x3 on 56x56 with 64 channels: Winograd F(4x4) is 1.5x im2col in float32 and about
+     * bfloat16's gain; with 8 channels im2col wins either way */
+    dlrt_conv w64 = layer(2, 1, 64, 64, 1, 56, 3, 1, 1), w64f = w64;
+    w64f.bf16 = 0;
+    CHECK("float32: Winograd on 64 channels",
+          dlrt_conv_choose_packed(&w64f, 1) == DLRT_CONV_WINOGRAD);
+    const int a = dlrt_conv_choose_packed(&w64, 1);
+    CHECK("bf16: Winograd or im2col on 64 channels",
+          a == DLRT_CONV_WINOGRAD || a == DLRT_CONV_WINOGRAD_F2 || a == DLRT_CONV_IM2COL);
+    /* the workspace covers both picks, and the float32 one's never smaller than needed */
+    CHECK("bf16: the workspace covers the pick",
+          dlrt_conv_workspace(&s2) >= dlrt_conv_algo_workspace(&s2, dlrt_conv_choose(&s2)));
+}
+
+int main(void) {
+    printf("AVX512-BF16 products: %s\n", dlrt_gemm_has_bf16() ? "yes" : "no (float32 expected)");
+    const struct {
+        const char *name;
+        dlrt_conv p;
+    } cases[] = {
+        {"1x1 wide plane", layer(2, 1, 64, 96, 1, 14, 1, 1, 0)},
+        {"1x1 narrow plane (transposed)", layer(2, 1, 96, 80, 1, 5, 1, 1, 0)},
+        {"1x1 K over blocks", layer(2, 1, 600, 40, 1, 9, 1, 1, 0)},
+        {"1x1 stride 2 (im2col)", layer(2, 1, 48, 70, 1, 15, 1, 2, 0)},
+        {"3x3 pad 1", layer(2, 1, 16, 24, 1, 13, 3, 1, 1)},
+        {"3x3 stride 2", layer(2, 1, 32, 40, 1, 17, 3, 2, 1)},
+        {"3x3 narrow plane", layer(2, 1, 64, 64, 1, 4, 3, 1, 1)},
+        {"5x5 groups 2", layer(2, 1, 8, 12, 2, 11, 5, 1, 2)},
+        {"1-D k 7", layer(1, 1, 12, 20, 1, 40, 7, 1, 3)},
+        {"3-D 3x3x3", layer(3, 1, 6, 10, 1, 6, 3, 1, 1)},
+        {"batch 8 in chunks", layer(2, 8, 6, 16, 1, 12, 5, 1, 0)},
+        {"batch 3 1x1", layer(2, 3, 40, 24, 1, 10, 1, 1, 0)},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        conv_case(cases[i].name, &cases[i].p);
+    test_choice();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
