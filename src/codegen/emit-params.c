@@ -277,6 +277,7 @@ dl_status dl_conv_grad_params_of(dl_ctx *ctx, const dl_group *gr, dl_conv_grad_p
     DL_TRY(conv_of(ctx, n, x, w, dy, &cp->p, &cp->n_sym));
     if (dy->type.dims[1] != cp->p.c_out || w->type.dims[1] * cp->p.group != cp->p.c_in)
         return dl_fail(ctx, DL_ERR_UNSUPPORTED, "conv gradient shapes disagree");
+    cp->p.bf16 = gr->conv_bf16;
     cp->a_slot = n->in[0]->id;
     cp->b_slot = n->in[1]->id;
     cp->y_slot = n->out[0]->id;

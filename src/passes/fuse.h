@@ -81,8 +81,8 @@ typedef struct dl_group {
     /* CONV groups: 1 + the convolution algorithm a tuning record names (dl_tuning_apply), 0:
      * the cost model's; becomes dlrt_conv.tuned */
     int conv_tuned;
-    /* CONV groups: 1 when the program computes products in bfloat16 (--math bf16); becomes
-     * dlrt_conv.bf16 */
+    /* CONV and CONV_GRAD groups: 1 when the program computes products in bfloat16 (--math
+     * bf16); becomes dlrt_conv.bf16 */
     int conv_bf16;
 } dl_group;
 

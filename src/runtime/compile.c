@@ -218,7 +218,8 @@ dl_status dl_compile_tuned(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o
         dl_group *gr = &p->fusion->groups[gi];
         p->stats.products += gr->kind == DL_G_GEMM || gr->kind == DL_G_MATMUL;
         p->stats.convs += gr->kind == DL_G_CONV;
-        gr->conv_bf16 = gr->kind == DL_G_CONV && o->math == DL_MATH_BF16;
+        gr->conv_bf16 =
+            (gr->kind == DL_G_CONV || gr->kind == DL_G_CONV_GRAD) && o->math == DL_MATH_BF16;
     }
     double t1 = now_ms();
     p->stats.passes_ms = t1 - t0;

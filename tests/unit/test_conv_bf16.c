@@ -157,6 +157,120 @@ static void conv_case(const char *name, const dlrt_conv *p) {
     free(y), free(y2);
 }
 
+/* ---- the backward (conv-grad.c) ---- */
+
+/* The gradients' references in double: dX[xi] sums dY[yi] * w[wi] and dW[wi] sums
+ * dY[yi] * x[xi] over the forward's terms, with the magnitudes of those terms. */
+typedef struct ref_grads {
+    const float *x, *w, *dy;
+    double *dx, *mx, *dw, *mw;
+} ref_grads;
+
+static void ref_grad_add(void *ctx, int64_t yi, int64_t xi, int64_t wi) {
+    ref_grads *r = ctx;
+    const double gx = (double)r->dy[yi] * r->w[wi], gw = (double)r->dy[yi] * r->x[xi];
+    r->dx[xi] += gx, r->mx[xi] += fabs(gx), r->dw[wi] += gw, r->mw[wi] += fabs(gw);
+}
+
+/* The worst error of got against want over 1 + the magnitudes. */
+static double grad_err(const float *got, const double *want, const double *mag, int64_t n) {
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double e = fabs((double)got[i] - want[i]) / (1.0 + mag[i]);
+        if (!(e <= worst)) worst = e;
+    }
+    return worst;
+}
+
+/* Both gradients of a bf16 layer against references on operands rounded to bfloat16 (bf) and
+ * not (fp): bfloat16 products where the path has them (the GEMMs, and the input gradient run as
+ * a forward convolution through a GEMM algorithm), float32 where it does not (the direct weight
+ * gradient, a Winograd input gradient). *paths gets bit 0 for a bfloat16 input gradient, bit 1
+ * for a bfloat16 weight gradient, bit 2 for an input gradient run as a convolution. */
+static void grad_case(const char *name, const dlrt_conv *p, unsigned *paths) {
+    const int64_t xn = numel_in(p), wn = numel_w(p), yn = numel_out(p);
+    float *x = rand_buf(xn), *w = rand_buf(wn), *dy = rand_buf(yn);
+    float *xr = rounded(x, xn), *wr = rounded(w, wn), *dyr = rounded(dy, yn);
+    double *ref[2][4]; /* [rounded][dx, mx, dw, mw] */
+    for (int r = 0; r < 2; r++) {
+        for (int k = 0; k < 4; k++) ref[r][k] = calloc((size_t)(k < 2 ? xn : wn), sizeof(double));
+        ref_grads g = {r ? xr : x, r ? wr : w, r ? dyr : dy, ref[r][0],
+                       ref[r][1],  ref[r][2],  ref[r][3]};
+        ref_conv_taps(p, ref_grad_add, &g);
+    }
+    dlrt_win3 g;
+    dlrt_conv_geom(p, &g);
+    dlrt_conv t;
+    const int as_conv = dlrt_grad_input_as_conv(p, &t);
+    const int t_algo = as_conv ? dlrt_conv_choose(&t) : -1;
+    const int in_bf16 = !as_conv || t_algo == DLRT_CONV_GEMM_1X1 || t_algo == DLRT_CONV_IM2COL;
+    const int w_bf16 = !dlrt_grad_weight_direct(p, &g);
+    *paths = (unsigned)in_bf16 | (unsigned)w_bf16 << 1 | (unsigned)as_conv << 2;
+    const size_t wsb = dlrt_conv_grad_workspace(p);
+    unsigned char *ws = malloc(wsb + 64);
+    float *dx = malloc((size_t)(xn + 1) * sizeof(float)),
+          *dw = malloc((size_t)(wn + 1) * sizeof(float));
+    dx[xn] = dw[wn] = CANARY;
+    memset(ws + wsb, 0xA5, 64);
+    dlrt_conv_grad_input(p, dy, w, dx, ws);
+    dlrt_conv_grad_weight(p, x, dy, dw, ws);
+    int ok = dx[xn] == CANARY && dw[wn] == CANARY;
+    for (size_t i = 0; i < 64; i++) ok = ok && ws[wsb + i] == 0xA5;
+    char what[300];
+    snprintf(what, sizeof what, "bf16 grad %s: no write past the results or the workspace", name);
+    CHECK(what, ok);
+    const int built = dlrt_gemm_has_bf16();
+    const struct {
+        const char *which;
+        const float *got;
+        int64_t n, k;
+        int bf16;
+    } outs[2] = {{"input", dx, xn, 0, in_bf16 && built}, {"weight", dw, wn, 2, w_bf16 && built}};
+    for (int o = 0; o < 2; o++) {
+        const int k = (int)outs[o].k;
+        const double e16 = grad_err(outs[o].got, ref[1][k], ref[1][k + 1], outs[o].n);
+        const double e32 = grad_err(outs[o].got, ref[0][k], ref[0][k + 1], outs[o].n);
+        if (outs[o].bf16) {
+            snprintf(what, sizeof what,
+                     "bf16 grad %s: %s gradient of bfloat16 products (err %.2g), not float32's "
+                     "(%.2g)",
+                     name, outs[o].which, e16, e32);
+            CHECK(what, e16 <= 2e-6 && e32 > 1e-5);
+        } else { /* Winograd's transforms round more than a GEMM */
+            snprintf(what, sizeof what, "bf16 grad %s: %s gradient in float32 (err %.2g)", name,
+                     outs[o].which, e32);
+            CHECK(what, e32 <= 1e-5);
+        }
+    }
+    for (int r = 0; r < 2; r++)
+        for (int k = 0; k < 4; k++) free(ref[r][k]);
+    free(x), free(w), free(dy), free(xr), free(wr), free(dyr), free(ws), free(dx), free(dw);
+}
+
+static void test_grads(void) {
+    const struct {
+        const char *name;
+        dlrt_conv p;
+    } cases[] = {
+        {"3x3 stride 2", layer(2, 2, 16, 24, 1, 9, 3, 2, 1)},
+        {"1x1", layer(2, 3, 40, 24, 1, 6, 1, 1, 0)},
+        {"3x3 as a convolution", layer(2, 4, 48, 40, 1, 6, 3, 1, 1)},
+        {"5x5 one input channel", layer(2, 2, 1, 8, 1, 24, 5, 1, 0)},
+        {"groups 2", layer(2, 2, 8, 12, 2, 7, 3, 1, 1)},
+        {"batch 16 in chunks", layer(2, 16, 6, 16, 1, 12, 5, 1, 0)},
+    };
+    unsigned seen = 0, all = 7;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unsigned paths;
+        grad_case(cases[i].name, &cases[i].p, &paths);
+        seen |= paths, all &= paths;
+    }
+    /* the cases reach every path: an input gradient in bfloat16 run as a convolution, and a
+     * float32 (direct) weight gradient */
+    CHECK("bf16 grad: some input gradient runs as a convolution", seen >> 2 & 1);
+    CHECK("bf16 grad: some weight gradient is the direct float32 one", !(all >> 1 & 1));
+}
+
 /* What the choice does for bf16 layers: the implicit GEMM (float32 products) is never picked,
  * weights of layers run as GEMMs are packed in pairs, and Winograd (float32) is kept only where
  * it beats the products at bfloat16's speed. */
@@ -215,6 +329,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         conv_case(cases[i].name, &cases[i].p);
     test_choice();
+    test_grads();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

@@ -315,6 +315,9 @@ static void dlrt_conv_gemm_images(const dlrt_conv *p, const dlrt_win3 *g, int im
     /* the columns are made where the GEMM packs them (no pass writing them to memory and one
      * reading them back) when it runs them as its right operand: transposed, they are the left
      * one, packed a few lines at a time, which the gather's work per depth does not pay for */
+    /* (bfloat16 products write the columns out: gathered a panel or a group of panels at a
+     * time into float32 and converted from there, 128 channels 3x3 on 28x28 took 0.75-0.79 ms
+     * against 0.65, one thread) */
     const int gather =
         DLRT_CONV_GATHER && im2col && !p->bf16 &&
         (a_mode ? a_mode == DLRT_A_PACKED : !dlrt_sgemm_transposes(cog, g->out_sp, kdim));

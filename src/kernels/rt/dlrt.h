@@ -136,7 +136,8 @@ typedef struct dlrt_conv {
     int tuned;
     /* 1: the algorithms that run as GEMMs (1x1, im2col) compute their products in bfloat16
      * (dlrt_sgemm_bf16; --math bf16); the others stay in float32, and the implicit GEMM is
-     * not picked (im2col is) */
+     * not picked (im2col is). The backward's products too (dlrt_conv_grad_*), but for the
+     * direct weight gradient of layers with few input channels */
     int bf16;
 } dlrt_conv;
 /* Scratch bytes dlrt_conv_forward or dlrt_conv_forward_packed needs for the algorithm it picks
