@@ -26,10 +26,10 @@
 # --math bf16 runs dlcc with mixed-precision products (dlcc bench/run --math bf16: MatMul, Gemm
 # and the convolutions run as GEMMs with bfloat16 operands, float32 sums) against ORT in float32
 # as always: a faster, less exact computation, not the same one. The check then flags a relative
-# difference above 1e-1 (the products' operands keep 8 bits of mantissa of float32's 24, and the
-# rounding compounds over ResNet-50's 53 layers: 4.4e-2 there, 5.8e-2 on MobileNetV2, 2e-3 and
-# 8e-3 on BERT and GPT-2; PyTorch's own autocast bf16 differs from its float32 by 1.5e-1 and
-# 8.9e-2 on the two CNNs), the records say "math", and the table names it.
+# difference above 3e-2 (the products' operands keep 8 bits of mantissa of float32's 24: BERT
+# 2e-3, GPT-2 8e-3), 1e-1 for the CNNs, where the rounding compounds over 50-odd layers
+# (ResNet-50 4.4e-2, MobileNetV2 5.8e-2; PyTorch's own autocast bf16 differs from its float32 by
+# 1.5e-1 and 8.9e-2 on them); the records say "math", and the table names it.
 #
 # Environment: PYTHON (python3 with onnxruntime and numpy; default python3), TORCH_PYTHON
 # (default /usr/bin/python3). Defaults: --iters 20 --warmup 3 --threads "1 2".
@@ -73,7 +73,7 @@ for v in "$ITERS" "$WARMUP" "$ROUNDS" $THREADS; do
     case $v in ''|*[!0-9]*) die "--iters, --warmup, --rounds and --threads want numbers, got '$v'" ;; esac
 done
 if [ "$ROUNDS" -lt 1 ] || [ "$ITERS" -lt 1 ]; then die "--iters and --rounds must be >= 1"; fi
-case $MATH in fp32) TOL=1e-3 ;; bf16) TOL=1e-1 ;; *) die "--math: fp32 or bf16, not '$MATH'" ;; esac
+case $MATH in fp32) TOL=1e-3 ;; bf16) TOL=3e-2 ;; *) die "--math: fp32 or bf16, not '$MATH'" ;; esac
 MODELS=${MODELS//,/ }
 THREADS=${THREADS//,/ }
 OUT=${OUT:-$ROOT/bench/results/models-$STAMP.jsonl}
@@ -111,7 +111,10 @@ if [ "$CHECK" -eq 1 ]; then
                 2> "$d/dlcc.log"; then
             echo "check $m: dlcc run failed: $(tail -n 1 "$d/dlcc.log")"; continue
         fi
-        "$PY" - "$m" "$d" "$TOL" <<'EOF'
+        tol=$TOL
+        # bf16 rounding compounds over the CNNs' 50-odd convolution layers (see above)
+        case $MATH:$m in bf16:resnet50 | bf16:mobilenetv2) tol=1e-1 ;; esac
+        "$PY" - "$m" "$d" "$tol" <<'EOF'
 import glob, os, sys
 import numpy as np
 name, d, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])

@@ -10,10 +10,12 @@ typedef struct checker {
     dl_graph *src;
     dl_tensor **ref; /* by source value id */
     double rtol, atol;
-    /* atol's floor, a fraction of a value's largest magnitude: float32 sums, or bfloat16
-     * products (--math bf16), whose rounding scales with the terms, not with the result, and
-     * compounds from layer to layer (ResNet-50 with random weights drifts to 5% of a value's
-     * largest magnitude in its third stage; PyTorch's autocast bf16 ends 15% off its float32) */
+    /* atol's floor, a fraction of a value's largest magnitude: float32 sums (2e-6); or, under
+     * --math bf16, bfloat16 products, whose rounding scales with the terms, not with the
+     * result (BERT-base's first query projection: 0.006 off on a value of 0.06; 1e-2), and in
+     * a program with convolutions compounds from layer to layer (ResNet-50 with random weights
+     * drifts to 5% of a value's largest magnitude in its third stage; PyTorch's autocast bf16
+     * ends 15% off its float32; 1e-1) */
     double peak_rel;
     FILE *out;
     int compared;
@@ -107,7 +109,7 @@ dl_status dl_check(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o, int n_
                   .ref = keep,
                   .rtol = rtol,
                   .atol = atol,
-                  .peak_rel = o && o->math == DL_MATH_BF16 ? 1e-1 : 2e-6,
+                  .peak_rel = o && o->math == DL_MATH_BF16 ? (p->stats.convs ? 1e-1 : 1e-2) : 2e-6,
                   .out = out};
     s = dl_program_run_hooked(ctx, p, n_inputs, names, inputs, nat_out, compare_step, &ck, NULL);
     if (s == DL_OK)

@@ -2,7 +2,8 @@
  * (weights prepacked or not, transposes absorbed, batched, bias and activation fused) compiled
  * with bfloat16 products and compared with a reference that rounds their operands to bfloat16
  * and sums in double; so are convolutions run as GEMMs (a 1x1 layer and a stride-2 3x3 layer,
- * im2col); a training step compiled the same way, against the float32 one. Where the
+ * im2col) and a training step's convolution weight gradient (ConvGradWeight); a training step
+ * compiled the same way, against the float32 one. Where the
  * generated kernels lack AVX512-BF16 (the compile says so: dl_compile_stats.bf16_built), the
  * products must instead be float32's, bit for bit. An unknown math mode is refused. */
 #include "../../src/runtime/profile.h"
@@ -224,6 +225,71 @@ static void test_convs(dl_ctx *ctx) {
     dl_graph_free(g);
 }
 
+typedef struct wgrad_sums {
+    const float *x, *dy;
+    double *dw, *mag;
+} wgrad_sums;
+
+static void wgrad_add(void *ctx, int64_t yi, int64_t xi, int64_t wi) {
+    wgrad_sums *r = ctx;
+    const double v = (double)r->dy[yi] * r->x[xi];
+    r->dw[wi] += v, r->mag[wi] += fabs(v);
+}
+
+/* A training step's weight gradient (ai.dlcc ConvGradWeight, a conv-grad group: its GEMM
+ * dY im2col(X)^T) compiled under bf16 against double references on rounded and on float32
+ * operands: the step's backward convolutions are marked bf16 too. */
+static void test_conv_grad(dl_ctx *ctx) {
+    const int64_t N = 2, C = 8, CO = 12, HW = 9, OHW = 5; /* 3x3, stride 2, pad 1 */
+    dl_graph *g = dl_graph_new(ctx);
+    int64_t xd[4] = {N, C, HW, HW}, yd[4] = {N, CO, OHW, OHW};
+    dl_value *in[2] = {dl_input(g, "x", DL_F32, 4, xd, NULL),
+                       dl_input(g, "dy", DL_F32, 4, yd, NULL)};
+    const char *attrs[4] = {"kernel_shape=[3,3]", "strides=[2,2]", "pads=[1,1,1,1]", "group=1"};
+    dl_value *dw = NULL;
+    const int added = dl_add_node_ex(g, "ai.dlcc", "ConvGradWeight", 1, 2, in, 1, &dw, 4, attrs, 0,
+                                     NULL) == DL_OK;
+    if (added) dl_output(g, dw, "dw");
+    dl_tensor *t[2] = {rand_t(ctx, 4, xd), rand_t(ctx, 4, yd)};
+    int built = -1;
+    dl_tensor **o16 = added ? compile_run(ctx, g, DL_MATH_BF16, 2, t, &built) : NULL;
+    CHECK("bf16 ConvGradWeight compiles and runs", o16 != NULL);
+    dlrt_conv p = {.nsp = 2, .n = N, .c_in = C, .c_out = CO, .group = 1};
+    for (int d = 0; d < 3; d++) {
+        p.in[d] = d < 2 ? HW : 1, p.out[d] = d < 2 ? OHW : 1, p.k[d] = d < 2 ? 3 : 1;
+        p.stride[d] = d < 2 ? 2 : 1, p.dil[d] = 1, p.pad_begin[d] = d < 2;
+    }
+    const int64_t xn = numel_in(&p), yn = numel_out(&p), wn = numel_w(&p);
+    float *r[2] = {malloc((size_t)xn * sizeof(float)), malloc((size_t)yn * sizeof(float))};
+    for (int64_t i = 0; i < xn; i++) r[0][i] = bf16_round(f32(t[0])[i]);
+    for (int64_t i = 0; i < yn; i++) r[1][i] = bf16_round(f32(t[1])[i]);
+    double err[2] = {0, 0}; /* against bfloat16 operands, float32 ones */
+    for (int k = 0; o16 && k < 2; k++) {
+        double *ref = calloc((size_t)wn, sizeof(double)), *mag = calloc((size_t)wn, sizeof(double));
+        wgrad_sums ws = {k ? f32(t[0]) : r[0], k ? f32(t[1]) : r[1], ref, mag};
+        ref_conv_taps(&p, wgrad_add, &ws);
+        for (int64_t i = 0; i < wn; i++)
+            err[k] = fmax(err[k], fabs(f32(o16[0])[i] - ref[i]) / (1.0 + mag[i]));
+        free(ref), free(mag);
+    }
+    char what[160];
+    if (o16 && !built) {
+        snprintf(what, sizeof what,
+                 "math bf16 without AVX512-BF16: conv weight gradient is float32 (%.2g)", err[1]);
+        CHECK(what, err[1] <= 2e-6);
+    } else if (o16) {
+        snprintf(
+            what, sizeof what,
+            "math bf16: conv weight gradient of bfloat16 products (err %.2g), not float32's (%.2g)",
+            err[0], err[1]);
+        CHECK(what, err[0] <= 2e-6 && err[1] > 1e-5);
+    }
+    free_outs(o16, 1);
+    free(r[0]), free(r[1]);
+    dl_tensor_free(t[0]), dl_tensor_free(t[1]);
+    dl_graph_free(g);
+}
+
 /* An MLP trained 12 steps in bf16 and in fp32 from the same weights: the losses follow each
  * other to bfloat16's precision, fall, and (with AVX512-BF16) are not float32's. */
 static void test_training(dl_ctx *ctx) {
@@ -307,6 +373,7 @@ int main(void) {
     dl_ctx *ctx = dl_ctx_new();
     test_products(ctx);
     test_convs(ctx);
+    test_conv_grad(ctx);
     test_training(ctx);
     dl_ctx_free(ctx);
     test_cache_remove(cache_dir);

@@ -1,8 +1,9 @@
 /* conv.c — dlrt_conv_forward / dlrt_conv_workspace: ONNX Conv (1-3 spatial dims, groups,
  * strides, dilations, pads) over float32 NCHW, with the GEMM epilogue per output channel.
  *
- * Five algorithms; dlrt_conv_choose picks one from the geometry alone (so the host, which sizes
- * the workspace, and the generated code, which runs it, always agree):
+ * Five algorithms; dlrt_conv_choose picks one from the layer's fields alone (its geometry, a
+ * tuning record's pick, and whether its products are bfloat16: never from the build), so the
+ * host, which sizes the workspace, and the generated code, which runs it, always agree:
  *   - depthwise (one input channel per group, any channel multiplier): direct, depthwise.c;
  *   - Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions where it pays, winograd.c;
  *   - else 2-D stride-1 layers with at most 32 taps per output (c_in x k_h x k_w, as a first layer

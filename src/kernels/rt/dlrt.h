@@ -135,9 +135,11 @@ typedef struct dlrt_conv {
      * dlrt_conv_algo_ok allows it (else the cost model's pick) */
     int tuned;
     /* 1: the algorithms that run as GEMMs (1x1, im2col) compute their products in bfloat16
-     * (dlrt_sgemm_bf16; --math bf16); the others stay in float32, and the implicit GEMM is
-     * not picked (im2col is). The backward's products too (dlrt_conv_grad_*), but for the
-     * direct weight gradient of layers with few input channels */
+     * (dlrt_sgemm_bf16; --math bf16); the others stay in float32, and the cost model does not
+     * pick the implicit GEMM (im2col instead; a tuning record naming it is followed). The
+     * backward's GEMMs too (dlrt_conv_grad_*), and its input gradient run as a convolution
+     * where that runs as GEMMs; its direct weight gradient (few input channels) and a Winograd
+     * input gradient stay float32 */
     int bf16;
 } dlrt_conv;
 /* Scratch bytes dlrt_conv_forward or dlrt_conv_forward_packed needs for the algorithm it picks
