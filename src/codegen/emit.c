@@ -157,10 +157,9 @@ static dl_status emit_conv(dl_ctx *ctx, const dl_group *gr, const dl_target *t, 
         DL_TRY(request_pack(ctx, packs, w, mode, p->c_out, p->c_in, 0, 0, &pk));
     else if (mode) { /* op(A) = w as the left operand, or as the transposed product's right one;
                       * in depth pairs for bfloat16 products */
-        const int left = mode == DLRT_A_PACKED || mode == DLRT_A_PAIRS;
-        const int pairs = mode == DLRT_A_PAIRS || mode == DLRT_A_PAIRS_T;
-        const int operand = pairs ? (left ? DLRT_A_PAIRS : DLRT_B_PAIRS) : !left;
-        DL_TRY(request_pack(ctx, packs, w, operand, p->c_out, kdim, kdim, !left, &pk));
+        int operand, trans;
+        dlrt_conv_gemm_pack_args(mode, &operand, &trans);
+        DL_TRY(request_pack(ctx, packs, w, operand, p->c_out, kdim, kdim, trans, &pk));
     }
     /* NULL packed weights (no request, or an AOT bundle's empty slot): plain dlrt_conv_forward */
     char packed[48] = "0";

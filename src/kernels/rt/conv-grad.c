@@ -24,8 +24,8 @@
  *   - weight gradient: chunk c sums its images in order (as above) into its own partial dW
  *     (chunk 0 into dw itself), then dw += partial 1, += partial 2, ... in chunk order, each
  *     element on its own. The chunks go to however many threads there are.
- * With p->bf16 (--math bf16) the products, and the forward convolution of the input gradient,
- * take bfloat16 operands (dlrt_sgemm_bf16, conv.c); the direct weight gradient, col2im and the
+ * With p->bf16 (--math bf16) the products (dlrt_conv_sgemm), and the forward convolution of the
+ * input gradient, take bfloat16 operands; the direct weight gradient, col2im and the
  * chunks' sums stay float32.
  * Workspace: C * cols + (C - 1) * part floats, cols = one image and group's columns
  * (cig * k_sp * out_sp, none for the direct 1x1 GEMM) and part = dW's c_out * cig * k_sp, both
@@ -331,15 +331,6 @@ static void dlrt_conv_col2im(const dlrt_win3 *g, int64_t cig, const float *col, 
     dlrt_parallel_for(cig, 1, dlrt_conv_col2im_planes, &job);
 }
 
-/* C = epilogue(op(A) op(B)) for the backward's products: in bfloat16 for a layer with p->bf16
- * (--math bf16), as its forward's. */
-static void dlrt_grad_gemm(const dlrt_conv *p, int64_t M, int64_t N, int64_t K, const float *A,
-                           int64_t lda, int trans_a, const float *B, int64_t ldb, int trans_b,
-                           float *C, int64_t ldc, const dlrt_epilogue *ep) {
-    (p->bf16 ? dlrt_sgemm_bf16 : dlrt_sgemm_ws)(M, N, K, A, lda, trans_a, 0, B, ldb, trans_b, 0, C,
-                                                ldc, ep, NULL, 0);
-}
-
 /* The input gradient of image b (every group), columns in col. */
 static void dlrt_conv_grad_input_image(const dlrt_conv *p, const dlrt_win3 *g, int pointwise,
                                        int64_t b, const float *dy, const float *w, float *dx,
@@ -350,12 +341,12 @@ static void dlrt_conv_grad_input_image(const dlrt_conv *p, const dlrt_win3 *g, i
         const float *dyg = dy + (b * p->c_out + gi * cog) * g->out_sp;
         float *dxg = dx + (b * p->c_in + gi * cig) * g->in_sp;
         if (pointwise) {
-            dlrt_grad_gemm(p, cig, g->out_sp, cog, wg, cig, 1, dyg, g->out_sp, 0, dxg, g->in_sp,
-                           NULL);
+            dlrt_conv_sgemm(p)(cig, g->out_sp, cog, wg, cig, 1, 0, dyg, g->out_sp, 0, 0, dxg,
+                               g->in_sp, NULL, NULL, 0);
             continue;
         }
-        dlrt_grad_gemm(p, kdim, g->out_sp, cog, wg, kdim, 1, dyg, g->out_sp, 0, col, g->out_sp,
-                       NULL);
+        dlrt_conv_sgemm(p)(kdim, g->out_sp, cog, wg, kdim, 1, 0, dyg, g->out_sp, 0, 0, col,
+                           g->out_sp, NULL, NULL, 0);
         dlrt_conv_col2im(g, cig, col, dxg);
     }
 }
@@ -617,8 +608,8 @@ static void dlrt_conv_grad_weight_images(const dlrt_conv *p, const dlrt_win3 *g,
                 src = col;
             }
             const dlrt_epilogue acc = {.alpha = 1.0f, .residual = dwg, .res_rs = kdim, .res_cs = 1};
-            dlrt_grad_gemm(p, cog, kdim, g->out_sp, dyg, g->out_sp, 0, src, g->out_sp, 1, dwg, kdim,
-                           b > b0 ? &acc : NULL);
+            dlrt_conv_sgemm(p)(cog, kdim, g->out_sp, dyg, g->out_sp, 0, 0, src, g->out_sp, 1, 0,
+                               dwg, kdim, b > b0 ? &acc : NULL, NULL, 0);
         }
 }
 

@@ -70,6 +70,16 @@ static inline const dlrt_epilogue *dlrt_conv_ep(const dlrt_conv *p, int64_t out_
     return out;
 }
 
+/* The GEMM a layer's products run through (dlrt_sgemm_ws's arguments): in bfloat16 for a layer
+ * with p->bf16 (--math bf16), forward (conv.c) and backward (conv-grad.c). */
+typedef void dlrt_sgemm_fn(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                           int trans_a, int a_packed, const float *B, int64_t ldb, int trans_b,
+                           int b_packed, float *C, int64_t ldc, const dlrt_epilogue *ep, void *ws,
+                           size_t ws_bytes);
+static inline dlrt_sgemm_fn *dlrt_conv_sgemm(const dlrt_conv *p) {
+    return p->bf16 ? dlrt_sgemm_bf16 : dlrt_sgemm_ws;
+}
+
 /* conv.c: one image and group's im2col matrix [cig * k_sp, out_sp] (cig input planes at x);
  * also read by the weight gradient (conv-grad.c). */
 void dlrt_conv_im2col(const dlrt_win3 *g, int64_t cig, const float *x, float *col);

@@ -342,9 +342,8 @@ static void dlrt_conv_gemm_images(const dlrt_conv *p, const dlrt_win3 *g, int im
                 dlrt_conv_im2col(g, cig, xg, col);
                 src = col;
             }
-            (p->bf16 ? dlrt_sgemm_bf16 : dlrt_sgemm_ws)(cog, g->out_sp, kdim, a, kdim, 0, a_mode,
-                                                        src, g->out_sp, 0, 0, yg, g->out_sp, eb,
-                                                        gws, gws_bytes);
+            dlrt_conv_sgemm(p)(cog, g->out_sp, kdim, a, kdim, 0, a_mode, src, g->out_sp, 0, 0, yg,
+                               g->out_sp, eb, gws, gws_bytes);
         }
 }
 
@@ -699,6 +698,13 @@ int dlrt_conv_packs_weights_for(int vector_bytes, const dlrt_conv *p) {
     const int t = dlrt_sgemm_transposes_for(vector_bytes, p->c_out, g.out_sp, p->c_in * g.k_sp);
     if (p->bf16) return t ? DLRT_A_PAIRS_T : DLRT_A_PAIRS;
     return t ? DLRT_A_PACKED_T : DLRT_A_PACKED;
+}
+
+void dlrt_conv_gemm_pack_args(int mode, int *operand, int *trans) {
+    const int left = mode == DLRT_A_PACKED || mode == DLRT_A_PAIRS;
+    const int pairs = mode == DLRT_A_PAIRS || mode == DLRT_A_PAIRS_T;
+    *operand = pairs ? (left ? DLRT_A_PAIRS : DLRT_B_PAIRS) : !left;
+    *trans = !left;
 }
 
 int dlrt_conv_packs_weights(const dlrt_conv *p) {

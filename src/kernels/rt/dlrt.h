@@ -169,6 +169,10 @@ void dlrt_conv_forward(const dlrt_conv *p, const float *x, const float *w, float
 enum { DLRT_WG_PACKED = 3, DLRT_WG_PACKED_T = 4, DLRT_WG2_PACKED = 5, DLRT_WG2_PACKED_T = 6 };
 /* The output tile side of a Winograd packing mode: 4, 2, or 0 for any other mode. */
 int dlrt_conv_winograd_tile(int mode);
+/* dlrt_gemm_pack_operand's operand and trans for the weights of a layer packed as mode
+ * (DLRT_A_PACKED, DLRT_A_PACKED_T, DLRT_A_PAIRS, DLRT_A_PAIRS_T): the left operand, or the
+ * right one of the transposed product, in float32 panels or in depth pairs. */
+void dlrt_conv_gemm_pack_args(int mode, int *operand, int *trans);
 size_t dlrt_conv_winograd_packed_bytes(int mode, int64_t c_out, int64_t c_in);
 void dlrt_conv_winograd_pack(int mode, int64_t c_out, int64_t c_in, const float *w, float *dst);
 void dlrt_conv_forward_packed(const dlrt_conv *p, const float *x, const float *w,
