@@ -55,6 +55,7 @@ dl_status dl_pass_fold_batchnorm(dl_pass_ctx *pc); /* fold-batchnorm.c */
 dl_status dl_pass_match_layernorm(dl_pass_ctx *pc); /* match-layernorm.c */
 dl_status dl_pass_cse(dl_pass_ctx *pc);            /* cse.c */
 dl_status dl_pass_dce(dl_pass_ctx *pc);            /* dce.c */
+dl_status dl_pass_remat(dl_pass_ctx *pc);          /* remat.c: recompute instead of store */
 dl_status dl_pass_fuse(dl_pass_ctx *pc);           /* fuse.c: groups nodes into kernels */
 
 #endif

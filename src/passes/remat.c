@@ -1,0 +1,349 @@
+/* remat.c — rematerialization, just before fusion: an elementwise value that one fused group
+ * computes and elementwise groups further on read (a training step's forward activations, read
+ * by the backward) is recomputed by each of those readers from what it was computed from,
+ * rather than written to memory by its group and read back by theirs.
+ *
+ * A GELU spelled out in nodes shows why: its group reads the pre-activation and wrote four
+ * results, x + b, x / sqrt(2), 1 + erf(.) and the output, three of them only for the backward's
+ * group, which read them again; recomputed there from x and b, the forward writes one result
+ * and the backward reads one value instead of three (4 MB each in the GPT benchmark's blocks).
+ *
+ * A fusion is made first (the fuse pass, whose groups are then dropped) to see which values
+ * are results read by other groups. A result v of elementwise group G is recomputed when
+ *  - it holds at least DL_REMAT_MIN_NUMEL values, or a symbolic number;
+ *  - every node reading it outside G belongs to an elementwise group and reads it as a loop
+ *    operand (so its recomputation joins that group's loop), and it is no graph output;
+ *  - its cone, the nodes of G it depends on, has at most DL_REMAT_MAX_NODES nodes, all cheap
+ *    arithmetic (no transcendental: cheap_op);
+ *  - for each group H reading it, the cone reads at most one value of v's size (or of unknown
+ *    size) that H does not read already: H's traffic does not grow, and G no longer writes v.
+ * Each reading group gets its own copies of the cone's nodes (shared by all the values it
+ * recomputes), placed just before their first reader; the readers' inputs are pointed at them.
+ * The copies compute what the originals did from the same inputs. The fuse pass that follows
+ * groups the graph again; nothing runs between (common-subexpression elimination would merge
+ * the copies back). */
+#include "fuse.h"
+#include "../codegen/lower.h" /* dl_ew_operand */
+
+#include <limits.h>
+
+enum { DL_REMAT_MAX_NODES = 16, DL_REMAT_MIN_NUMEL = 4096 };
+
+/* Ops cheap enough to compute twice: a few vector instructions a value. A transcendental costs
+ * more than the memory traffic it would save (glibc's vector erff about 24 cycles per 16 floats
+ * on a Zen 5, expf 13, against about 4 to stream 16 floats in or out): recomputing the GELU's
+ * erf in its backward made that group 0.45 -> 0.71 ms where the forward saved 0.04. */
+static bool cheap_op(const dl_node *n) {
+    static const char *const cheap[] = {"Add",        "Sub",      "Mul",         "Div",
+                                        "Neg",        "Abs",      "Relu",        "LeakyRelu",
+                                        "Min",        "Max",      "Clip",        "Where",
+                                        "Cast",       "Identity", "Expand",      "Equal",
+                                        "Less",       "Greater",  "LessOrEqual", "GreaterOrEqual",
+                                        "Not",        "And",      "Or",          "Sign",
+                                        "Reciprocal", "Sqrt"};
+    for (size_t i = 0; i < sizeof cheap / sizeof *cheap; i++)
+        if (dl_node_is(n, cheap[i])) return true;
+    return false;
+}
+
+typedef struct remat {
+    dl_graph *g;
+    const dl_fusion *f;
+    int nn;        /* nodes before any copy */
+    int *group_of; /* by node position: its group in f */
+    /* by value id: the (node position, input slot) pairs reading it are use[use_at[v] ..
+     * use_at[v + 1]) */
+    int *use_at, (*use)[2];
+    int *stamp, stamp_now; /* cone membership by node position: stamp[pos] == stamp_now */
+    dl_node *cone[DL_REMAT_MAX_NODES];
+    int n_cone;
+} remat;
+
+/* The product of v's known dims (a symbolic dim counts as 1); *exact: no dim was symbolic. */
+static int64_t known_numel(const dl_type *t, bool *exact) {
+    int64_t n = 1;
+    *exact = true;
+    for (int d = 0; d < t->rank; d++) {
+        if (t->dims[d] < 0) {
+            *exact = false;
+            continue;
+        }
+        n = t->dims[d] > 0 && n > INT64_MAX / t->dims[d] ? INT64_MAX : n * t->dims[d];
+    }
+    return n;
+}
+
+/* Whether reading u instead of v costs little: u has a known size at most an eighth of the
+ * least v can hold (a bias, a scalar constant). */
+static bool is_small(const dl_value *u, const dl_value *v) {
+    if (u->type.rank < 0 || v->type.rank < 0) return false;
+    bool u_exact, v_exact;
+    const int64_t un = known_numel(&u->type, &u_exact), vn = known_numel(&v->type, &v_exact);
+    (void)v_exact;
+    return u_exact && un <= vn / 8;
+}
+
+static bool in_group(const remat *r, const dl_node *n, int gi) {
+    return n->id >= 0 && n->id < r->nn && r->g->nodes.items[n->id] == n && r->group_of[n->id] == gi;
+}
+
+/* Collects into r->cone the nodes of group gi that v depends on, in topological order; false
+ * when there are too many or one cannot be copied. */
+static bool collect_cone(remat *r, const dl_value *v, int gi) {
+    r->n_cone = 0;
+    r->stamp_now++;
+    dl_node *stack[DL_REMAT_MAX_NODES];
+    int top = 0;
+    stack[top++] = v->producer;
+    r->stamp[v->producer->id] = r->stamp_now;
+    while (top) {
+        dl_node *m = stack[--top];
+        if (r->n_cone == DL_REMAT_MAX_NODES || m->n_out != 1 || !cheap_op(m)) return false;
+        r->cone[r->n_cone++] = m;
+        for (int i = 0; i < m->n_in; i++) {
+            const dl_value *u = m->in[i];
+            if (!u || !u->producer || !in_group(r, u->producer, gi)) continue;
+            if (r->stamp[u->producer->id] == r->stamp_now) continue;
+            if (top == DL_REMAT_MAX_NODES) return false;
+            r->stamp[u->producer->id] = r->stamp_now;
+            stack[top++] = u->producer;
+        }
+    }
+    for (int i = 1; i < r->n_cone; i++) { /* insertion sort by position */
+        dl_node *m = r->cone[i];
+        int j = i;
+        for (; j > 0 && r->cone[j - 1]->id > m->id; j--) r->cone[j] = r->cone[j - 1];
+        r->cone[j] = m;
+    }
+    return true;
+}
+
+static bool group_reads(const dl_group *h, const dl_value *u) {
+    for (int i = 0; i < h->n_in; i++)
+        if (h->in[i] == u) return true;
+    return false;
+}
+
+/* Whether group h can recompute v from the cone's inputs without reading more than it read. */
+static bool cone_fits(const remat *r, const dl_group *h, const dl_value *v) {
+    int big = 0;
+    if (h->n_nodes + r->n_cone > DL_EW_GROUP_NODES) return false;
+    for (int k = 0; k < r->n_cone; k++) {
+        const dl_node *m = r->cone[k];
+        for (int i = 0; i < m->n_in; i++) {
+            const dl_value *u = m->in[i];
+            if (!u || (u->producer && r->stamp[u->producer->id] == r->stamp_now &&
+                       in_group(r, u->producer, r->group_of[v->producer->id])))
+                continue;      /* computed in the cone */
+            bool seen = false; /* counted once, however many cone nodes read it */
+            for (int k2 = 0; k2 <= k && !seen; k2++)
+                for (int i2 = 0; i2 < r->cone[k2]->n_in && !seen; i2++)
+                    seen = (k2 < k || i2 < i) && r->cone[k2]->in[i2] == u;
+            if (!seen && !is_small(u, v) && !group_reads(h, u)) big++;
+        }
+    }
+    return big <= 1;
+}
+
+/* Whether result v of elementwise group gi is to be recomputed by its readers (the cone is left
+ * in r->cone). */
+static bool worth_it(remat *r, const dl_value *v, int gi) {
+    bool exact;
+    const int64_t n = known_numel(&v->type, &exact);
+    /* (a small value costs next to nothing to keep: an optimizer's bias corrections, read by
+     * the update of every parameter, are scalars) */
+    if (v->is_output || !v->producer || v->type.rank < 0 || (exact && n < DL_REMAT_MIN_NUMEL) ||
+        !collect_cone(r, v, gi))
+        return false;
+    int readers = 0;
+    for (int c = r->use_at[v->id]; c < r->use_at[v->id + 1]; c++) {
+        const int pos = r->use[c][0], slot = r->use[c][1], hi = r->group_of[pos];
+        if (hi == gi) continue;
+        const dl_node *reader = r->g->nodes.items[pos];
+        if (hi < 0 || r->f->groups[hi].kind != DL_G_EW || !dl_ew_operand(reader, slot))
+            return false;
+        if (!cone_fits(r, &r->f->groups[hi], v)) return false;
+        readers++;
+    }
+    return readers > 0;
+}
+
+/* The copy of cone node m made for the current reading group, or NULL. */
+typedef struct copies {
+    dl_value **of; /* by node position (of the originals) */
+    int *touched, n_touched;
+} copies;
+
+/* Copies r->cone for the reading group whose copies are `cp` (those already made are reused);
+ * the new nodes are appended to the graph. */
+static dl_status copy_cone(remat *r, copies *cp) {
+    dl_graph *g = r->g;
+    for (int k = 0; k < r->n_cone; k++) {
+        const dl_node *m = r->cone[k];
+        if (cp->of[m->id]) continue;
+        dl_value *in[64];
+        if (m->n_in > 64) return dl_fail(g->ctx, DL_ERR_INTERNAL, "remat: too many inputs");
+        for (int i = 0; i < m->n_in; i++) {
+            dl_value *u = m->in[i];
+            in[i] = u && u->producer && in_group(r, u->producer, r->group_of[m->id]) &&
+                            cp->of[u->producer->id]
+                        ? cp->of[u->producer->id]
+                        : u;
+        }
+        dl_value *out = NULL;
+        DL_TRY(dl_add_node_ex(g, m->op->domain, m->op->name, m->opset, m->n_in, in, 1, &out, 0,
+                              NULL, m->n_attrs, m->attrs));
+        cp->of[m->id] = out;
+        cp->touched[cp->n_touched++] = m->id;
+    }
+    return DL_OK;
+}
+
+/* Puts every copy (the nodes from position nn on) just before the first node that reads it,
+ * copies that read copies after those: the originals keep their order. */
+static dl_status place_copies(remat *r) {
+    dl_graph *g = r->g;
+    const int total = g->nodes.len, extra = total - r->nn;
+    int *place = dl_malloc(sizeof(int) * ((size_t)extra + 1));
+    int *copy_of_value = dl_malloc(sizeof(int) * ((size_t)g->values.len + 1));
+    dl_node **order = dl_malloc(sizeof(dl_node *) * ((size_t)total + 1));
+    int *sorted = dl_malloc(sizeof(int) * ((size_t)extra + 1));
+    dl_status s = DL_OK;
+    if (!place || !copy_of_value || !order || !sorted) {
+        s = dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory in remat");
+        goto done;
+    }
+    for (int i = 0; i < g->values.len; i++) copy_of_value[i] = -1;
+    for (int c = 0; c < extra; c++) {
+        const dl_node *n = g->nodes.items[r->nn + c];
+        place[c] = INT_MAX;
+        copy_of_value[n->out[0]->id] = c;
+    }
+    for (int k = 0; k < r->nn; k++) { /* originals reading copies */
+        const dl_node *n = g->nodes.items[k];
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] && copy_of_value[n->in[i]->id] >= 0 &&
+                place[copy_of_value[n->in[i]->id]] > k)
+                place[copy_of_value[n->in[i]->id]] = k;
+    }
+    for (int c = extra - 1; c >= 0; c--) { /* copies reading copies made before them */
+        const dl_node *n = g->nodes.items[r->nn + c];
+        for (int i = 0; i < n->n_in; i++) {
+            const int u = n->in[i] ? copy_of_value[n->in[i]->id] : -1;
+            if (u >= 0 && place[u] > place[c]) place[u] = place[c];
+        }
+    }
+    for (int c = 0; c < extra; c++) { /* stable insertion sort by place */
+        int j = c;
+        for (; j > 0 && place[sorted[j - 1]] > place[c]; j--) sorted[j] = sorted[j - 1];
+        sorted[j] = c;
+    }
+    int at = 0, next = 0;
+    for (int k = 0; k <= r->nn; k++) {
+        while (next < extra && place[sorted[next]] <= k)
+            order[at++] = g->nodes.items[r->nn + sorted[next++]];
+        if (k < r->nn) order[at++] = g->nodes.items[k];
+    }
+    while (next < extra) order[at++] = g->nodes.items[r->nn + sorted[next++]];
+    for (int k = 0; k < total; k++) {
+        g->nodes.items[k] = order[k];
+        order[k]->id = k;
+    }
+done:
+    dl_free(place);
+    dl_free(copy_of_value);
+    dl_free(order);
+    dl_free(sorted);
+    return s;
+}
+
+dl_status dl_pass_remat(dl_pass_ctx *pc) {
+    dl_graph *g = pc->g;
+    DL_TRY(dl_pass_fuse(pc));
+    dl_fusion *f = pc->fusion;
+    pc->fusion = NULL;
+    remat r = {.g = g, .f = f, .nn = g->nodes.len};
+    const int nv = g->values.len;
+    r.group_of = dl_malloc(sizeof(int) * ((size_t)r.nn + 1));
+    r.stamp = dl_calloc((size_t)r.nn + 1, sizeof(int));
+    r.use_at = dl_calloc((size_t)nv + 2, sizeof(int));
+    copies cp = {.of = dl_calloc((size_t)r.nn + 1, sizeof(dl_value *)),
+                 .touched = dl_malloc(sizeof(int) * ((size_t)r.nn + 1))};
+    /* per reading group: the (reader position, slot, value) rewirings, applied at the end */
+    int n_wire = 0, cap_wire = 0;
+    struct wire {
+        int pos, slot;
+        dl_value *to;
+    } *wires = NULL;
+    dl_status s = DL_OK;
+    if (!r.group_of || !r.stamp || !r.use_at || !cp.of || !cp.touched) {
+        s = dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory in remat");
+        goto done;
+    }
+    for (int k = 0; k < r.nn; k++) r.group_of[k] = -1;
+    for (int gi = 0; gi < f->n; gi++)
+        for (int k = 0; k < f->groups[gi].n_nodes; k++) r.group_of[f->groups[gi].nodes[k]->id] = gi;
+    for (int k = 0; k < r.nn; k++) {
+        const dl_node *n = g->nodes.items[k];
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i]) r.use_at[n->in[i]->id + 2]++;
+    }
+    for (int v = 0; v < nv; v++) r.use_at[v + 2] += r.use_at[v + 1];
+    r.use = dl_malloc(sizeof *r.use * ((size_t)r.use_at[nv + 1] + 1));
+    if (!r.use) {
+        s = dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory in remat");
+        goto done;
+    }
+    for (int k = 0; k < r.nn; k++) {
+        const dl_node *n = g->nodes.items[k];
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i]) {
+                int *u = r.use[r.use_at[n->in[i]->id + 1]++];
+                u[0] = k, u[1] = i;
+            }
+    }
+    /* by reading group, so that its copies are shared by the values it recomputes */
+    for (int hi = 0; hi < f->n && s == DL_OK; hi++) {
+        const dl_group *h = &f->groups[hi];
+        if (h->kind != DL_G_EW) continue;
+        for (int j = 0; j < h->n_in && s == DL_OK; j++) {
+            dl_value *v = h->in[j];
+            const int gi = v->producer ? r.group_of[v->producer->id] : -1;
+            if (gi < 0 || gi == hi || f->groups[gi].kind != DL_G_EW || !worth_it(&r, v, gi))
+                continue;
+            s = copy_cone(&r, &cp);
+            for (int c = r.use_at[v->id]; c < r.use_at[v->id + 1] && s == DL_OK; c++) {
+                if (r.group_of[r.use[c][0]] != hi) continue;
+                if (n_wire == cap_wire) {
+                    cap_wire = cap_wire ? 2 * cap_wire : 64;
+                    void *nw = dl_realloc(wires, sizeof *wires * (size_t)cap_wire);
+                    if (!nw) {
+                        s = dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory in remat");
+                        break;
+                    }
+                    wires = nw;
+                }
+                wires[n_wire++] = (struct wire){r.use[c][0], r.use[c][1], cp.of[v->producer->id]};
+            }
+        }
+        for (int t = 0; t < cp.n_touched; t++) cp.of[cp.touched[t]] = NULL;
+        cp.n_touched = 0;
+    }
+    if (s != DL_OK) goto done;
+    for (int w = 0; w < n_wire; w++) {
+        dl_node *n = g->nodes.items[wires[w].pos];
+        n->in[wires[w].slot] = wires[w].to;
+    }
+    pc->changes += g->nodes.len - r.nn;
+    if (g->nodes.len > r.nn) s = place_copies(&r);
+done:
+    dl_fusion_free(f);
+    dl_free(r.group_of);
+    dl_free(r.stamp);
+    dl_free(r.use_at);
+    dl_free(r.use);
+    dl_free(cp.of);
+    dl_free(cp.touched);
+    dl_free(wires);
+    return s;
+}

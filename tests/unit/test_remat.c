@@ -1,0 +1,230 @@
+/* test_remat.c — rematerialization (src/passes/remat.c): a cheap elementwise value that one
+ * fused group computes and a later elementwise group reads is recomputed by the reader, so its
+ * group no longer writes it; the values stay the reference interpreter's. Graphs shaped like a
+ * GELU's forward and backward: the forward group computes t = x + b, d = t / c, f = erf(d) + 1
+ * and y = t f / 2; a MatMul stands between it and the backward group, which reads t, d and f.
+ * t and d are recomputed there (the backward then reads x, which it did not, instead of t and
+ * d); f is not (erf costs more than its traffic). The cases where nothing may be recomputed:
+ * another reader that is no elementwise group, a cone that would make the reader read two
+ * more values of full size, a small value, a graph output. Then a training step (an MLP with
+ * a GELU spelled out) on both backends: same losses, and the forward's pass writes only f and
+ * the activation. */
+#include "../../src/runtime/program-impl.h"
+#include "../../src/train/train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK_PRINT_PASS
+#include "check.h"
+#include "native-ref.h"
+#include "test-cache.h"
+#include "test-rng.h"
+
+static dl_compile_options opts;
+
+static dl_tensor *rand_tensor(dl_ctx *ctx, int rank, const int64_t *dims) {
+    dl_tensor *t = NULL;
+    if (dl_tensor_new(ctx, DL_F32, rank, dims, &t) != DL_OK) return NULL;
+    float *p = dl_tensor_data(t);
+    for (int64_t i = 0; i < dl_tensor_numel(t); i++) p[i] = frand();
+    return t;
+}
+
+static dl_value *scalar(dl_ctx *ctx, dl_graph *g, const char *name, float v) {
+    dl_tensor *t = NULL;
+    if (dl_tensor_new(ctx, DL_F32, 0, NULL, &t) == DL_OK) *(float *)dl_tensor_data(t) = v;
+    return dl_constant(g, name, t);
+}
+
+/* The group holding op `op` of kind `kind` (-1 if none), from group `from` on. */
+static int group_with(const dl_program *p, dl_gkind kind, const char *op, int from) {
+    for (int gi = from; gi < p->fusion->n; gi++) {
+        const dl_group *gr = &p->fusion->groups[gi];
+        for (int k = 0; gr->kind == kind && k < gr->n_nodes; k++)
+            if (!strcmp(gr->nodes[k]->op->name, op)) return gi;
+    }
+    return -1;
+}
+
+/* Whether group gr writes (a value named as) v. */
+static bool writes(const dl_group *gr, const dl_value *v) {
+    for (int o = 0; o < gr->n_out; o++)
+        if (!strcmp(gr->out[o]->name, v->name)) return true;
+    return false;
+}
+
+/* Whether group gi reads value name (as an input, not one it computes). */
+static bool reads(const dl_program *p, int gi, const char *name) {
+    const dl_group *gr = &p->fusion->groups[gi];
+    for (int i = 0; i < gr->n_in; i++)
+        if (gr->in[i]->name && !strcmp(gr->in[i]->name, name)) return true;
+    return false;
+}
+
+enum variant {
+    PLAIN,       /* t and d recomputed by the backward group */
+    GEMM_READER, /* a MatMul reads t too: t stays a result (d is still recomputed) */
+    TWO_LEAVES,  /* t = x + x2, both full-size: recomputing it reads one more value */
+    SMALL,       /* 16 x 16 values: not worth it */
+    T_OUTPUT,    /* t is a graph output */
+};
+
+static const char *const variant_names[] = {"plain", "a GEMM reads t too",
+                                            "t from two full-size inputs", "small values",
+                                            "t a graph output"};
+
+static void remat_case(dl_ctx *ctx, enum variant v) {
+    dl_graph *g = dl_graph_new(ctx);
+    const int64_t rows = v == SMALL ? 16 : 64, cols = v == SMALL ? 16 : 128;
+    const int64_t xd[] = {rows, cols}, bd[] = {cols}, wd[] = {cols, cols};
+    dl_value *x = dl_input(g, "x", DL_F32, 2, xd, NULL);
+    dl_value *b = v == TWO_LEAVES ? dl_input(g, "x2", DL_F32, 2, xd, NULL)
+                                  : dl_input(g, "b", DL_F32, 1, bd, NULL);
+    dl_value *w = dl_input(g, "w", DL_F32, 2, wd, NULL);
+    dl_value *t = dl_add(g, x, b);
+    dl_value *d = dl_div(g, t, scalar(ctx, g, "c", 1.41421356f));
+    dl_value *f = dl_add(g, dl_op1(g, "Erf", d, NULL), scalar(ctx, g, "one", 1.0f));
+    dl_value *y = dl_mul(g, dl_mul(g, t, f), scalar(ctx, g, "half", 0.5f));
+    dl_value *z = dl_matmul(g, y, w); /* the "backward" starts here */
+    dl_value *e = dl_op1(g, "Exp", dl_op1(g, "Neg", dl_mul(g, d, d), NULL), NULL);
+    dl_value *gx = dl_add(g, dl_mul(g, z, f), dl_mul(g, dl_mul(g, z, t), e));
+    dl_output(g, gx, "gx");
+    if (v == GEMM_READER) dl_output(g, dl_matmul(g, t, w), "tw");
+    if (v == T_OUTPUT) dl_output(g, t, "t");
+    char what[160];
+    snprintf(what, sizeof what, "remat (%s) compiles", variant_names[v]);
+    dl_program *p = NULL;
+    if (dl_graph_status(g) != DL_OK || dl_compile(ctx, g, &opts, &p) != DL_OK) {
+        printf("  %s\n", dl_errmsg(ctx));
+        CHECK(what, false);
+        dl_graph_free(g);
+        return;
+    }
+    CHECK(what, true);
+    dl_tensor *in[3] = {rand_tensor(ctx, 2, xd),
+                        v == TWO_LEAVES ? rand_tensor(ctx, 2, xd) : rand_tensor(ctx, 1, bd),
+                        rand_tensor(ctx, 2, wd)};
+    const double err = native_vs_ref(ctx, g, p, 3, in);
+    snprintf(what, sizeof what, "remat (%s): the reference's values (max rel err %.2g)",
+             variant_names[v], err);
+    CHECK(what, err < 1e-4); /* float sums of 128 products against double */
+    /* the forward group: the one with the Erf; the backward: the one with the Exp */
+    const int fwd = group_with(p, DL_G_EW, "Erf", 0), bwd = group_with(p, DL_G_EW, "Exp", 0);
+    const dl_group *gf = fwd >= 0 ? &p->fusion->groups[fwd] : NULL;
+    /* (the program works on its own copy of the graph: values are matched by name) */
+    const bool t_kept = gf && writes(gf, t), d_kept = gf && writes(gf, d),
+               f_kept = gf && writes(gf, f);
+    bool ok = gf && bwd >= 0 && bwd != fwd && f_kept;
+    switch (v) {
+    case PLAIN: /* forward writes f and y; backward reads x and b, not t nor d */
+        ok = ok && gf->n_out == 2 && !t_kept && !d_kept && reads(p, bwd, "x") && reads(p, bwd, "b");
+        snprintf(what, sizeof what, "remat (%s): t and d recomputed, f kept", variant_names[v]);
+        break;
+    case GEMM_READER: /* (the backward reads t as it is) */
+        ok = ok && t_kept && !d_kept && reads(p, bwd, t->name);
+        snprintf(what, sizeof what, "remat (%s): t kept, d recomputed", variant_names[v]);
+        break;
+    case TWO_LEAVES:
+    case SMALL:
+        ok = ok && t_kept && d_kept && gf->n_out == 4;
+        snprintf(what, sizeof what, "remat (%s): nothing recomputed", variant_names[v]);
+        break;
+    case T_OUTPUT:
+        ok = ok && t_kept && !d_kept && reads(p, bwd, t->name);
+        snprintf(what, sizeof what, "remat (%s): t kept, d recomputed", variant_names[v]);
+        break;
+    }
+    CHECK(what, ok);
+    for (int i = 0; i < 3; i++) dl_tensor_free(in[i]);
+    dl_program_free(p);
+    dl_graph_free(g);
+}
+
+enum { IN = 8, HID = 64, OUT = 3, BATCH = 64 };
+
+/* x [N, IN] -> Gemm HID -> GELU in nodes (x (erf(x / sqrt 2) + 1) / 2) -> Gemm OUT. */
+static dl_graph *gelu_mlp(dl_ctx *ctx) {
+    dl_graph *g = dl_graph_new(ctx);
+    const int64_t xd[2] = {-1, IN}, w1[2] = {HID, IN}, b1[1] = {HID}, w2[2] = {OUT, HID},
+                  b2[1] = {OUT};
+    const char *sym[2] = {"N", NULL};
+    dl_value *x = dl_input(g, "x", DL_F32, 2, xd, sym);
+    dl_value *h = dl_gemm(g, x, dl_parameter(g, "w1", rand_tensor(ctx, 2, w1)),
+                          dl_parameter(g, "b1", rand_tensor(ctx, 1, b1)), 1);
+    dl_value *erf = dl_op1(g, "Erf", dl_div(g, h, scalar(ctx, g, "r2", 1.41421356f)), NULL);
+    dl_value *a = dl_mul(g, dl_mul(g, h, dl_add(g, erf, scalar(ctx, g, "one", 1.0f))),
+                         scalar(ctx, g, "half", 0.5f));
+    dl_value *y = dl_gemm(g, a, dl_parameter(g, "w2", rand_tensor(ctx, 2, w2)),
+                          dl_parameter(g, "b2", rand_tensor(ctx, 1, b2)), 1);
+    dl_output(g, y, "logits");
+    return g;
+}
+
+static void check_training(dl_ctx *ctx) {
+    dl_graph *g = gelu_mlp(ctx);
+    const int64_t xd[2] = {BATCH, IN}, yd[1] = {BATCH};
+    dl_tensor *x = rand_tensor(ctx, 2, xd), *y = NULL;
+    dl_tensor_new(ctx, DL_I64, 1, yd, &y);
+    for (int i = 0; y && i < BATCH; i++) ((int64_t *)y->data)[i] = i % OUT;
+    float loss[2][20];
+    for (int k = 0; k < 20; k++) loss[0][k] = loss[1][k] = NAN; /* a failed step fails */
+    for (int be = 0; be < 2; be++) {
+        dl_train_options o;
+        dl_train_options_init(&o);
+        o.optimizer = DL_OPT_ADAMW;
+        o.backend = be ? DL_BACKEND_NATIVE : DL_BACKEND_REF;
+        o.compile = &opts;
+        dl_trainer *t = NULL;
+        if (dl_trainer_new(ctx, g, &o, &t) != DL_OK) {
+            printf("  %s\n", dl_errmsg(ctx));
+            CHECK("gelu mlp trainer built", false);
+            continue;
+        }
+        dl_hparams hp;
+        dl_hparams_init(&hp, DL_OPT_ADAMW);
+        hp.lr = 0.01f;
+        for (int k = 0; k < 20; k++)
+            if (dl_train_step(ctx, t, x, y, &hp, &loss[be][k]) != DL_OK) {
+                printf("  %s\n", dl_errmsg(ctx));
+                break;
+            }
+        if (be) { /* the step's forward pass computes the Erf: it writes f and the activation */
+            const dl_program *p = dl_trainer_program(t);
+            const int fwd = p ? group_with(p, DL_G_EW, "Erf", 0) : -1;
+            const int other = p && fwd >= 0 ? group_with(p, DL_G_EW, "Erf", fwd + 1) : -1;
+            if (fwd >= 0) printf("  forward pass: %d results\n", p->fusion->groups[fwd].n_out);
+            CHECK(
+                "training step: the forward's pass writes f and the activation (3 results without "
+                "recomputation), in one pass",
+                fwd >= 0 && other < 0 && p->fusion->groups[fwd].n_out == 2);
+        }
+        dl_trainer_free(t);
+    }
+    double worst = 0;
+    for (int k = 0; k < 20; k++)
+        worst = fmax(worst, fabs(loss[0][k] - loss[1][k]) / fabs(loss[0][k]));
+    if (!(worst <= 1e-4)) worst = INFINITY;
+    printf("  ref vs native: worst relative loss difference %.2g over 20 steps\n", worst);
+    CHECK("training step with recomputed values: native and ref losses agree", worst < 1e-4);
+    CHECK("training step: the loss falls", loss[1][19] < loss[1][0]);
+    dl_tensor_free(x);
+    dl_tensor_free(y);
+    dl_graph_free(g);
+}
+
+int main(void) {
+    char dir[] = "/tmp/dlcc-test-remat-XXXXXX";
+    if (!test_cache_open(dir, &opts)) return 1;
+    dl_ctx *ctx = dl_ctx_new();
+    for (int v = PLAIN; v <= T_OUTPUT; v++) {
+        remat_case(ctx, (enum variant)v);
+        dl_ctx_clear(ctx);
+    }
+    check_training(ctx);
+    dl_ctx_free(ctx);
+    test_cache_remove(dir);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
