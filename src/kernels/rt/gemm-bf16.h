@@ -48,20 +48,6 @@ static DLRT_INLINE __m512i dlrt_bf16_pair16(const float *even, const float *odd,
     return _mm512_permutexvar_epi16(order, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 }
 
-/* 6 units: lines 0 .. 5 (n present) at two depths (even, odd as in dlrt_bf16_pair16), both
- * depths' lines in one vector, rounded together and interleaved by one word permutation. */
-static DLRT_INLINE void dlrt_bf16_pair6(const float *even, const float *odd, int n,
-                                        uint32_t *restrict dst) {
-    const __m256i order = _mm256_set_epi16(15, 14, 15, 14, 11, 5, 10, 4, 9, 3, 8, 2, 7, 1, 6, 0);
-    const __m512i up6 = _mm512_set_epi32(0, 0, 0, 0, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0);
-    const __mmask16 m = dlrt_bf16_lanes(DLRT_MIN(n, 6));
-    __m512 v = _mm512_maskz_loadu_ps(m, even);
-    if (odd) /* lanes 6 .. 11: the odd depth's lines */
-        v = _mm512_mask_permutexvar_ps(v, 0x0fc0, up6, _mm512_maskz_loadu_ps(m, odd));
-    const __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
-    _mm256_mask_storeu_epi16(dst, 0x0fff, _mm256_permutexvar_epi16(order, h));
-}
-
 /* One panel of w (MR or NR) lines stored as rows (line i at depth p is src[i * ld + p]), n
  * present, depths [0, kc): 32 depths of each line converted, then the units transposed. dst:
  * (kc + 1) / 2 pairs of w units. (Lines contiguous at each depth go by dlrt_bf16_pack.) */
@@ -93,37 +79,74 @@ static void dlrt_bf16_panel_rows(const float *src, int64_t ld, int n, int kc, in
     }
 }
 
+/* Lines [i0, i0 + m) x depths [p0, p0 + kc) of an operand whose lines are contiguous at each
+ * depth (a transposed A: a weight gradient's activations, X^T dY) in panels of MR lines,
+ * pstride units apart: 16 depth pairs at a time, each pair's lines converted 16 at a time into a
+ * buffer (whole rows of memory, as B's lines are), then each panel's 16 runs of MR units copied
+ * out, one run of 16 MR units. Converted MR lines at a time, each pair writing a few units to
+ * every panel in turn, 256 x 1024 had taken 0.166 ms against 0.024 with A's lines as rows (one
+ * thread), which made the GPT benchmark's 256 x 1024 x 1024 weight gradients 16% slower. */
+static void dlrt_bf16_pack_cols_a(const float *X, int64_t ld, int64_t i0, int64_t m, int64_t p0,
+                                  int kc, size_t pstride, uint32_t *restrict dst) {
+    enum { PAIRS = 16, LINES = 240 }; /* whole panels, whole vectors */
+    _Static_assert(LINES % DLRT_GEMM_MR == 0 && LINES % 16 == 0, "LINES: panels and vectors");
+    uint32_t buf[PAIRS][LINES];
+    const int kq = (kc + 1) / 2;
+    for (int64_t r0 = 0; r0 < m; r0 += LINES) {
+        const int n = (int)DLRT_MIN((int64_t)LINES, m - r0);
+        const int panels = (n + DLRT_GEMM_MR - 1) / DLRT_GEMM_MR;
+        const int width = panels * DLRT_GEMM_MR; /* lines past m, to the panel's end: zero */
+        for (int q0 = 0; q0 < kq; q0 += PAIRS) {
+            const int nq = DLRT_MIN(PAIRS, kq - q0);
+            for (int q = 0; q < nq; q++) {
+                const int d = 2 * (q0 + q);
+                const float *even = X + (p0 + d) * ld + i0 + r0;
+                const float *odd = d + 1 < kc ? even + ld : NULL;
+                if (d + 5 < kc) /* the pair after next's lines (cold: a product's operand fresh
+                                 * from memory converted at a third the speed) */
+                    for (int r = 0; r < n; r += 16) {
+                        __builtin_prefetch(even + 4 * ld + r);
+                        __builtin_prefetch(even + 5 * ld + r);
+                    }
+                for (int r = 0; r < width; r += 16)
+                    _mm512_storeu_si512(buf[q] + r,
+                                        dlrt_bf16_pair16(even + r, odd ? odd + r : NULL,
+                                                         DLRT_MAX(0, DLRT_MIN(16, n - r))));
+            }
+            for (int p = 0; p < panels; p++) {
+                uint32_t *out =
+                    dst + (size_t)(r0 / DLRT_GEMM_MR + p) * pstride + (size_t)q0 * DLRT_GEMM_MR;
+                for (int q = 0; q < nq; q++)
+                    memcpy(out + q * DLRT_GEMM_MR, buf[q] + p * DLRT_GEMM_MR,
+                           DLRT_GEMM_MR * sizeof(uint32_t));
+            }
+        }
+    }
+}
+
 /* Lines [i0, i0 + m) x depths [p0, p0 + kc) of an operand (as dlrt_gemm_pack: by_rows, ld) in
  * panels of w lines, pstride units apart. */
 static void dlrt_bf16_pack(const float *X, int64_t ld, int by_rows, int64_t i0, int64_t m,
                            int64_t p0, int kc, int w, size_t pstride, uint32_t *restrict dst) {
-    if (!by_rows) { /* lines contiguous at each depth (B, a transposed A): depth by depth across
-                     * the panels, each depth one run of memory (as dlrt_gemm_pack: depths 4 KiB
-                     * apart share an L1 set; panel by panel, a transposed A of 1024 x 256 x 1024
-                     * ran at 342 GFLOP/s against 452 not transposed) */
+    if (!by_rows && w != DLRT_GEMM_NR) {
+        dlrt_bf16_pack_cols_a(X, ld, i0, m, p0, kc, pstride, dst);
+        return;
+    }
+    if (!by_rows) { /* lines contiguous at each depth (B): depth by depth across the panels, each
+                     * depth one run of memory (as dlrt_gemm_pack: depths 4 KiB apart share an L1
+                     * set; panel by panel, a transposed A of 1024 x 256 x 1024 had run at 342
+                     * GFLOP/s against 452 not transposed) */
         for (int q = 0; q < (kc + 1) / 2; q++) {
             const float *even = X + (p0 + 2 * q) * ld + i0;
             const float *odd = 2 * q + 1 < kc ? even + ld : NULL;
-            if (w == DLRT_GEMM_NR) {
-                for (int64_t r = 0; r < m; r += 16)
-                    _mm512_storeu_si512(
-                        dst + (size_t)(r / w) * pstride + (size_t)q * w + r % w,
-                        dlrt_bf16_pair16(even + r, odd ? odd + r : NULL, (int)DLRT_MIN(m - r, 16)));
-                /* (a partial last panel's vectors past m: zero) */
-                for (int64_t r = (m + 15) / 16 * 16; r % w; r += 16)
-                    _mm512_storeu_si512(dst + (size_t)(r / w) * pstride + (size_t)q * w + r % w,
-                                        _mm512_setzero_si512());
-                continue;
-            }
-            if (2 * q + 5 < kc) /* the pair after next's lines (cold: a product's operand fresh from
-                                 * memory converted at a third the speed) */
-                for (int64_t r = 0; r < m; r += 16) {
-                    __builtin_prefetch(even + 4 * ld + r);
-                    __builtin_prefetch(even + 5 * ld + r);
-                }
-            for (int64_t r = 0; r < m; r += w)
-                dlrt_bf16_pair6(even + r, odd ? odd + r : NULL, (int)DLRT_MIN((int64_t)w, m - r),
-                                dst + (size_t)(r / w) * pstride + (size_t)q * 6);
+            for (int64_t r = 0; r < m; r += 16)
+                _mm512_storeu_si512(
+                    dst + (size_t)(r / w) * pstride + (size_t)q * w + r % w,
+                    dlrt_bf16_pair16(even + r, odd ? odd + r : NULL, (int)DLRT_MIN(m - r, 16)));
+            /* (a partial last panel's vectors past m: zero) */
+            for (int64_t r = (m + 15) / 16 * 16; r % w; r += 16)
+                _mm512_storeu_si512(dst + (size_t)(r / w) * pstride + (size_t)q * w + r % w,
+                                    _mm512_setzero_si512());
         }
         return;
     }
