@@ -5,8 +5,8 @@
 
 /* Folding first exposes what simplification and CSE can see (shape chains become constants);
  * BatchNorm folding needs constant weights; DCE then drops the dead shape chains and weights.
- * A second round catches what the first round's rewrites made foldable. fuse stays last, with
- * remat right before it: nothing may merge the copies remat makes (remat.c). */
+ * A second round catches what the first round's rewrites made foldable. fuse stays last, after
+ * remat and a DCE of the originals it leaves unread: nothing may merge remat's copies back. */
 const dl_pass dl_inference_passes[] = {
     {"infer_shapes", dl_pass_infer_shapes},
     {"fold_constants", dl_pass_fold_constants},
@@ -20,6 +20,7 @@ const dl_pass dl_inference_passes[] = {
     {"dce", dl_pass_dce},
     {"infer_shapes", dl_pass_infer_shapes},
     {"remat", dl_pass_remat},
+    {"dce", dl_pass_dce},
     {"fuse", dl_pass_fuse},
     {NULL, NULL},
 };

@@ -15,13 +15,18 @@
  *    operand (so its recomputation joins that group's loop), and it is no graph output;
  *  - its cone, the nodes of G it depends on, has at most DL_REMAT_MAX_NODES nodes, all cheap
  *    arithmetic (no transcendental: cheap_op);
- *  - for each group H reading it, the cone reads at most one value of v's size (or of unknown
- *    size) that H does not read already: H's traffic does not grow, and G no longer writes v.
+ *  - for each group H reading it, the cone reads at most one value that H does not read already
+ *    and that is not small beside v (is_small: a bias, a scalar), and that one no wider a type
+ *    than v's (a mask of bools is not traded for the floats it came from): H's traffic does
+ *    not grow, and G no longer writes v;
+ *  - H stays within an elementwise kernel's limits with all the copies it gets
+ *    (DL_EW_GROUP_NODES, DL_EW_GROUP_INPUTS), else the fuse pass would split it and write them.
  * Each reading group gets its own copies of the cone's nodes (shared by all the values it
  * recomputes), placed just before their first reader; the readers' inputs are pointed at them.
- * The copies compute what the originals did from the same inputs. The fuse pass that follows
- * groups the graph again; nothing runs between (common-subexpression elimination would merge
- * the copies back). */
+ * The copies compute what the originals did from the same inputs, and keep their types
+ * (symbols included). Dead-code elimination follows (an original whose readers all went to
+ * copies, the last node of its group, would still be written as that group's last result), then
+ * the fuse pass groups the graph again; nothing between may merge the copies back (CSE). */
 #include "fuse.h"
 #include "../codegen/lower.h" /* dl_ew_operand */
 
@@ -32,7 +37,9 @@ enum { DL_REMAT_MAX_NODES = 16, DL_REMAT_MIN_NUMEL = 4096 };
 /* Ops cheap enough to compute twice: a few vector instructions a value. A transcendental costs
  * more than the memory traffic it would save (glibc's vector erff about 24 cycles per 16 floats
  * on a Zen 5, expf 13, against about 4 to stream 16 floats in or out): recomputing the GELU's
- * erf in its backward made that group 0.45 -> 0.71 ms where the forward saved 0.04. */
+ * erf in its backward made that group 0.45 -> 0.71 ms where the forward saved 0.04. Div, Sqrt
+ * and Reciprocal are slower than the rest (a vdivps about 5 cycles per 16 floats) but on the
+ * side of the traffic: the GELU's x / sqrt(2), recomputed, made its backward faster. */
 static bool cheap_op(const dl_node *n) {
     static const char *const cheap[] = {"Add",        "Sub",      "Mul",         "Div",
                                         "Neg",        "Abs",      "Relu",        "LeakyRelu",
@@ -57,6 +64,8 @@ typedef struct remat {
     int *stamp, stamp_now; /* cone membership by node position: stamp[pos] == stamp_now */
     dl_node *cone[DL_REMAT_MAX_NODES];
     int n_cone;
+    /* by group: the nodes, and (at most) the inputs, that copies made for it add */
+    int *extra_nodes, *extra_in;
 } remat;
 
 /* The product of v's known dims (a symbolic dim counts as 1); *exact: no dim was symbolic. */
@@ -74,13 +83,21 @@ static int64_t known_numel(const dl_type *t, bool *exact) {
 }
 
 /* Whether reading u instead of v costs little: u has a known size at most an eighth of the
- * least v can hold (a bias, a scalar constant). */
+ * least v can hold (a scalar constant), or it broadcasts along a symbolic dim of v (a bias
+ * against a batch of rows: [128] against [N, 128]). */
 static bool is_small(const dl_value *u, const dl_value *v) {
-    if (u->type.rank < 0 || v->type.rank < 0) return false;
+    const dl_type *ut = &u->type, *vt = &v->type;
+    if (ut->rank < 0 || vt->rank < 0 || ut->rank > vt->rank) return false;
     bool u_exact, v_exact;
-    const int64_t un = known_numel(&u->type, &u_exact), vn = known_numel(&v->type, &v_exact);
+    const int64_t un = known_numel(ut, &u_exact), vn = known_numel(vt, &v_exact);
     (void)v_exact;
-    return u_exact && un <= vn / 8;
+    if (!u_exact) return false;
+    if (un <= vn / 8) return true;
+    for (int d = 0; d < vt->rank; d++) { /* u's dims aligned to v's last ones */
+        const int du = d - (vt->rank - ut->rank);
+        if (vt->dims[d] < 0 && (du < 0 || ut->dims[du] == 1)) return true;
+    }
+    return false;
 }
 
 static bool in_group(const remat *r, const dl_node *n, int gi) {
@@ -98,7 +115,8 @@ static bool collect_cone(remat *r, const dl_value *v, int gi) {
     r->stamp[v->producer->id] = r->stamp_now;
     while (top) {
         dl_node *m = stack[--top];
-        if (r->n_cone == DL_REMAT_MAX_NODES || m->n_out != 1 || !cheap_op(m)) return false;
+        if (r->n_cone == DL_REMAT_MAX_NODES || m->n_out != 1 || m->n_in > 64 || !cheap_op(m))
+            return false;
         r->cone[r->n_cone++] = m;
         for (int i = 0; i < m->n_in; i++) {
             const dl_value *u = m->in[i];
@@ -125,24 +143,32 @@ static bool group_reads(const dl_group *h, const dl_value *u) {
 }
 
 /* Whether group h can recompute v from the cone's inputs without reading more than it read. */
-static bool cone_fits(const remat *r, const dl_group *h, const dl_value *v) {
-    int big = 0;
-    if (h->n_nodes + r->n_cone > DL_EW_GROUP_NODES) return false;
+/* Whether group hi can recompute v from the cone's inputs without reading more than it read,
+ * and stay one kernel with the nodes and inputs the copies already given to it add. */
+static bool cone_fits(const remat *r, int hi, const dl_value *v) {
+    const dl_group *h = &r->f->groups[hi];
+    int big = 0, new_in = 0;
+    if (h->n_nodes + r->extra_nodes[hi] + r->n_cone > DL_EW_GROUP_NODES) return false;
     for (int k = 0; k < r->n_cone; k++) {
         const dl_node *m = r->cone[k];
         for (int i = 0; i < m->n_in; i++) {
             const dl_value *u = m->in[i];
-            if (!u || (u->producer && r->stamp[u->producer->id] == r->stamp_now &&
-                       in_group(r, u->producer, r->group_of[v->producer->id])))
+            if (!u || (u->producer && in_group(r, u->producer, r->group_of[v->producer->id]) &&
+                       r->stamp[u->producer->id] == r->stamp_now))
                 continue;      /* computed in the cone */
             bool seen = false; /* counted once, however many cone nodes read it */
             for (int k2 = 0; k2 <= k && !seen; k2++)
                 for (int i2 = 0; i2 < r->cone[k2]->n_in && !seen; i2++)
                     seen = (k2 < k || i2 < i) && r->cone[k2]->in[i2] == u;
-            if (!seen && !is_small(u, v) && !group_reads(h, u)) big++;
+            if (seen || group_reads(h, u)) continue;
+            new_in++;
+            /* (a wider type: a mask of bools read back costs less than the floats it came from) */
+            if (!is_small(u, v) &&
+                (++big > 1 || dl_dtype_size(u->type.dtype) > dl_dtype_size(v->type.dtype)))
+                return false;
         }
     }
-    return big <= 1;
+    return h->n_in + r->extra_in[hi] + new_in <= DL_EW_GROUP_INPUTS;
 }
 
 /* Whether result v of elementwise group gi is to be recomputed by its readers (the cone is left
@@ -162,7 +188,7 @@ static bool worth_it(remat *r, const dl_value *v, int gi) {
         const dl_node *reader = r->g->nodes.items[pos];
         if (hi < 0 || r->f->groups[hi].kind != DL_G_EW || !dl_ew_operand(reader, slot))
             return false;
-        if (!cone_fits(r, &r->f->groups[hi], v)) return false;
+        if (!cone_fits(r, hi, v)) return false;
         readers++;
     }
     return readers > 0;
@@ -174,34 +200,45 @@ typedef struct copies {
     int *touched, n_touched;
 } copies;
 
-/* Copies r->cone for the reading group whose copies are `cp` (those already made are reused);
- * the new nodes are appended to the graph. */
-static dl_status copy_cone(remat *r, copies *cp) {
+/* Copies r->cone for reading group hi, whose copies are `cp` (those already made are reused);
+ * the new nodes are appended to the graph, and counted against the group's limits. */
+static dl_status copy_cone(remat *r, copies *cp, int hi) {
     dl_graph *g = r->g;
+    const dl_group *h = &r->f->groups[hi];
     for (int k = 0; k < r->n_cone; k++) {
         const dl_node *m = r->cone[k];
         if (cp->of[m->id]) continue;
-        dl_value *in[64];
-        if (m->n_in > 64) return dl_fail(g->ctx, DL_ERR_INTERNAL, "remat: too many inputs");
+        dl_value *in[64]; /* (collect_cone took no node with more inputs) */
         for (int i = 0; i < m->n_in; i++) {
             dl_value *u = m->in[i];
-            in[i] = u && u->producer && in_group(r, u->producer, r->group_of[m->id]) &&
-                            cp->of[u->producer->id]
-                        ? cp->of[u->producer->id]
-                        : u;
+            const bool copied = u && u->producer && in_group(r, u->producer, r->group_of[m->id]) &&
+                                cp->of[u->producer->id];
+            in[i] = copied ? cp->of[u->producer->id] : u;
+            if (u && !copied && !group_reads(h, u)) r->extra_in[hi]++;
         }
         dl_value *out = NULL;
         DL_TRY(dl_add_node_ex(g, m->op->domain, m->op->name, m->opset, m->n_in, in, 1, &out, 0,
                               NULL, m->n_attrs, m->attrs));
+        /* the original's type: inferred afresh, a symbolic dim would get a new symbol */
+        out->type = m->out[0]->type;
         cp->of[m->id] = out;
         cp->touched[cp->n_touched++] = m->id;
+        r->extra_nodes[hi]++;
     }
     return DL_OK;
 }
 
-/* Puts every copy (the nodes from position nn on) just before the first node that reads it,
- * copies that read copies after those: the originals keep their order. */
-static dl_status place_copies(remat *r) {
+/* A reader's input pointed at a copy: node position, input slot, the copy's value. */
+typedef struct remat_wire {
+    int pos, slot;
+    dl_value *to;
+} remat_wire;
+
+/* Points the readers at their copies, then puts every copy (the nodes from position nn on)
+ * just before the first node that reads it, copies that read copies after those: the originals
+ * keep their order. (Its memory is taken first: a failure leaves the graph as it was, the
+ * copies unread at its end.) */
+static dl_status place_copies(remat *r, const remat_wire *wires, int n_wire) {
     dl_graph *g = r->g;
     const int total = g->nodes.len, extra = total - r->nn;
     int *place = dl_malloc(sizeof(int) * ((size_t)extra + 1));
@@ -212,6 +249,10 @@ static dl_status place_copies(remat *r) {
     if (!place || !copy_of_value || !order || !sorted) {
         s = dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory in remat");
         goto done;
+    }
+    for (int w = 0; w < n_wire; w++) {
+        dl_node *n = g->nodes.items[wires[w].pos];
+        n->in[wires[w].slot] = wires[w].to;
     }
     for (int i = 0; i < g->values.len; i++) copy_of_value[i] = -1;
     for (int c = 0; c < extra; c++) {
@@ -269,14 +310,15 @@ dl_status dl_pass_remat(dl_pass_ctx *pc) {
     r.use_at = dl_calloc((size_t)nv + 2, sizeof(int));
     copies cp = {.of = dl_calloc((size_t)r.nn + 1, sizeof(dl_value *)),
                  .touched = dl_malloc(sizeof(int) * ((size_t)r.nn + 1))};
-    /* per reading group: the (reader position, slot, value) rewirings, applied at the end */
+    r.extra_nodes = dl_calloc((size_t)f->n + 1, sizeof(int));
+    r.extra_in = dl_calloc((size_t)f->n + 1, sizeof(int));
+    /* the readers' inputs to point at copies, once all are made (a cone copied later reads the
+     * originals) */
     int n_wire = 0, cap_wire = 0;
-    struct wire {
-        int pos, slot;
-        dl_value *to;
-    } *wires = NULL;
+    remat_wire *wires = NULL;
     dl_status s = DL_OK;
-    if (!r.group_of || !r.stamp || !r.use_at || !cp.of || !cp.touched) {
+    if (!r.group_of || !r.stamp || !r.use_at || !cp.of || !cp.touched || !r.extra_nodes ||
+        !r.extra_in) {
         s = dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory in remat");
         goto done;
     }
@@ -311,7 +353,7 @@ dl_status dl_pass_remat(dl_pass_ctx *pc) {
             const int gi = v->producer ? r.group_of[v->producer->id] : -1;
             if (gi < 0 || gi == hi || f->groups[gi].kind != DL_G_EW || !worth_it(&r, v, gi))
                 continue;
-            s = copy_cone(&r, &cp);
+            s = copy_cone(&r, &cp, hi);
             for (int c = r.use_at[v->id]; c < r.use_at[v->id + 1] && s == DL_OK; c++) {
                 if (r.group_of[r.use[c][0]] != hi) continue;
                 if (n_wire == cap_wire) {
@@ -323,19 +365,15 @@ dl_status dl_pass_remat(dl_pass_ctx *pc) {
                     }
                     wires = nw;
                 }
-                wires[n_wire++] = (struct wire){r.use[c][0], r.use[c][1], cp.of[v->producer->id]};
+                wires[n_wire++] = (remat_wire){r.use[c][0], r.use[c][1], cp.of[v->producer->id]};
             }
         }
         for (int t = 0; t < cp.n_touched; t++) cp.of[cp.touched[t]] = NULL;
         cp.n_touched = 0;
     }
     if (s != DL_OK) goto done;
-    for (int w = 0; w < n_wire; w++) {
-        dl_node *n = g->nodes.items[wires[w].pos];
-        n->in[wires[w].slot] = wires[w].to;
-    }
     pc->changes += g->nodes.len - r.nn;
-    if (g->nodes.len > r.nn) s = place_copies(&r);
+    if (g->nodes.len > r.nn) s = place_copies(&r, wires, n_wire);
 done:
     dl_fusion_free(f);
     dl_free(r.group_of);
@@ -344,6 +382,8 @@ done:
     dl_free(r.use);
     dl_free(cp.of);
     dl_free(cp.touched);
+    dl_free(r.extra_nodes);
+    dl_free(r.extra_in);
     dl_free(wires);
     return s;
 }

@@ -191,6 +191,66 @@ static void test_special(void) {
     free(a), free(b), free(C);
 }
 
+#ifdef DLRT_GEMM_BF16
+/* One unit of a depth-pair panel as the packers must make it: line l's values at depths 2q
+ * (low half) and 2q + 1 (high half), rounded, zero past kc. */
+static uint32_t pair_unit(const float *X, int64_t ld, int64_t line, int64_t p0, int q, int kc) {
+    uint32_t lo, hi = 0;
+    const float e = bf16_round(X[(p0 + 2 * q) * ld + line]);
+    memcpy(&lo, &e, sizeof lo);
+    if (2 * q + 1 < kc) {
+        const float o = bf16_round(X[(p0 + 2 * q + 1) * ld + line]);
+        memcpy(&hi, &o, sizeof hi);
+    }
+    return (lo >> 16) | (hi & 0xffff0000u);
+}
+
+/* An A operand whose lines are contiguous at each depth (a transposed A: packed through a buffer
+ * of 240 lines, dlrt_bf16_pack_cols_a), unit by unit against pair_unit: lines past m zero up to
+ * their panel's end, and nothing written past the last panel nor between panels (canaries), for
+ * counts of lines around the buffer's 240 and the workspace's 252, odd and even depth counts,
+ * panels packed tightly or further apart. The GEMM tests cannot see lines past m: their rows of
+ * the product are dropped. */
+static void test_pack_cols_a(void) {
+    static const int64_t ms[] = {1, 6, 7, 17, 239, 240, 241, 250, 252, 500};
+    static const int kcs[] = {1, 2, 31, 33, 256};
+    const uint32_t canary = 0xA5A5A5A5u;
+    int ok = 1, cases = 0;
+    for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
+        for (size_t b = 0; b < sizeof kcs / sizeof *kcs; b++)
+            for (int gap = 0; gap < 2; gap++) {
+                const int64_t m = ms[a], i0 = 3, p0 = 5, ld = m + 11;
+                const int kc = kcs[b], kq = (kc + 1) / 2, panels = (int)((m + 5) / 6);
+                const size_t pstride = (size_t)6 * kq + (gap ? 7 : 0);
+                float *X = rand_buf((p0 + kc) * ld);
+                const size_t units = pstride * (size_t)panels + 64;
+                uint32_t *dst = malloc(units * sizeof *dst);
+                for (size_t u = 0; u < units; u++) dst[u] = canary;
+                dlrt_bf16_pack(X, ld, 0, i0, m, p0, kc, 6, pstride, dst);
+                for (int pn = 0; pn < panels; pn++) {
+                    const uint32_t *pd = dst + (size_t)pn * pstride;
+                    for (int q = 0; q < kq; q++)
+                        for (int l = 0; l < 6; l++) {
+                            const int64_t line = (int64_t)pn * 6 + l;
+                            const uint32_t want =
+                                line < m ? pair_unit(X, ld, i0 + line, p0, q, kc) : 0;
+                            ok &= pd[q * 6 + l] == want;
+                        }
+                    for (size_t u = (size_t)6 * kq; u < pstride; u++) ok &= pd[u] == canary;
+                }
+                for (size_t u = pstride * (size_t)panels; u < units; u++) ok &= dst[u] == canary;
+                free(X), free(dst);
+                cases++;
+            }
+    char what[160];
+    snprintf(what, sizeof what,
+             "a transposed A packed in pairs: every unit as made one by one, zero past m, "
+             "nothing else written (%d cases)",
+             cases);
+    CHECK(what, ok);
+}
+#endif
+
 int main(void) {
     printf("dlrt_sgemm_bf16 on %s: %s\n", dlrt_gemm_isa(),
            dlrt_gemm_has_bf16() ? "bfloat16 products (AVX512-BF16)" : "float32 (no AVX512-BF16)");
@@ -239,6 +299,9 @@ int main(void) {
         bf_check(&c);
     }
     test_special();
+#ifdef DLRT_GEMM_BF16
+    test_pack_cols_a();
+#endif
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

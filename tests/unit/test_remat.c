@@ -65,51 +65,86 @@ static bool reads(const dl_program *p, int gi, const char *name) {
 
 enum variant {
     PLAIN,       /* t and d recomputed by the backward group */
+    SYMBOLIC,    /* the same with x [N, 128]: b still counts as small */
+    LEAKY,       /* t = LeakyRelu(x + b, alpha 0.25), read by two nodes of the backward */
+    TWO_READERS, /* a second backward group reads t and d too: copies of its own */
     GEMM_READER, /* a MatMul reads t too: t stays a result (d is still recomputed) */
     TWO_LEAVES,  /* t = x + x2, both full-size: recomputing it reads one more value */
     SMALL,       /* 16 x 16 values: not worth it */
     T_OUTPUT,    /* t is a graph output */
 };
 
-static const char *const variant_names[] = {"plain", "a GEMM reads t too",
-                                            "t from two full-size inputs", "small values",
+static const char *const variant_names[] = {"plain",
+                                            "symbolic rows",
+                                            "LeakyRelu read twice",
+                                            "two reading groups",
+                                            "a GEMM reads t too",
+                                            "t from two full-size inputs",
+                                            "small values",
                                             "t a graph output"};
+
+/* The values of a compiled g against the reference's on random inputs of dims dims[i] (rank
+ * ranks[i]); a check named after what. */
+static void check_values(dl_ctx *ctx, dl_graph *g, dl_program *p, int n_in, const int *ranks,
+                         const int64_t (*dims)[2], const char *what) {
+    dl_tensor *in[4] = {NULL};
+    for (int i = 0; i < n_in && i < 4; i++) in[i] = rand_tensor(ctx, ranks[i], dims[i]);
+    const double err = native_vs_ref(ctx, g, p, n_in, in);
+    char name[200];
+    snprintf(name, sizeof name, "%s: the reference's values (max rel err %.2g)", what, err);
+    CHECK(name, err < 1e-4); /* float sums of 128 products against double */
+    for (int i = 0; i < n_in && i < 4; i++) dl_tensor_free(in[i]);
+}
+
+static dl_program *compile_or_fail(dl_ctx *ctx, dl_graph *g, const char *what) {
+    char name[200];
+    snprintf(name, sizeof name, "%s compiles", what);
+    dl_program *p = NULL;
+    if (dl_graph_status(g) != DL_OK || dl_compile(ctx, g, &opts, &p) != DL_OK) {
+        printf("  %s\n", dl_errmsg(ctx));
+        p = NULL;
+    }
+    CHECK(name, p != NULL);
+    return p;
+}
 
 static void remat_case(dl_ctx *ctx, enum variant v) {
     dl_graph *g = dl_graph_new(ctx);
     const int64_t rows = v == SMALL ? 16 : 64, cols = v == SMALL ? 16 : 128;
     const int64_t xd[] = {rows, cols}, bd[] = {cols}, wd[] = {cols, cols};
-    dl_value *x = dl_input(g, "x", DL_F32, 2, xd, NULL);
+    const int64_t xsym[] = {-1, cols};
+    const char *sym[] = {"N", NULL};
+    dl_value *x = v == SYMBOLIC ? dl_input(g, "x", DL_F32, 2, xsym, sym)
+                                : dl_input(g, "x", DL_F32, 2, xd, NULL);
     dl_value *b = v == TWO_LEAVES ? dl_input(g, "x2", DL_F32, 2, xd, NULL)
                                   : dl_input(g, "b", DL_F32, 1, bd, NULL);
     dl_value *w = dl_input(g, "w", DL_F32, 2, wd, NULL);
     dl_value *t = dl_add(g, x, b);
+    if (v == LEAKY) t = dl_op1(g, "LeakyRelu", t, "alpha=0.25");
     dl_value *d = dl_div(g, t, scalar(ctx, g, "c", 1.41421356f));
     dl_value *f = dl_add(g, dl_op1(g, "Erf", d, NULL), scalar(ctx, g, "one", 1.0f));
     dl_value *y = dl_mul(g, dl_mul(g, t, f), scalar(ctx, g, "half", 0.5f));
     dl_value *z = dl_matmul(g, y, w); /* the "backward" starts here */
     dl_value *e = dl_op1(g, "Exp", dl_op1(g, "Neg", dl_mul(g, d, d), NULL), NULL);
     dl_value *gx = dl_add(g, dl_mul(g, z, f), dl_mul(g, dl_mul(g, z, t), e));
+    if (v == LEAKY) gx = dl_add(g, gx, t); /* (x centred on 0: both slopes count) */
     dl_output(g, gx, "gx");
+    if (v == TWO_READERS) { /* after another product: a group with a Sub, reading t and d */
+        dl_value *z2 = dl_matmul(g, gx, w);
+        dl_output(g, dl_sub(g, dl_mul(g, z2, t), d), "gx2");
+    }
     if (v == GEMM_READER) dl_output(g, dl_matmul(g, t, w), "tw");
     if (v == T_OUTPUT) dl_output(g, t, "t");
     char what[160];
-    snprintf(what, sizeof what, "remat (%s) compiles", variant_names[v]);
-    dl_program *p = NULL;
-    if (dl_graph_status(g) != DL_OK || dl_compile(ctx, g, &opts, &p) != DL_OK) {
-        printf("  %s\n", dl_errmsg(ctx));
-        CHECK(what, false);
+    snprintf(what, sizeof what, "remat (%s)", variant_names[v]);
+    dl_program *p = compile_or_fail(ctx, g, what);
+    if (!p) {
         dl_graph_free(g);
         return;
     }
-    CHECK(what, true);
-    dl_tensor *in[3] = {rand_tensor(ctx, 2, xd),
-                        v == TWO_LEAVES ? rand_tensor(ctx, 2, xd) : rand_tensor(ctx, 1, bd),
-                        rand_tensor(ctx, 2, wd)};
-    const double err = native_vs_ref(ctx, g, p, 3, in);
-    snprintf(what, sizeof what, "remat (%s): the reference's values (max rel err %.2g)",
-             variant_names[v], err);
-    CHECK(what, err < 1e-4); /* float sums of 128 products against double */
+    const int ranks[] = {2, v == TWO_LEAVES ? 2 : 1, 2};
+    const int64_t dims[][2] = {{rows, cols}, {v == TWO_LEAVES ? rows : cols, cols}, {cols, cols}};
+    check_values(ctx, g, p, 3, ranks, dims, what);
     /* the forward group: the one with the Erf; the backward: the one with the Exp */
     const int fwd = group_with(p, DL_G_EW, "Erf", 0), bwd = group_with(p, DL_G_EW, "Exp", 0);
     const dl_group *gf = fwd >= 0 ? &p->fusion->groups[fwd] : NULL;
@@ -118,8 +153,27 @@ static void remat_case(dl_ctx *ctx, enum variant v) {
                f_kept = gf && writes(gf, f);
     bool ok = gf && bwd >= 0 && bwd != fwd && f_kept;
     switch (v) {
-    case PLAIN: /* forward writes f and y; backward reads x and b, not t nor d */
-        ok = ok && gf->n_out == 2 && !t_kept && !d_kept && reads(p, bwd, "x") && reads(p, bwd, "b");
+    case PLAIN:
+    case SYMBOLIC:
+    case LEAKY:
+    case TWO_READERS: /* forward writes f and y; each backward reads x and b, not t nor d, and
+                       * holds its 7 nodes (8 with LeakyRelu's term; 2 in the second) and one
+                       * copy of the cone's 2 (3 with the LeakyRelu) */
+        ok = ok && gf->n_out == 2 && !t_kept && !d_kept && reads(p, bwd, "x") &&
+             reads(p, bwd, "b") && p->fusion->groups[bwd].n_out == 1 &&
+             p->fusion->groups[bwd].n_nodes == (v == LEAKY ? 11 : 9);
+        if (v == SYMBOLIC) { /* the copies keep the originals' types: x's symbol, not new ones */
+            const dl_group *gb = &p->fusion->groups[bwd];
+            const int64_t n_sym = gb->in[0]->type.dims[0];
+            for (int k = 0; k < gb->n_nodes; k++)
+                ok = ok && gb->nodes[k]->out[0]->type.dims[0] == n_sym && n_sym < 0;
+        }
+        if (v == TWO_READERS) {
+            const int g2 = group_with(p, DL_G_EW, "Sub", 0);
+            ok = ok && g2 >= 0 && g2 != bwd && g2 != fwd && reads(p, g2, "x") &&
+                 reads(p, g2, "b") && p->fusion->groups[g2].n_out == 1 &&
+                 p->fusion->groups[g2].n_nodes == 4;
+        }
         snprintf(what, sizeof what, "remat (%s): t and d recomputed, f kept", variant_names[v]);
         break;
     case GEMM_READER: /* (the backward reads t as it is) */
@@ -137,7 +191,59 @@ static void remat_case(dl_ctx *ctx, enum variant v) {
         break;
     }
     CHECK(what, ok);
-    for (int i = 0; i < 3; i++) dl_tensor_free(in[i]);
+    dl_program_free(p);
+    dl_graph_free(g);
+}
+
+/* A Where node (three inputs: the builder has one- and two-input helpers). */
+static dl_value *where(dl_graph *g, dl_value *c, dl_value *a, dl_value *b) {
+    dl_value *in[3] = {c, a, b}, *out[1] = {NULL};
+    dl_add_node(g, "Where", 3, in, 1, out, 0, NULL);
+    return out[0];
+}
+
+/* Two more rules. A mask of bools (t > 0, read by the backward's Where) is not recomputed from
+ * the floats it came from, which are four times its bytes. And a recomputed value that was its
+ * group's last node is not written either (dead-code elimination drops the original, which
+ * would otherwise stay the group's last result). */
+static void remat_rules(dl_ctx *ctx, bool mask) {
+    dl_graph *g = dl_graph_new(ctx);
+    const int64_t xd[] = {64, 128}, bd[] = {128}, wd[] = {128, 128};
+    dl_value *x = dl_input(g, "x", DL_F32, 2, xd, NULL), *b = dl_input(g, "b", DL_F32, 1, bd, NULL);
+    dl_value *w = dl_input(g, "w", DL_F32, 2, wd, NULL), *zero = scalar(ctx, g, "zero", 0.0f);
+    dl_value *t = dl_add(g, x, b), *v = NULL, *y = NULL;
+    if (mask) {
+        v = dl_op2(g, "Greater", t, zero, NULL);
+        y = where(g, v, t, zero);
+    } else { /* y, then v: the group's last node */
+        y = dl_mul(g, t, scalar(ctx, g, "half", 0.5f));
+        v = dl_mul(g, t, t);
+    }
+    dl_value *z = dl_matmul(g, y, w);
+    /* (a Mul: an Add would be the product's residual, no elementwise group) */
+    dl_output(g, mask ? where(g, v, z, zero) : dl_mul(g, z, v), "gx");
+    const char *what = mask ? "remat (a mask of bools)" : "remat (the group's last node)";
+    dl_program *p = compile_or_fail(ctx, g, what);
+    if (!p) {
+        dl_graph_free(g);
+        return;
+    }
+    const int ranks[] = {2, 1, 2};
+    const int64_t dims[][2] = {{64, 128}, {128, 0}, {128, 128}};
+    check_values(ctx, g, p, 3, ranks, dims, what);
+    /* the forward: the group with the Add of x and b first; the backward: the last group */
+    const int fwd = group_with(p, DL_G_EW, "Add", 0), bwd = p->fusion->n - 1;
+    const dl_group *gf = fwd >= 0 ? &p->fusion->groups[fwd] : NULL;
+    char name[200];
+    if (mask) {
+        snprintf(name, sizeof name, "%s: kept, read back", what);
+        CHECK(name,
+              gf && bwd != fwd && writes(gf, v) && reads(p, bwd, v->name) && !reads(p, bwd, "x"));
+    } else {
+        snprintf(name, sizeof name, "%s: recomputed, the forward writes only y", what);
+        CHECK(name, gf && bwd != fwd && gf->n_out == 1 && writes(gf, y) && reads(p, bwd, "x") &&
+                        reads(p, bwd, "b"));
+    }
     dl_program_free(p);
     dl_graph_free(g);
 }
@@ -222,6 +328,9 @@ int main(void) {
         remat_case(ctx, (enum variant)v);
         dl_ctx_clear(ctx);
     }
+    remat_rules(ctx, true);
+    remat_rules(ctx, false);
+    dl_ctx_clear(ctx);
     check_training(ctx);
     dl_ctx_free(ctx);
     test_cache_remove(dir);

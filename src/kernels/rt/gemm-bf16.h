@@ -128,7 +128,7 @@ static void dlrt_bf16_pack_cols_a(const float *X, int64_t ld, int64_t i0, int64_
  * panels of w lines, pstride units apart. */
 static void dlrt_bf16_pack(const float *X, int64_t ld, int by_rows, int64_t i0, int64_t m,
                            int64_t p0, int kc, int w, size_t pstride, uint32_t *restrict dst) {
-    if (!by_rows && w != DLRT_GEMM_NR) {
+    if (!by_rows && w == DLRT_GEMM_MR) {
         dlrt_bf16_pack_cols_a(X, ld, i0, m, p0, kc, pstride, dst);
         return;
     }
