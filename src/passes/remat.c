@@ -142,7 +142,6 @@ static bool group_reads(const dl_group *h, const dl_value *u) {
     return false;
 }
 
-/* Whether group h can recompute v from the cone's inputs without reading more than it read. */
 /* Whether group hi can recompute v from the cone's inputs without reading more than it read,
  * and stay one kernel with the nodes and inputs the copies already given to it add. */
 static bool cone_fits(const remat *r, int hi, const dl_value *v) {
