@@ -24,7 +24,7 @@ typedef struct fuser {
     dl_graph *g;
     dl_fusion *f;
     /* by value id v: the positions of the nodes reading it, once per input that does, in node
-     * order, are cons[cons_at[v] .. cons_at[v + 1]) */
+     * order, are cons[cons_at[v] .. cons_at[v + 1]) (dl_reader_lists) */
     int *cons_at, *cons;
     int *group_of; /* by node position: group index or -1 */
     int *last_pos; /* by group: position of its last node */
@@ -803,37 +803,18 @@ dl_status dl_pass_fuse(dl_pass_ctx *pc) {
         dl_fusion_free(pc->fusion);
         pc->fusion = NULL;
     }
-    int nn = g->nodes.len, nv = g->values.len;
+    const int nn = g->nodes.len;
     fuser fu = {.g = g};
     fu.f = dl_calloc(1, sizeof(dl_fusion));
-    fu.cons_at = dl_calloc((size_t)nv + 2, sizeof(int));
     fu.group_of = dl_malloc(sizeof(int) * ((size_t)nn + 1));
     int *order = NULL;
     dl_status s = DL_OK;
-    if (!fu.f || !fu.cons_at || !fu.group_of) {
+    if (!fu.f || !fu.group_of) {
         s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory in fusion");
         goto done;
     }
-    /* the consumer lists: each value's count at cons_at[v + 2], summed into where v + 1's
-     * list starts; placing a consumer then moves cons_at[v + 1] on, to v's end at last */
-    for (int k = 0; k < nn; k++) {
-        dl_node *n = g->nodes.items[k];
-        n->id = k;
-        fu.group_of[k] = -1;
-        for (int i = 0; i < n->n_in; i++)
-            if (n->in[i]) fu.cons_at[n->in[i]->id + 2]++;
-    }
-    for (int v = 0; v < nv; v++) fu.cons_at[v + 2] += fu.cons_at[v + 1];
-    fu.cons = dl_malloc(sizeof(int) * ((size_t)fu.cons_at[nv + 1] + 1));
-    if (!fu.cons) {
-        s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory in fusion");
-        goto done;
-    }
-    for (int k = 0; k < nn; k++) {
-        const dl_node *n = g->nodes.items[k];
-        for (int i = 0; i < n->n_in; i++)
-            if (n->in[i]) fu.cons[fu.cons_at[n->in[i]->id + 1]++] = k;
-    }
+    for (int k = 0; k < nn; k++) fu.group_of[k] = -1;
+    if ((s = dl_reader_lists(g, &fu.cons_at, &fu.cons)) != DL_OK) goto done;
     s = fuse_attention(&fu);
     if (s == DL_OK) s = fuse_matmul_transposes(&fu);
     for (int k = 0; k < nn && s == DL_OK; k++) {

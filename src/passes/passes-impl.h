@@ -44,6 +44,10 @@ bool dl_type_equal(const dl_type *a, const dl_type *b);
 void dl_trim_fresh_syms(dl_graph *g, int fresh_from);
 /* Whether n is the default-domain (ai.onnx) op called name. */
 bool dl_node_is(const dl_node *n, const char *name);
+/* The nodes reading each value: sets every node's id to its position in g->nodes, then the
+ * positions of the nodes reading value v, once per input slot that does, in node order, are
+ * (*readers)[(*at)[v] .. (*at)[v + 1]); the caller frees both (dl_free). */
+dl_status dl_reader_lists(dl_graph *g, int **at, int **readers);
 /* Ops whose results are random: never folded, never merged. */
 bool dl_op_is_random(const dl_op_def *op);
 

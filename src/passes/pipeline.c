@@ -43,6 +43,35 @@ bool dl_node_is(const dl_node *n, const char *name) {
     return (!d || !d[0]) && strcmp(n->op->name, name) == 0;
 }
 
+dl_status dl_reader_lists(dl_graph *g, int **at_out, int **readers_out) {
+    const int nn = g->nodes.len, nv = g->values.len;
+    *at_out = *readers_out = NULL;
+    /* each value's count at at[v + 2], summed into where v + 1's list starts; placing a reader
+     * then moves at[v + 1] on, to v's end at last */
+    int *at = dl_calloc((size_t)nv + 2, sizeof(int));
+    if (!at) return dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory listing readers");
+    for (int k = 0; k < nn; k++) {
+        dl_node *n = g->nodes.items[k];
+        n->id = k;
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i]) at[n->in[i]->id + 2]++;
+    }
+    for (int v = 0; v < nv; v++) at[v + 2] += at[v + 1];
+    int *readers = dl_malloc(sizeof(int) * ((size_t)at[nv + 1] + 1));
+    if (!readers) {
+        dl_free(at);
+        return dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory listing readers");
+    }
+    for (int k = 0; k < nn; k++) {
+        const dl_node *n = g->nodes.items[k];
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i]) readers[at[n->in[i]->id + 1]++] = k;
+    }
+    *at_out = at;
+    *readers_out = readers;
+    return DL_OK;
+}
+
 bool dl_op_is_random(const dl_op_def *op) {
     static const char *const random_ops[] = {"RandomNormal",     "RandomUniform", "RandomNormalLike",
                                              "RandomUniformLike", "Bernoulli",     "Multinomial"};

@@ -56,12 +56,10 @@ static bool cheap_op(const dl_node *n) {
 typedef struct remat {
     dl_graph *g;
     const dl_fusion *f;
-    int nn;        /* nodes before any copy */
-    int *group_of; /* by node position: its group in f */
-    /* by value id: the (node position, input slot) pairs reading it are use[use_at[v] ..
-     * use_at[v + 1]) */
-    int *use_at, (*use)[2];
-    int *stamp, stamp_now; /* cone membership by node position: stamp[pos] == stamp_now */
+    int nn;                 /* nodes before any copy */
+    int *group_of;          /* by node position: its group in f */
+    int *read_at, *readers; /* the nodes reading each value (dl_reader_lists) */
+    int *stamp, stamp_now;  /* cone membership by node position: stamp[pos] == stamp_now */
     dl_node *cone[DL_REMAT_MAX_NODES];
     int n_cone;
     /* by group: the nodes, and (at most) the inputs, that copies made for it add */
@@ -181,12 +179,13 @@ static bool worth_it(remat *r, const dl_value *v, int gi) {
         !collect_cone(r, v, gi))
         return false;
     int readers = 0;
-    for (int c = r->use_at[v->id]; c < r->use_at[v->id + 1]; c++) {
-        const int pos = r->use[c][0], slot = r->use[c][1], hi = r->group_of[pos];
+    for (int c = r->read_at[v->id]; c < r->read_at[v->id + 1]; c++) {
+        const int pos = r->readers[c], hi = r->group_of[pos];
         if (hi == gi) continue;
         const dl_node *reader = r->g->nodes.items[pos];
-        if (hi < 0 || r->f->groups[hi].kind != DL_G_EW || !dl_ew_operand(reader, slot))
-            return false;
+        if (hi < 0 || r->f->groups[hi].kind != DL_G_EW) return false;
+        for (int i = 0; i < reader->n_in; i++)
+            if (reader->in[i] == v && !dl_ew_operand(reader, i)) return false;
         if (!cone_fits(r, hi, v)) return false;
         readers++;
     }
@@ -227,9 +226,10 @@ static dl_status copy_cone(remat *r, copies *cp, int hi) {
     return DL_OK;
 }
 
-/* A reader's input pointed at a copy: node position, input slot, the copy's value. */
+/* A reader (node position) whose inputs `from` are to read the copy `to`. */
 typedef struct remat_wire {
-    int pos, slot;
+    int pos;
+    const dl_value *from;
     dl_value *to;
 } remat_wire;
 
@@ -251,7 +251,8 @@ static dl_status place_copies(remat *r, const remat_wire *wires, int n_wire) {
     }
     for (int w = 0; w < n_wire; w++) {
         dl_node *n = g->nodes.items[wires[w].pos];
-        n->in[wires[w].slot] = wires[w].to;
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] == wires[w].from) n->in[i] = wires[w].to;
     }
     for (int i = 0; i < g->values.len; i++) copy_of_value[i] = -1;
     for (int c = 0; c < extra; c++) {
@@ -303,10 +304,8 @@ dl_status dl_pass_remat(dl_pass_ctx *pc) {
     dl_fusion *f = pc->fusion;
     pc->fusion = NULL;
     remat r = {.g = g, .f = f, .nn = g->nodes.len};
-    const int nv = g->values.len;
     r.group_of = dl_malloc(sizeof(int) * ((size_t)r.nn + 1));
     r.stamp = dl_calloc((size_t)r.nn + 1, sizeof(int));
-    r.use_at = dl_calloc((size_t)nv + 2, sizeof(int));
     copies cp = {.of = dl_calloc((size_t)r.nn + 1, sizeof(dl_value *)),
                  .touched = dl_malloc(sizeof(int) * ((size_t)r.nn + 1))};
     r.extra_nodes = dl_calloc((size_t)f->n + 1, sizeof(int));
@@ -316,33 +315,14 @@ dl_status dl_pass_remat(dl_pass_ctx *pc) {
     int n_wire = 0, cap_wire = 0;
     remat_wire *wires = NULL;
     dl_status s = DL_OK;
-    if (!r.group_of || !r.stamp || !r.use_at || !cp.of || !cp.touched || !r.extra_nodes ||
-        !r.extra_in) {
+    if (!r.group_of || !r.stamp || !cp.of || !cp.touched || !r.extra_nodes || !r.extra_in) {
         s = dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory in remat");
         goto done;
     }
     for (int k = 0; k < r.nn; k++) r.group_of[k] = -1;
     for (int gi = 0; gi < f->n; gi++)
         for (int k = 0; k < f->groups[gi].n_nodes; k++) r.group_of[f->groups[gi].nodes[k]->id] = gi;
-    for (int k = 0; k < r.nn; k++) {
-        const dl_node *n = g->nodes.items[k];
-        for (int i = 0; i < n->n_in; i++)
-            if (n->in[i]) r.use_at[n->in[i]->id + 2]++;
-    }
-    for (int v = 0; v < nv; v++) r.use_at[v + 2] += r.use_at[v + 1];
-    r.use = dl_malloc(sizeof *r.use * ((size_t)r.use_at[nv + 1] + 1));
-    if (!r.use) {
-        s = dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory in remat");
-        goto done;
-    }
-    for (int k = 0; k < r.nn; k++) {
-        const dl_node *n = g->nodes.items[k];
-        for (int i = 0; i < n->n_in; i++)
-            if (n->in[i]) {
-                int *u = r.use[r.use_at[n->in[i]->id + 1]++];
-                u[0] = k, u[1] = i;
-            }
-    }
+    if ((s = dl_reader_lists(g, &r.read_at, &r.readers)) != DL_OK) goto done;
     /* by reading group, so that its copies are shared by the values it recomputes */
     for (int hi = 0; hi < f->n && s == DL_OK; hi++) {
         const dl_group *h = &f->groups[hi];
@@ -353,8 +333,8 @@ dl_status dl_pass_remat(dl_pass_ctx *pc) {
             if (gi < 0 || gi == hi || f->groups[gi].kind != DL_G_EW || !worth_it(&r, v, gi))
                 continue;
             s = copy_cone(&r, &cp, hi);
-            for (int c = r.use_at[v->id]; c < r.use_at[v->id + 1] && s == DL_OK; c++) {
-                if (r.group_of[r.use[c][0]] != hi) continue;
+            for (int c = r.read_at[v->id]; c < r.read_at[v->id + 1] && s == DL_OK; c++) {
+                if (r.group_of[r.readers[c]] != hi) continue;
                 if (n_wire == cap_wire) {
                     cap_wire = cap_wire ? 2 * cap_wire : 64;
                     void *nw = dl_realloc(wires, sizeof *wires * (size_t)cap_wire);
@@ -364,7 +344,7 @@ dl_status dl_pass_remat(dl_pass_ctx *pc) {
                     }
                     wires = nw;
                 }
-                wires[n_wire++] = (remat_wire){r.use[c][0], r.use[c][1], cp.of[v->producer->id]};
+                wires[n_wire++] = (remat_wire){r.readers[c], v, cp.of[v->producer->id]};
             }
         }
         for (int t = 0; t < cp.n_touched; t++) cp.of[cp.touched[t]] = NULL;
@@ -377,8 +357,8 @@ done:
     dl_fusion_free(f);
     dl_free(r.group_of);
     dl_free(r.stamp);
-    dl_free(r.use_at);
-    dl_free(r.use);
+    dl_free(r.read_at);
+    dl_free(r.readers);
     dl_free(cp.of);
     dl_free(cp.touched);
     dl_free(r.extra_nodes);

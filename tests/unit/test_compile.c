@@ -15,14 +15,7 @@
 #include "test-cache.h"
 #include "native-ref.h"
 #include "test-rng.h"
-
-static dl_tensor *rand_tensor(dl_ctx *ctx, int rank, const int64_t *dims) {
-    dl_tensor *t = NULL;
-    if (dl_tensor_new(ctx, DL_F32, rank, dims, &t) != DL_OK) return NULL;
-    float *p = dl_tensor_data(t);
-    for (int64_t i = 0; i < dl_tensor_numel(t); i++) p[i] = frand();
-    return t;
-}
+#include "test-graph.h"
 
 static int count_kind(const dl_program *p, dl_gkind k, int min_nodes) {
     int n = 0;
@@ -122,12 +115,6 @@ static dl_value *node1(dl_graph *g, const char *op, int n_in, dl_value **in, int
     dl_value *out[1] = {NULL};
     dl_add_node(g, op, n_in, in, 1, out, n_attrs, attrs);
     return out[0];
-}
-
-static dl_value *scalar_const(dl_ctx *ctx, dl_graph *g, const char *name, float v) {
-    dl_tensor *t = NULL;
-    if (dl_tensor_new(ctx, DL_F32, 0, NULL, &t) == DL_OK) *(float *)dl_tensor_data(t) = v;
-    return dl_constant(g, name, t);
 }
 
 /* Layer norm spelled out in primitive ops (torch.onnx below opset 17) becomes one
