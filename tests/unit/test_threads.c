@@ -8,7 +8,9 @@
  *     threads sharing one pool, and a fork's child (which has no workers);
  *   - jobs of 2 and of 16 pieces in turn with naps at the windows between a worker's reads and
  *     the next job's writes: no piece of a finished job runs, none twice, none with the other
- *     job's function (a job left open at its end let a worker claim a piece past its count).
+ *     job's function (a job left open at its end let a worker claim a piece past its count);
+ *   - spans (dlrt_parallel_spans): every chunk once, one per call, for any starts, empty spans
+ *     and team; a thread whose chunks are slow has the rest of its span taken over.
  * The pool is compiled into this binary with threads on, whatever the build's flags. */
 #if !defined(_POSIX_C_SOURCE) && !defined(_DEFAULT_SOURCE)
 #define _POSIX_C_SOURCE 200809L
@@ -420,6 +422,89 @@ static void test_fork_during_job(void) {
           waited && WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* ---- spans: each thread's own chunks from the front, a slow thread's taken over from the back */
+
+typedef struct spans_seen {
+    _Atomic int visits[256];
+    _Atomic int calls, bad_call, by_slot[DLRT_MAX_THREADS];
+    int64_t chunks;
+    long slow_ns; /* each chunk run on slot 1 naps this long */
+} spans_seen;
+
+static void spans_record(void *ctx, int64_t lo, int64_t hi, int slot) {
+    spans_seen *s = ctx;
+    /* one chunk, or all of them at once in the caller */
+    if (!(hi == lo + 1 || (lo == 0 && hi == s->chunks && slot == 0))) atomic_store(&s->bad_call, 1);
+    if (slot == 1 && s->slow_ns) {
+        struct timespec ts = {0, s->slow_ns};
+        nanosleep(&ts, NULL);
+    }
+    for (int64_t c = lo; c < hi; c++) atomic_fetch_add(&s->visits[c], 1);
+    atomic_fetch_add(&s->calls, 1);
+    atomic_fetch_add(&s->by_slot[slot], 1);
+}
+
+static void spans_reset(spans_seen *s, int64_t chunks, long slow_ns) {
+    for (int i = 0; i < 256; i++) atomic_store(&s->visits[i], 0);
+    for (int i = 0; i < DLRT_MAX_THREADS; i++) atomic_store(&s->by_slot[i], 0);
+    atomic_store(&s->calls, 0);
+    atomic_store(&s->bad_call, 0);
+    s->chunks = chunks, s->slow_ns = slow_ns;
+}
+
+static int spans_once(const spans_seen *s) {
+    for (int64_t c = 0; c < s->chunks; c++)
+        if (atomic_load(&s->visits[c]) != 1) return 0;
+    return !atomic_load(&s->bad_call);
+}
+
+static void test_spans(void) {
+    /* starts: even, uneven, empty spans (repeated starts, starts at the end), more spans than
+     * threads */
+    const int64_t starts_a[] = {0, 1, 7}, starts_b[] = {0, 0, 5, 5}, starts_c[] = {0, 9, 9};
+    int ok = 1;
+    for (int t = 1; t <= 4; t++) {
+        dlrt_set_threads(t);
+        for (int64_t chunks = 1; chunks <= 200; chunks += chunks < 12 ? 1 : 37) {
+            static spans_seen s;
+            const struct {
+                int spans;
+                const int64_t *starts;
+            } cases[] = {{2, NULL},     {3, NULL},     {t, NULL},
+                         {3, starts_a}, {4, starts_b}, {3, starts_c}};
+            for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+                if (cases[k].starts && cases[k].starts[cases[k].spans - 1] > chunks) continue;
+                spans_reset(&s, chunks, 0);
+                dlrt_parallel_spans(chunks, cases[k].spans, cases[k].starts, 0, spans_record, &s);
+                if (!spans_once(&s)) {
+                    ok = 0;
+                    printf("  chunks %lld spans %d case %zu threads %d: wrong chunks\n",
+                           (long long)chunks, cases[k].spans, k, t);
+                }
+            }
+        }
+    }
+    CHECK("spans: every chunk once, one a call (or all in the caller), any starts and team", ok);
+
+    /* slot 1's chunks take 3 ms each, the caller's none: once its own span is done the caller
+     * takes slot 1's from the back, so slot 1 runs the one it is in and few more (without the
+     * taking over, all 8 of its span's) */
+    dlrt_set_threads(2);
+    int worker_runs = 0, most = 0, whole = 1;
+    for (int r = 0; r < 10; r++) {
+        static spans_seen s;
+        spans_reset(&s, 16, 3000000);
+        dlrt_parallel_spans(16, 2, NULL, 0, spans_record, &s);
+        whole = whole && spans_once(&s);
+        const int w = atomic_load(&s.by_slot[1]);
+        worker_runs += w > 0;
+        most = w > most ? w : most;
+    }
+    CHECK("a slow thread's chunks: each once", whole);
+    CHECK("a slow thread's span is taken over: it ran at most 3 of its 8 chunks",
+          worker_runs == 0 || most <= 3);
+}
+
 int main(void) {
     test_coverage();
     test_huge();
@@ -430,6 +515,7 @@ int main(void) {
     test_two_callers();
     test_fork();
     test_fork_during_job();
+    test_spans();
     dlrt_tpool_stop();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;

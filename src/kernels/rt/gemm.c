@@ -794,28 +794,39 @@ static void dlrt_gemm_split_rows(int64_t M, int64_t N, int c_trans, int cols_fir
     }
 }
 
-/* A product's tm x tn tiles, shared out among `team` owners (dlrt_gemm_owner; one owner runs
- * them all); a job's pieces are owners. */
+/* A product's tm x tn tiles in the order of dlrt_gemm_tile_at: the chunks of a
+ * dlrt_parallel_spans job, each owner's run of them (dlrt_gemm_owner) one span. */
 typedef struct dlrt_gemm_tiles_job {
     const dlrt_gemm_args *g;
-    int64_t M, N, K, mu, tm, tn, team;
+    int64_t M, N, K, mu, tm, tn;
     int cols_first;
 } dlrt_gemm_tiles_job;
 
-/* Runs the tiles of owners [lo, hi), each owner's in order. */
-static void dlrt_gemm_run_tiles(void *ctx, int64_t lo, int64_t hi) {
+/* Runs tiles [lo, hi) in order. */
+static void dlrt_gemm_run_tiles(void *ctx, int64_t lo, int64_t hi, int slot) {
     const dlrt_gemm_tiles_job *j = ctx;
-    for (int64_t me = lo; me < hi; me++)
-        for (int64_t t = 0; t < j->tm * j->tn; t++) {
-            int64_t bi, bj, mc, nc;
-            dlrt_gemm_tile_at(t, j->tm, j->tn, j->cols_first, &bi, &bj);
-            if (j->team > 1 && dlrt_gemm_owner(j->M, j->N, j->mu, j->tm, j->tn, bi, bj,
-                                               j->cols_first, j->team) != me)
-                continue;
-            const int64_t i0 = dlrt_gemm_block(j->M, j->mu, j->tm, bi, &mc);
-            const int64_t j0 = dlrt_gemm_block(j->N, DLRT_GEMM_NR, j->tn, bj, &nc);
-            dlrt_gemm_tile(j->g, j->K, i0, (int)mc, j0, (int)nc);
-        }
+    (void)slot;
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t bi, bj, mc, nc;
+        dlrt_gemm_tile_at(t, j->tm, j->tn, j->cols_first, &bi, &bj);
+        const int64_t i0 = dlrt_gemm_block(j->M, j->mu, j->tm, bi, &mc);
+        const int64_t j0 = dlrt_gemm_block(j->N, DLRT_GEMM_NR, j->tn, bj, &nc);
+        dlrt_gemm_tile(j->g, j->K, i0, (int)mc, j0, (int)nc);
+    }
+}
+
+/* The first tile of each of `team` owners' runs (dlrt_gemm_owner: consecutive tiles, owners in
+ * order) into starts[0 .. team). */
+static void dlrt_gemm_owner_starts(const dlrt_gemm_tiles_job *j, int64_t team, int64_t *starts) {
+    int64_t next = 0;
+    for (int64_t t = 0; t < j->tm * j->tn && next < team; t++) {
+        int64_t bi, bj;
+        dlrt_gemm_tile_at(t, j->tm, j->tn, j->cols_first, &bi, &bj);
+        const int64_t o =
+            dlrt_gemm_owner(j->M, j->N, j->mu, j->tm, j->tn, bi, bj, j->cols_first, team);
+        while (next <= o) starts[next++] = t;
+    }
+    while (next < team) starts[next++] = j->tm * j->tn;
 }
 
 /* The largest A packed once into the workspace for all column tiles (dlrt_gemm_run). */
@@ -949,10 +960,13 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
     run.a_direct = run.c_trans && !run.a_packed && !run.a_index && !run.a_gather && run.trans_a &&
                    !run.bf16 &&
                    dlrt_gemm_b_in_place(run.lda, run.one_pass ? K : DLRT_MIN(K, run.kc));
-    /* one piece per owner: a thread's tiles stay together as the split planned them */
-    const int64_t team = threads > 1 && tiles > 1 ? threads : 1;
-    dlrt_gemm_tiles_job job = {g, M, N, K, mu, tm, tn, team, cols_first};
-    dlrt_parallel(team, team, 1, 0, dlrt_gemm_run_tiles, &job);
+    /* one span per owner: a thread's tiles stay together as the split planned them, unless
+     * another thread finishes its own first and takes over the end of them */
+    const int64_t team = threads > 1 && tiles > 1 ? DLRT_MIN(threads, DLRT_MAX_THREADS) : 1;
+    dlrt_gemm_tiles_job job = {g, M, N, K, mu, tm, tn, cols_first};
+    int64_t starts[DLRT_MAX_THREADS];
+    if (team > 1) dlrt_gemm_owner_starts(&job, team, starts);
+    dlrt_parallel_spans(tiles, (int)team, starts, 0, dlrt_gemm_run_tiles, &job);
 }
 
 /* A build's register tile, for planning: mr x nr, vw floats per vector (0: the generic C kernel).
