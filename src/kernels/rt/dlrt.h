@@ -318,9 +318,10 @@ typedef void (*dlrt_slot_fn)(void *ctx, int64_t lo, int64_t hi, int slot);
 DLRT_HIDDEN void dlrt_parallel_slots(int64_t n, int64_t pieces, int64_t align, int max_team,
                                      dlrt_slot_fn fn, void *ctx);
 /* Runs fn(ctx, lo, hi, slot) over chunks [0, chunks), shared out as `spans` consecutive spans
- * (span r from starts[r] to starts[r + 1], the last to chunks; starts NULL: as even as they go),
- * one per thread: each thread takes its own span's chunks one at a time from the front, then
- * the others' from their backs, so that a thread slower than the rest (its core shared) holds
+ * (span r from starts[r] to starts[r + 1], the last to chunks, each start held within the
+ * previous one and chunks, the first at 0; starts NULL: as even as they go), each thread
+ * starting on one: it takes that span's chunks one at a time from the front, then the others'
+ * from their backs, so that a thread slower than the rest (its core shared) holds
  * no more than the chunk it is in. Calls are one chunk long ([c, c + 1)), or [0, chunks) where
  * the job runs in the caller (as dlrt_parallel's rules say). Each chunk must compute the same
  * whichever thread runs it. */

@@ -744,8 +744,9 @@ static void dlrt_gemm_even_out(int64_t M, int64_t N, int64_t mu, int64_t threads
 }
 
 /* How an M x N product is cut for `threads` threads: into tm x tn tiles of whole panels, as even
- * as panels allow (dlrt_gemm_cut), each thread running a run of consecutive tiles holding about
- * its share of the area (dlrt_gemm_owner). While a thread would still get over 1/8 more than
+ * as panels allow (dlrt_gemm_cut), each thread starting on a run of consecutive tiles holding
+ * about its share of the area (dlrt_gemm_owner; the others take over its end if it falls
+ * behind: dlrt_gemm_run). While a thread would still get over 1/8 more than
  * its share (BERT's 128 x 768 layers: 3 tiles on 2 threads), the cut goes finer: rows first
  * (that repacks nothing), then columns, never below two panels; but with B prepacked (weights,
  * read from memory) and 2 panels a thread or more, columns first, so that each thread streams

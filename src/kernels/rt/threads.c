@@ -129,8 +129,8 @@ static void dlrt_tpool_work(dlrt_tpool *p, uint32_t gen, int slot) {
         void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
         const int64_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
         const int64_t align = atomic_load_explicit(&p->align, memory_order_relaxed);
-        /* a field of a later job read here: its caller closed this job first (dlrt_parallel_slots)
-         * and fenced the close before the fields, so the compare-and-swap fails */
+        /* a field of a later job read here: its caller closed this job first (dlrt_tpool_run) and
+         * fenced the close before the fields, so the compare-and-swap fails */
         atomic_thread_fence(memory_order_acquire);
         if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel,
                                                    memory_order_relaxed))
@@ -305,14 +305,14 @@ static void dlrt_tpool_run(dlrt_tpool *p, int team, int64_t n, int64_t pieces, i
 
 /* Whether a job of `pieces` pieces for a team of `team` runs in parallel: two or more of each
  * and the pool not busy (then held by the caller). */
-static int dlrt_tpool_take(dlrt_tpool *p, int team, int64_t pieces) {
+static int dlrt_tpool_try_hold(dlrt_tpool *p, int team, int64_t pieces) {
     /* a job inside a piece finds the pool busy too, as does another host thread's */
     return team >= 2 && pieces >= 2 &&
            !atomic_flag_test_and_set_explicit(&p->busy, memory_order_acquire);
 }
 
-/* A job whose chunks are shared out as spans, one per thread, each thread taking its own span's
- * chunks from the front and, once it is empty, the other spans' from their backs (work
+/* A job whose chunks are shared out as spans, each thread starting on one (its piece) and taking
+ * that span's chunks from the front and, once it is empty, the other spans' from their backs (work
  * stealing; dlrt_parallel_spans). Why: with one piece per thread, a thread slower than the other
  * (its core shared with another process, or with another virtual machine) held every product
  * up until it finished its half. On this 2-core machine, with a second process pinned to one
@@ -330,7 +330,10 @@ typedef struct dlrt_steal_job {
     dlrt_slot_fn fn; /* called with one chunk: [c, c + 1) */
     void *ctx;
     int spans;
-    _Atomic uint64_t span[DLRT_MAX_THREADS];
+    /* a line each: a thread taking its own chunks does not contend with the others' takes */
+    struct {
+        _Alignas(64) _Atomic uint64_t left;
+    } span[DLRT_MAX_THREADS];
 } dlrt_steal_job;
 
 /* Takes the front (or back) chunk of a span into *chunk; 0 when it is empty. */
@@ -354,24 +357,34 @@ static void dlrt_steal_piece(void *ctx, int64_t lo, int64_t hi, int slot) {
     dlrt_steal_job *j = ctx;
     for (int64_t r = lo; r < hi; r++) {
         int64_t c;
-        while (dlrt_steal_take(&j->span[r], 0, &c)) j->fn(j->ctx, c, c + 1, slot);
+        while (dlrt_steal_take(&j->span[r].left, 0, &c)) j->fn(j->ctx, c, c + 1, slot);
         for (int k = 1; k < j->spans; k++)
-            while (dlrt_steal_take(&j->span[(r + k) % j->spans], 1, &c))
+            while (dlrt_steal_take(&j->span[(r + k) % j->spans].left, 1, &c))
                 j->fn(j->ctx, c, c + 1, slot);
     }
 }
 
-/* Runs chunks [0, chunks) as `spans` spans, span r starting at starts[r] (ascending, starts[0]
- * 0; NULL: as even as chunks allow), on a team of `team` (the pool held: busy). */
+/* Where span r of `spans` starts: starts[r] (NULL: as even as chunks allow), held within
+ * [the start of span r - 1, chunks] so that the spans tile [0, chunks) whatever the caller gave
+ * (the first at 0, and span `spans` meaning the end). */
+static int64_t dlrt_steal_start(int64_t chunks, int spans, const int64_t *starts, int r,
+                                int64_t before) {
+    if (r == 0) return 0;
+    if (r == spans) return chunks;
+    const int64_t at = starts ? starts[r] : dlrt_tpool_cut(chunks, spans, r);
+    return DLRT_MIN(DLRT_MAX(at, before), chunks);
+}
+
+/* Runs chunks [0, chunks) as `spans` spans (dlrt_steal_start) on a team of `team` (the pool
+ * held: busy). */
 static void dlrt_steal_run(dlrt_tpool *p, int team, int64_t chunks, int spans,
                            const int64_t *starts, dlrt_slot_fn fn, void *ctx) {
     dlrt_steal_job job = {.fn = fn, .ctx = ctx, .spans = spans};
+    int64_t a = 0;
     for (int r = 0; r < spans; r++) {
-        const int64_t a = starts ? starts[r] : dlrt_tpool_cut(chunks, spans, r);
-        const int64_t b = r + 1 == spans ? chunks
-                          : starts       ? starts[r + 1]
-                                         : dlrt_tpool_cut(chunks, spans, r + 1);
-        atomic_init(&job.span[r], (uint64_t)a << 32 | (uint64_t)b);
+        const int64_t b = dlrt_steal_start(chunks, spans, starts, r + 1, a);
+        atomic_init(&job.span[r].left, (uint64_t)a << 32 | (uint64_t)b);
+        a = b;
     }
     dlrt_tpool_run(p, team, spans, spans, 1, dlrt_steal_piece, &job);
 }
@@ -386,7 +399,7 @@ void dlrt_parallel_slots(int64_t n, int64_t pieces, int64_t align, int max_team,
     if (max_team > 0 && team > max_team) team = max_team;
     if (pieces <= 0) pieces = team;
     pieces = DLRT_MIN(DLRT_MIN(pieces, units), (int64_t)1 << 30);
-    if (!dlrt_tpool_take(p, team, pieces)) {
+    if (!dlrt_tpool_try_hold(p, team, pieces)) {
         fn(ctx, 0, n, 0); /* the pieces in order are the whole range */
         return;
     }
@@ -400,7 +413,7 @@ void dlrt_parallel_spans(int64_t chunks, int spans, const int64_t *starts, int m
     int team = dlrt_threads();
     if (max_team > 0 && team > max_team) team = max_team;
     /* (a span's bounds are 32-bit halves of one word) */
-    if (spans < 2 || chunks > (int64_t)UINT32_MAX || !dlrt_tpool_take(p, team, chunks)) {
+    if (spans < 2 || chunks > (int64_t)UINT32_MAX || !dlrt_tpool_try_hold(p, team, chunks)) {
         fn(ctx, 0, chunks, 0);
         return;
     }
