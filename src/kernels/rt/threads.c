@@ -319,9 +319,10 @@ static int dlrt_tpool_try_hold(dlrt_tpool *p, int team, int64_t pieces) {
  * core running 0.2 ms of every 0.8, ResNet-50 at 2 threads (its GEMM tiles as chunks) took
  * 22.9-23.3 ms against 21.0-21.9 with spans; 22-27 against 20.7 with bursts of 2 ms of every 8;
  * alone, 16.7-17.0 either way (medians of 40 runs, alternating builds). With an equal-priority
- * busy loop on one core, MobileNetV2 4.9-9.9 -> 3.9-5.7 ms; ResNet-50 stays at 43-45 (its
- * Winograd and direct layers, one piece per thread, wait for a worker preempted inside one for
- * the rest of its time slice; so does ONNX Runtime, 69 ms there). Cutting the generated
+ * busy loop on one core (bench/contention.sh), MobileNetV2 4.9-9.9 -> 3.9-5.7 ms, ResNet-50
+ * 43.5 -> 35.1 in one run, 44 -> 43-45 in another: its Winograd and direct layers, one piece per
+ * thread, still wait for a worker preempted inside one for the rest of its time slice (ONNX
+ * Runtime took 39-41 ms there). Cutting the generated
  * and other kernels' per-thread pieces into four spans' chunks each measured +1-2% on
  * MobileNetV2 alone (1.995 -> 2.030 ms) for no clear gain under the bursts, so only the GEMM
  * uses spans. A span's unclaimed chunks are one word, front << 32 | end, so that each chunk is
