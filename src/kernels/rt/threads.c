@@ -322,10 +322,10 @@ static int dlrt_tpool_try_hold(dlrt_tpool *p, int team, int64_t pieces) {
  * busy loop on one core (bench/contention.sh), MobileNetV2 4.9-9.9 -> 3.9-5.7 ms, ResNet-50
  * 43.5 -> 35.1 in one run, 44 -> 43-45 in another: its Winograd and direct layers, one piece per
  * thread, still wait for a worker preempted inside one for the rest of its time slice (ONNX
- * Runtime took 39-41 ms there). Cutting the generated
- * and other kernels' per-thread pieces into four spans' chunks each measured +1-2% on
- * MobileNetV2 alone (1.995 -> 2.030 ms) for no clear gain under the bursts, so only the GEMM
- * uses spans. A span's unclaimed chunks are one word, front << 32 | end, so that each chunk is
+ * Runtime took 39-41 ms there). Cutting the generated and other kernels' per-thread pieces
+ * into four spans' chunks each measured no clear gain under these loads, and alone +1-2% on
+ * MobileNetV2 in one run (1.995 -> 2.030 ms), nothing in a quieter one (1.98 against 1.975,
+ * ResNet-50 17.05 against 17.10), so only the GEMM uses spans for now. A span's unclaimed chunks are one word, front << 32 | end, so that each chunk is
  * taken once, by whichever side's compare-and-swap moves past it first. */
 typedef struct dlrt_steal_job {
     dlrt_slot_fn fn; /* called with one chunk: [c, c + 1) */
