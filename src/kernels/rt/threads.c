@@ -325,8 +325,9 @@ static int dlrt_tpool_try_hold(dlrt_tpool *p, int team, int64_t pieces) {
  * Runtime took 39-41 ms there). Cutting the generated and other kernels' per-thread pieces
  * into four spans' chunks each measured no clear gain under these loads, and alone +1-2% on
  * MobileNetV2 in one run (1.995 -> 2.030 ms), nothing in a quieter one (1.98 against 1.975,
- * ResNet-50 17.05 against 17.10), so only the GEMM uses spans for now. A span's unclaimed chunks are one word, front << 32 | end, so that each chunk is
- * taken once, by whichever side's compare-and-swap moves past it first. */
+ * ResNet-50 17.05 against 17.10), so only the GEMM uses spans for now. A span's unclaimed chunks
+ * are one word, front << 32 | end, so that each chunk is taken once, by whichever side's
+ * compare-and-swap moves past it first. */
 typedef struct dlrt_steal_job {
     dlrt_slot_fn fn; /* called with one chunk: [c, c + 1) */
     void *ctx;
