@@ -963,7 +963,7 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
                    dlrt_gemm_b_in_place(run.lda, run.one_pass ? K : DLRT_MIN(K, run.kc));
     /* one span per owner: a thread's tiles stay together as the split planned them, unless
      * another thread finishes its own first and takes over the end of them */
-    const int64_t team = threads > 1 && tiles > 1 ? DLRT_MIN(threads, DLRT_MAX_THREADS) : 1;
+    const int64_t team = threads > 1 && tiles > 1 ? threads : 1; /* (<= DLRT_MAX_THREADS) */
     dlrt_gemm_tiles_job job = {g, M, N, K, mu, tm, tn, cols_first};
     int64_t starts[DLRT_MAX_THREADS];
     if (team > 1) dlrt_gemm_owner_starts(&job, team, starts);

@@ -303,6 +303,12 @@ static void dlrt_tpool_run(dlrt_tpool *p, int team, int64_t n, int64_t pieces, i
     atomic_flag_clear_explicit(&p->busy, memory_order_release);
 }
 
+/* The team of a job capped at max_team threads (0: no cap). */
+static int dlrt_team_for(int max_team) {
+    const int team = dlrt_threads();
+    return max_team > 0 && team > max_team ? max_team : team;
+}
+
 /* Whether a job of `pieces` pieces for a team of `team` runs in parallel: two or more of each
  * and the pool not busy (then held by the caller). */
 static int dlrt_tpool_try_hold(dlrt_tpool *p, int team, int64_t pieces) {
@@ -397,8 +403,7 @@ void dlrt_parallel_slots(int64_t n, int64_t pieces, int64_t align, int max_team,
     if (align < 1) align = 1;
     const int64_t units = (n - 1) / align + 1;
     dlrt_tpool *p = &dlrt_the_tpool;
-    int team = dlrt_threads();
-    if (max_team > 0 && team > max_team) team = max_team;
+    const int team = dlrt_team_for(max_team);
     if (pieces <= 0) pieces = team;
     pieces = DLRT_MIN(DLRT_MIN(pieces, units), (int64_t)1 << 30);
     if (!dlrt_tpool_try_hold(p, team, pieces)) {
@@ -412,8 +417,7 @@ void dlrt_parallel_spans(int64_t chunks, int spans, const int64_t *starts, int m
                          dlrt_slot_fn fn, void *ctx) {
     if (chunks <= 0) return;
     dlrt_tpool *p = &dlrt_the_tpool;
-    int team = dlrt_threads();
-    if (max_team > 0 && team > max_team) team = max_team;
+    const int team = dlrt_team_for(max_team);
     /* (a span's bounds are 32-bit halves of one word) */
     if (spans < 2 || chunks > (int64_t)UINT32_MAX || !dlrt_tpool_try_hold(p, team, chunks)) {
         fn(ctx, 0, chunks, 0);
