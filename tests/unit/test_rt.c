@@ -354,10 +354,12 @@ static void test_gemm_threads(void) {
     /* M, N, K and which operand is prepacked (1: A, 2: B). The sixth: transposed, its row
      * panels B's columns read in place on the vector builds; B prepacked: its tiles shared out
      * in column-major order, GPT-2's 128 x 2304 cut finer to even it out on 2 threads
-     * (dlrt_gemm_even_out) */
-    static const int64_t shapes[][4] = {{128, 768, 300, 0}, {130, 700, 200, 0}, {600, 49, 500, 1},
-                                        {128, 784, 150, 0}, {64, 3136, 40, 0},  {160, 49, 960, 0},
-                                        {49, 320, 960, 2},  {128, 2304, 100, 2}};
+     * (dlrt_gemm_even_out), and where rows are cut too, a thread's tiles of one column run as
+     * one (49 x 320, 150 x 448) */
+    static const int64_t shapes[][4] = {{128, 768, 300, 0}, {130, 700, 200, 0},  {600, 49, 500, 1},
+                                        {128, 784, 150, 0}, {64, 3136, 40, 0},   {160, 49, 960, 0},
+                                        {49, 320, 960, 2},  {128, 2304, 100, 2}, {49, 160, 960, 2},
+                                        {150, 448, 300, 2}};
     const int saved = dlrt_threads();
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];

@@ -9,8 +9,9 @@
  *   - jobs of 2 and of 16 pieces in turn with naps at the windows between a worker's reads and
  *     the next job's writes: no piece of a finished job runs, none twice, none with the other
  *     job's function (a job left open at its end let a worker claim a piece past its count);
- *   - spans (dlrt_parallel_spans): every chunk once, one per call, for any starts, empty spans
- *     and team; a thread whose chunks are slow has the rest of its span taken over.
+ *   - spans (dlrt_parallel_spans): every chunk once, one per call (or a front run within a
+ *     group), for any starts, empty spans, group and team; a thread whose chunks are slow has
+ *     the rest of its span taken over.
  * The pool is compiled into this binary with threads on, whatever the build's flags. */
 #if !defined(_POSIX_C_SOURCE) && !defined(_DEFAULT_SOURCE)
 #define _POSIX_C_SOURCE 200809L
@@ -433,7 +434,8 @@ static void test_fork_during_job(void) {
 typedef struct spans_seen {
     _Atomic int visits[256];
     _Atomic int calls, bad_call, by_slot[DLRT_MAX_THREADS];
-    int64_t chunks;
+    int64_t chunks, group; /* group: runs from a span's front may be this long */
+    _Atomic int runs;      /* calls of more than one chunk, not the whole range */
     long slow_ns; /* each chunk run on slot 1 naps this long, and slot 0 waits for slot 1 to start
                    * one (at most 50 ms), so that the worker surely holds a chunk of its own */
     _Atomic int worker_started;
@@ -443,8 +445,11 @@ typedef struct spans_seen {
 
 static void spans_record(void *ctx, int64_t lo, int64_t hi, int slot) {
     spans_seen *s = ctx;
-    /* one chunk, or all of them at once in the caller */
-    if (!(hi == lo + 1 || (lo == 0 && hi == s->chunks && slot == 0))) atomic_store(&s->bad_call, 1);
+    /* one chunk, a run within one group, or all of them at once in the caller */
+    const int whole = lo == 0 && hi == s->chunks && slot == 0;
+    const int run = hi > lo + 1 && lo >= 0 && lo / s->group == (hi - 1) / s->group;
+    if (!(hi == lo + 1 || whole || run)) atomic_store(&s->bad_call, 1);
+    if (run && !whole) atomic_fetch_add(&s->runs, 1);
     if (slot == 1) atomic_store(&s->worker_started, 1);
     if (s->slow_ns && slot == 0) {
         const int64_t t0 = dlrt_now_ns();
@@ -463,7 +468,7 @@ static void spans_record(void *ctx, int64_t lo, int64_t hi, int slot) {
     }
 }
 
-static void spans_reset(spans_seen *s, int64_t chunks, long slow_ns) {
+static void spans_reset(spans_seen *s, int64_t chunks, int64_t group, long slow_ns) {
     for (int i = 0; i < 256; i++) atomic_store(&s->visits[i], 0);
     for (int i = 0; i < DLRT_MAX_THREADS; i++) atomic_store(&s->by_slot[i], 0);
     atomic_store(&s->calls, 0);
@@ -471,7 +476,8 @@ static void spans_reset(spans_seen *s, int64_t chunks, long slow_ns) {
     atomic_store(&s->worker_started, 0);
     atomic_store(&s->order_n[0], 0);
     atomic_store(&s->order_n[1], 0);
-    s->chunks = chunks, s->slow_ns = slow_ns;
+    atomic_store(&s->runs, 0);
+    s->chunks = chunks, s->group = group, s->slow_ns = slow_ns;
 }
 
 static int spans_once(const spans_seen *s) {
@@ -522,8 +528,9 @@ static void test_spans(void) {
             } cases[] = {{2, NULL},     {3, NULL},     {t, NULL},     {3, starts_a},
                          {4, starts_b}, {3, starts_c}, {3, starts_d}, {4, starts_e}};
             for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-                spans_reset(&s, chunks, 0);
-                dlrt_parallel_spans(chunks, cases[k].spans, cases[k].starts, 0, spans_record, &s);
+                spans_reset(&s, chunks, 1, 0);
+                dlrt_parallel_spans(chunks, cases[k].spans, cases[k].starts, 1, 0, spans_record,
+                                    &s);
                 if (!spans_once(&s)) {
                     ok = 0;
                     printf("  chunks %lld spans %d case %zu threads %d: wrong chunks\n",
@@ -534,20 +541,52 @@ static void test_spans(void) {
     }
     CHECK("spans: every chunk once, one a call (or all in the caller), any starts and team", ok);
 
+    /* front runs up to the next multiple of group: every chunk once, no call across a multiple
+     * of group, and runs of several chunks on 2-4 threads (spans of 4 or more chunks) */
+    int group_ok = 1, runs_seen = 1;
+    for (int t = 1; t <= 4; t++) {
+        dlrt_set_threads(t);
+        for (int64_t group = 2; group <= 5; group++)
+            for (int64_t chunks = 1; chunks <= 200; chunks += chunks < 12 ? 1 : 37) {
+                static spans_seen s;
+                const int64_t *starts[] = {NULL, starts_a, starts_c, starts_e};
+                for (size_t k = 0; k < sizeof starts / sizeof starts[0]; k++) {
+                    spans_reset(&s, chunks, group, 0);
+                    dlrt_parallel_spans(chunks, 3, starts[k], group, 0, spans_record, &s);
+                    group_ok = group_ok && spans_once(&s);
+                }
+                spans_reset(&s, chunks, group, 0);
+                dlrt_parallel_spans(chunks, 2, NULL, group, 0, spans_record, &s);
+                group_ok = group_ok && spans_once(&s);
+                if (t > 1 && chunks >= 8) runs_seen = runs_seen && atomic_load(&s.runs) > 0;
+            }
+    }
+    CHECK("spans: front runs within a group, every chunk once, any starts and team", group_ok);
+    CHECK("spans: a thread takes its own chunks a group at a time", runs_seen);
+
     /* more chunks than a span's 32-bit bounds hold: all in the caller, in one call */
     dlrt_set_threads(2);
     one_call c = {0};
     const int64_t huge_n = ((int64_t)1 << 32) + 5;
-    dlrt_parallel_spans(huge_n, 2, NULL, 0, note_call, &c);
+    dlrt_parallel_spans(huge_n, 2, NULL, 4, 0, note_call, &c);
     CHECK("spans: 2^32 + 5 chunks run in the caller as one call",
           atomic_load(&c.calls) == 1 && c.lo == 0 && c.hi == huge_n);
     /* the last chunks a span word can hold: from the front, then from the back */
     _Atomic uint64_t w = (uint64_t)(UINT32_MAX - 2) << 32 | UINT32_MAX;
     int64_t got[3] = {-1, -1, -1};
-    const int took = dlrt_steal_take(&w, 0, &got[0]) + dlrt_steal_take(&w, 1, &got[1]);
+    const int64_t took = dlrt_steal_take(&w, 0, 1, &got[0]) + dlrt_steal_take(&w, 1, 1, &got[1]);
     CHECK("spans: a span word at the 32-bit limit gives its front and back chunks, then none",
           took == 2 && got[0] == (int64_t)UINT32_MAX - 2 && got[1] == (int64_t)UINT32_MAX - 1 &&
-              !dlrt_steal_take(&w, 0, &got[2]) && !dlrt_steal_take(&w, 1, &got[2]));
+              !dlrt_steal_take(&w, 0, 1, &got[2]) && !dlrt_steal_take(&w, 1, 1, &got[2]));
+    /* a front run there: up to the group's end (2^32 - 2 is a multiple of 2^31 - 1), then the
+     * span's end, whatever the group */
+    _Atomic uint64_t v = (uint64_t)(UINT32_MAX - 4) << 32 | UINT32_MAX;
+    const int64_t big = ((int64_t)1 << 31) - 1, huge = (int64_t)1 << 40;
+    const int64_t first = dlrt_steal_take(&v, 0, big, &got[0]);
+    const int64_t second = dlrt_steal_take(&v, 0, huge, &got[1]);
+    CHECK("spans: front runs at the 32-bit limit end at the group's end, then the span's",
+          first == 3 && got[0] == (int64_t)UINT32_MAX - 4 && second == 1 &&
+              got[1] == (int64_t)UINT32_MAX - 1 && !dlrt_steal_take(&v, 0, 1, &got[2]));
 
     /* slot 1's chunks take 3 ms each, the caller's none, and the caller waits until slot 1 is in
      * a chunk: it then runs its own span front first, and takes slot 1's from the back, so slot
@@ -556,8 +595,8 @@ static void test_spans(void) {
     int worker_runs = 0, most = 0, whole = 1, order_ok = 1;
     for (int r = 0; r < 10; r++) {
         static spans_seen s;
-        spans_reset(&s, 16, 3000000);
-        dlrt_parallel_spans(16, 2, NULL, 0, spans_record, &s);
+        spans_reset(&s, 16, 1, 3000000);
+        dlrt_parallel_spans(16, 2, NULL, 1, 0, spans_record, &s);
         whole = whole && spans_once(&s);
         const int w1 = atomic_load(&s.by_slot[1]);
         worker_runs += w1 > 0;

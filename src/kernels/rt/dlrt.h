@@ -320,13 +320,14 @@ DLRT_HIDDEN void dlrt_parallel_slots(int64_t n, int64_t pieces, int64_t align, i
 /* Runs fn(ctx, lo, hi, slot) over chunks [0, chunks), shared out as `spans` consecutive spans
  * (span r from starts[r] to starts[r + 1], the last to chunks, each start held within the
  * previous one and chunks, the first at 0; starts NULL: as even as they go), each thread
- * starting on one: it takes that span's chunks one at a time from the front, then the others'
- * from their backs, so that a thread slower than the rest (its core shared) holds
- * no more than the chunk it is in. Calls are one chunk long ([c, c + 1)), or [0, chunks) where
- * the job runs in the caller (as dlrt_parallel's rules say). Each chunk must compute the same
- * whichever thread runs it. */
-DLRT_HIDDEN void dlrt_parallel_spans(int64_t chunks, int spans, const int64_t *starts, int max_team,
-                                     dlrt_slot_fn fn, void *ctx);
+ * starting on one: it takes that span's chunks from the front, a run at a time up to the next
+ * multiple of group (< 2: one at a time) or the span's end, then the others' from their backs
+ * one at a time, so that a thread slower than the rest (its core shared) holds no more than the
+ * run it is in. Calls are a run from a front ([c, c + n), never across a multiple of group), one
+ * chunk from a back, or [0, chunks) where the job runs in the caller (as dlrt_parallel's rules
+ * say). Each chunk must compute the same whichever thread runs it and whatever run it is in. */
+DLRT_HIDDEN void dlrt_parallel_spans(int64_t chunks, int spans, const int64_t *starts,
+                                     int64_t group, int max_team, dlrt_slot_fn fn, void *ctx);
 /* The team size of later jobs of this copy of the runtime (a module's; n < 1: the number of
  * CPUs; at most DLRT_MAX_THREADS), as `--threads N` sets it before each run. */
 DLRT_HIDDEN void dlrt_set_threads(int n);

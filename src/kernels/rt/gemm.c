@@ -803,15 +803,22 @@ typedef struct dlrt_gemm_tiles_job {
     int cols_first;
 } dlrt_gemm_tiles_job;
 
-/* Runs tiles [lo, hi) in order. */
+/* Runs tiles [lo, hi) in order; where the tiles go down columns (cols_first), consecutive tiles of
+ * one column run as one tile while their rows fit one (MC). */
 static void dlrt_gemm_run_tiles(void *ctx, int64_t lo, int64_t hi, int slot) {
     const dlrt_gemm_tiles_job *j = ctx;
     (void)slot;
-    for (int64_t t = lo; t < hi; t++) {
+    for (int64_t t = lo; t < hi;) {
         int64_t bi, bj, mc, nc;
         dlrt_gemm_tile_at(t, j->tm, j->tn, j->cols_first, &bi, &bj);
         const int64_t i0 = dlrt_gemm_block(j->M, j->mu, j->tm, bi, &mc);
         const int64_t j0 = dlrt_gemm_block(j->N, DLRT_GEMM_NR, j->tn, bj, &nc);
+        for (t++; j->cols_first && t < hi && t % j->tm != 0; t++) {
+            int64_t h;
+            dlrt_gemm_block(j->M, j->mu, j->tm, t % j->tm, &h);
+            if (mc + h > DLRT_GEMM_MC) break;
+            mc += h;
+        }
         dlrt_gemm_tile(j->g, j->K, i0, (int)mc, j0, (int)nc);
     }
 }
@@ -967,7 +974,10 @@ static void dlrt_gemm_run(const dlrt_gemm_args *g, int64_t M, int64_t N, int64_t
     dlrt_gemm_tiles_job job = {g, M, N, K, mu, tm, tn, cols_first};
     int64_t starts[DLRT_MAX_THREADS];
     if (team > 1) dlrt_gemm_owner_starts(&job, team, starts);
-    dlrt_parallel_spans(tiles, (int)team, starts, 0, dlrt_gemm_run_tiles, &job);
+    /* a thread takes its own tiles a column at a time where a column's rows fit one tile, so
+     * that they run as one (dlrt_gemm_run_tiles) and stream the column's weights once */
+    const int64_t group = cols_first && M <= DLRT_GEMM_MC ? tm : 1;
+    dlrt_parallel_spans(tiles, (int)team, starts, group, 0, dlrt_gemm_run_tiles, &job);
 }
 
 /* A build's register tile, for planning: mr x nr, vw floats per vector (0: the generic C kernel).

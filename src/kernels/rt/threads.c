@@ -333,28 +333,34 @@ static int dlrt_tpool_try_hold(dlrt_tpool *p, int team, int64_t pieces) {
  * MobileNetV2 in one run (1.995 -> 2.030 ms), nothing in a quieter one (1.98 against 1.975,
  * ResNet-50 17.05 against 17.10), so only the GEMM uses spans for now. A span's unclaimed chunks
  * are one word, front << 32 | end, so that each chunk is taken once, by whichever side's
- * compare-and-swap moves past it first. */
+ * compare-and-swap moves past it first. A thread takes its own chunks in runs up to the next
+ * multiple of the job's group, so that chunks sharing data (a GEMM's tiles of one column of
+ * weights) run as one call; stolen ones go one at a time, to hold a slow thread up no more. */
 typedef struct dlrt_steal_job {
-    dlrt_slot_fn fn; /* called with one chunk: [c, c + 1) */
+    dlrt_slot_fn fn; /* called with a run of chunks [c, c + n): n = 1 from the back */
     void *ctx;
     int spans;
+    int64_t group; /* front runs end at multiples of this */
     /* a line each: a thread taking its own chunks does not contend with the others' takes */
     struct {
         _Alignas(64) _Atomic uint64_t left;
     } span[DLRT_MAX_THREADS];
 } dlrt_steal_job;
 
-/* Takes the front (or back) chunk of a span into *chunk; 0 when it is empty. */
-static int dlrt_steal_take(_Atomic uint64_t *span, int back, int64_t *chunk) {
+/* Takes the back chunk of a span (back), or its front run up to the next multiple of group (at
+ * most the span's end), into [*chunk, *chunk + count); 0 when the span is empty. */
+static int64_t dlrt_steal_take(_Atomic uint64_t *span, int back, int64_t group, int64_t *chunk) {
     uint64_t s = atomic_load_explicit(span, memory_order_relaxed);
     for (;;) {
         const uint32_t front = (uint32_t)(s >> 32), end = (uint32_t)s;
         if (front >= end) return 0;
-        const uint64_t next = back ? s - 1 : s + ((uint64_t)1 << 32);
+        const int64_t count =
+            back ? 1 : DLRT_MIN((int64_t)end - front, group - (int64_t)front % group);
+        const uint64_t next = back ? s - 1 : s + ((uint64_t)count << 32);
         if (atomic_compare_exchange_weak_explicit(span, &s, next, memory_order_relaxed,
                                                   memory_order_relaxed)) {
             *chunk = back ? (int64_t)end - 1 : (int64_t)front;
-            return 1;
+            return count;
         }
     }
 }
@@ -364,10 +370,11 @@ static int dlrt_steal_take(_Atomic uint64_t *span, int back, int64_t *chunk) {
 static void dlrt_steal_piece(void *ctx, int64_t lo, int64_t hi, int slot) {
     dlrt_steal_job *j = ctx;
     for (int64_t r = lo; r < hi; r++) {
-        int64_t c;
-        while (dlrt_steal_take(&j->span[r].left, 0, &c)) j->fn(j->ctx, c, c + 1, slot);
+        int64_t c, n;
+        while ((n = dlrt_steal_take(&j->span[r].left, 0, j->group, &c)) > 0)
+            j->fn(j->ctx, c, c + n, slot);
         for (int k = 1; k < j->spans; k++)
-            while (dlrt_steal_take(&j->span[(r + k) % j->spans].left, 1, &c))
+            while (dlrt_steal_take(&j->span[(r + k) % j->spans].left, 1, 1, &c))
                 j->fn(j->ctx, c, c + 1, slot);
     }
 }
@@ -386,8 +393,8 @@ static int64_t dlrt_steal_start(int64_t chunks, int spans, const int64_t *starts
 /* Runs chunks [0, chunks) as `spans` spans (dlrt_steal_start) on a team of `team` (the pool
  * held: busy). */
 static void dlrt_steal_run(dlrt_tpool *p, int team, int64_t chunks, int spans,
-                           const int64_t *starts, dlrt_slot_fn fn, void *ctx) {
-    dlrt_steal_job job = {.fn = fn, .ctx = ctx, .spans = spans};
+                           const int64_t *starts, int64_t group, dlrt_slot_fn fn, void *ctx) {
+    dlrt_steal_job job = {.fn = fn, .ctx = ctx, .spans = spans, .group = DLRT_MAX(group, 1)};
     int64_t a = 0;
     for (int r = 0; r < spans; r++) {
         const int64_t b = dlrt_steal_start(chunks, spans, starts, r + 1, a);
@@ -413,8 +420,8 @@ void dlrt_parallel_slots(int64_t n, int64_t pieces, int64_t align, int max_team,
     dlrt_tpool_run(p, team, n, pieces, align, fn, ctx);
 }
 
-void dlrt_parallel_spans(int64_t chunks, int spans, const int64_t *starts, int max_team,
-                         dlrt_slot_fn fn, void *ctx) {
+void dlrt_parallel_spans(int64_t chunks, int spans, const int64_t *starts, int64_t group,
+                         int max_team, dlrt_slot_fn fn, void *ctx) {
     if (chunks <= 0) return;
     dlrt_tpool *p = &dlrt_the_tpool;
     const int team = dlrt_team_for(max_team);
@@ -423,7 +430,7 @@ void dlrt_parallel_spans(int64_t chunks, int spans, const int64_t *starts, int m
         fn(ctx, 0, chunks, 0);
         return;
     }
-    dlrt_steal_run(p, team, chunks, DLRT_MIN(spans, DLRT_MAX_THREADS), starts, fn, ctx);
+    dlrt_steal_run(p, team, chunks, DLRT_MIN(spans, DLRT_MAX_THREADS), starts, group, fn, ctx);
 }
 
 #else /* no threads: every job runs in the caller */
@@ -446,9 +453,9 @@ void dlrt_parallel_slots(int64_t n, int64_t pieces, int64_t align, int max_team,
     if (n > 0) fn(ctx, 0, n, 0);
 }
 
-void dlrt_parallel_spans(int64_t chunks, int spans, const int64_t *starts, int max_team,
-                         dlrt_slot_fn fn, void *ctx) {
-    (void)spans, (void)starts, (void)max_team;
+void dlrt_parallel_spans(int64_t chunks, int spans, const int64_t *starts, int64_t group,
+                         int max_team, dlrt_slot_fn fn, void *ctx) {
+    (void)spans, (void)starts, (void)group, (void)max_team;
     if (chunks > 0) fn(ctx, 0, chunks, 0);
 }
 
