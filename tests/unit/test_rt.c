@@ -351,25 +351,37 @@ static void in_place_case(int64_t M, int64_t N, int64_t K) {
  * prepacked one, with a column bias scaled by beta (fused in full tiles), residual and ReLU. */
 static void test_gemm_threads(void) {
 #ifdef DLRT_THREADS
-    /* M, N, K and which operand is prepacked (1: A, 2: B). The sixth: transposed, its row
-     * panels B's columns read in place on the vector builds; B prepacked: its tiles shared out
-     * in column-major order, GPT-2's 128 x 2304 cut finer to even it out on 2 threads
-     * (dlrt_gemm_even_out), and where rows are cut too, a thread's tiles of one column run as
-     * one (49 x 320, 150 x 448) */
+    /* M, N, K and which operand is prepacked (1: A, 2: B, 3: A as the right operand of the
+     * transposed product: a 1x1 convolution's weights). The sixth: transposed, its row panels
+     * B's columns read in place on the vector builds; B prepacked: its tiles shared out in
+     * column-major order, GPT-2's 128 x 2304 cut finer to even it out on 2 threads
+     * (dlrt_gemm_even_out). Where rows are cut too, a thread's tiles of one column run as one
+     * tile (dlrt_gemm_run_tiles): 49 x 320, 49 x 160 (at 4 threads), 150 x 448 (where MC is
+     * 192), transposed 49 x 320 and 144 x 320 (row units of MR and of MT); 200 x 448 has more
+     * rows than MC on AVX-512. Each also runs cut for 3 threads but serially (the pool held, as
+     * inside another job), where a column's tiles merge up to MC. */
     static const int64_t shapes[][4] = {{128, 768, 300, 0}, {130, 700, 200, 0},  {600, 49, 500, 1},
                                         {128, 784, 150, 0}, {64, 3136, 40, 0},   {160, 49, 960, 0},
                                         {49, 320, 960, 2},  {128, 2304, 100, 2}, {49, 160, 960, 2},
-                                        {150, 448, 300, 2}};
+                                        {150, 448, 300, 2}, {200, 448, 300, 2},  {320, 49, 960, 3},
+                                        {320, 144, 500, 3}};
     const int saved = dlrt_threads();
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
-        const int a_packed = shapes[s][3] == 1, b_packed = shapes[s][3] == 2;
+        const int a_packed = shapes[s][3] == 1   ? DLRT_A_PACKED
+                             : shapes[s][3] == 3 ? DLRT_A_PACKED_T
+                                                 : 0;
+        const int b_packed = shapes[s][3] == 2;
         float *a = rand_buf(M * K), *b = rand_buf(K * N), *bias = rand_buf(N);
-        float *res = rand_buf(M * N), *ap = malloc(dlrt_gemm_packed_bytes(0, M, K) + 4);
+        float *res = rand_buf(M * N),
+              *ap = malloc(dlrt_gemm_packed_bytes(a_packed == DLRT_A_PACKED_T, M, K) + 4);
         float *bp = malloc(dlrt_gemm_packed_bytes(1, N, K) + 4);
         float *c1 = malloc((size_t)(M * N) * sizeof(float));
         float *ct = malloc((size_t)(M * N) * sizeof(float));
-        dlrt_gemm_pack_operand(0, M, K, a, K, 0, ap);
+        if (a_packed == DLRT_A_PACKED_T)
+            dlrt_gemm_pack_operand(1, M, K, a, K, 1, ap);
+        else
+            dlrt_gemm_pack_operand(0, M, K, a, K, 0, ap);
         dlrt_gemm_pack_operand(1, N, K, b, N, 0, bp);
         const dlrt_epilogue ep = col_bias_res_relu(0.5f, 1.5f, bias, res, N);
         int same = 1;
@@ -380,6 +392,14 @@ static void test_gemm_threads(void) {
                           b_packed, t == 1 ? c1 : ct, N, &ep);
             if (t > 1) same = same && !memcmp(c1, ct, (size_t)(M * N) * sizeof(float));
         }
+        /* cut for 3 threads, run in this thread: the pool is held */
+        dlrt_set_threads(3);
+        memset(ct, 0xff, (size_t)(M * N) * sizeof(float));
+        const int held = !atomic_flag_test_and_set(&dlrt_the_tpool.busy);
+        dlrt_sgemm_ex(M, N, K, a_packed ? ap : a, K, 0, a_packed, b_packed ? bp : b, N, 0, b_packed,
+                      ct, N, &ep);
+        if (held) atomic_flag_clear(&dlrt_the_tpool.busy);
+        same = same && held && !memcmp(c1, ct, (size_t)(M * N) * sizeof(float));
         char what[120];
         snprintf(what, sizeof what, "gemm %lldx%lldx%lld: identical on 1-4 threads", (long long)M,
                  (long long)N, (long long)K);

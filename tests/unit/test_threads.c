@@ -10,8 +10,9 @@
  *     the next job's writes: no piece of a finished job runs, none twice, none with the other
  *     job's function (a job left open at its end let a worker claim a piece past its count);
  *   - spans (dlrt_parallel_spans): every chunk once, one per call (or a front run within a
- *     group), for any starts, empty spans, group and team; a thread whose chunks are slow has
- *     the rest of its span taken over.
+ *     group), for any starts, empty spans and team, groups of -1 to 5 and at the 32-bit limit;
+ *     front runs taken from spans that start inside a group; a thread whose chunks are slow
+ *     has the rest of its span taken over.
  * The pool is compiled into this binary with threads on, whatever the build's flags. */
 #if !defined(_POSIX_C_SOURCE) && !defined(_DEFAULT_SOURCE)
 #define _POSIX_C_SOURCE 200809L
@@ -447,7 +448,8 @@ static void spans_record(void *ctx, int64_t lo, int64_t hi, int slot) {
     spans_seen *s = ctx;
     /* one chunk, a run within one group, or all of them at once in the caller */
     const int whole = lo == 0 && hi == s->chunks && slot == 0;
-    const int run = hi > lo + 1 && lo >= 0 && lo / s->group == (hi - 1) / s->group;
+    const int run =
+        hi > lo + 1 && lo >= 0 && hi <= s->chunks && lo / s->group == (hi - 1) / s->group;
     if (!(hi == lo + 1 || whole || run)) atomic_store(&s->bad_call, 1);
     if (run && !whole) atomic_fetch_add(&s->runs, 1);
     if (slot == 1) atomic_store(&s->worker_started, 1);
@@ -477,7 +479,7 @@ static void spans_reset(spans_seen *s, int64_t chunks, int64_t group, long slow_
     atomic_store(&s->order_n[0], 0);
     atomic_store(&s->order_n[1], 0);
     atomic_store(&s->runs, 0);
-    s->chunks = chunks, s->group = group, s->slow_ns = slow_ns;
+    s->chunks = chunks, s->group = group < 1 ? 1 : group, s->slow_ns = slow_ns;
 }
 
 static int spans_once(const spans_seen *s) {
@@ -563,6 +565,29 @@ static void test_spans(void) {
     }
     CHECK("spans: front runs within a group, every chunk once, any starts and team", group_ok);
     CHECK("spans: a thread takes its own chunks a group at a time", runs_seen);
+
+    /* groups below 2 take one chunk at a time (and 0 does not divide by zero) */
+    int single_ok = 1;
+    dlrt_set_threads(2);
+    for (int64_t group = -1; group <= 1; group++) {
+        static spans_seen s;
+        spans_reset(&s, 40, group, 0);
+        dlrt_parallel_spans(40, 2, NULL, group, 0, spans_record, &s);
+        single_ok = single_ok && spans_once(&s) && atomic_load(&s.runs) == 0;
+    }
+    CHECK("spans: groups of -1, 0 and 1 run one chunk a call", single_ok);
+
+    /* a span starting inside a group, taken from its front: [1, 7) in groups of 3 is [1, 3),
+     * [3, 6), [6, 7); from its back, one chunk at a time */
+    _Atomic uint64_t u = (uint64_t)1 << 32 | 7;
+    int64_t at[4] = {-1, -1, -1, -1}, n[4];
+    for (int k = 0; k < 4; k++) n[k] = dlrt_steal_take(&u, 0, 3, &at[k]);
+    _Atomic uint64_t b = (uint64_t)1 << 32 | 7;
+    int64_t back_at = -1;
+    const int64_t back_n = dlrt_steal_take(&b, 1, 3, &back_at);
+    CHECK("spans: front runs of a span starting inside a group end at the group's multiples",
+          n[0] == 2 && at[0] == 1 && n[1] == 3 && at[1] == 3 && n[2] == 1 && at[2] == 6 &&
+              n[3] == 0 && back_n == 1 && back_at == 6);
 
     /* more chunks than a span's 32-bit bounds hold: all in the caller, in one call */
     dlrt_set_threads(2);

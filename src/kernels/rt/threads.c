@@ -340,15 +340,16 @@ typedef struct dlrt_steal_job {
     dlrt_slot_fn fn; /* called with a run of chunks [c, c + n): n = 1 from the back */
     void *ctx;
     int spans;
-    int64_t group; /* front runs end at multiples of this */
+    int64_t group; /* front runs end at multiples of this (>= 1), or at the span's end */
     /* a line each: a thread taking its own chunks does not contend with the others' takes */
     struct {
         _Alignas(64) _Atomic uint64_t left;
     } span[DLRT_MAX_THREADS];
 } dlrt_steal_job;
 
-/* Takes the back chunk of a span (back), or its front run up to the next multiple of group (at
- * most the span's end), into [*chunk, *chunk + count); 0 when the span is empty. */
+/* Takes the back chunk of a span (back), or its front run up to the next multiple of group (>= 1;
+ * at most the span's end), into [*chunk, *chunk + count) and returns count; 0 when the span is
+ * empty. */
 static int64_t dlrt_steal_take(_Atomic uint64_t *span, int back, int64_t group, int64_t *chunk) {
     uint64_t s = atomic_load_explicit(span, memory_order_relaxed);
     for (;;) {
