@@ -395,7 +395,7 @@ static void test_gemm_threads(void) {
         /* cut for 3 threads, run in this thread: the pool is held */
         dlrt_set_threads(3);
         memset(ct, 0xff, (size_t)(M * N) * sizeof(float));
-        const int held = !atomic_flag_test_and_set(&dlrt_the_tpool.busy);
+        const int held = dlrt_tpool_try_hold(&dlrt_the_tpool, 2, 2);
         dlrt_sgemm_ex(M, N, K, a_packed ? ap : a, K, 0, a_packed, b_packed ? bp : b, N, 0, b_packed,
                       ct, N, &ep);
         if (held) atomic_flag_clear(&dlrt_the_tpool.busy);

@@ -589,8 +589,8 @@ static void test_spans(void) {
           n[0] == 2 && at[0] == 1 && n[1] == 3 && at[1] == 3 && n[2] == 1 && at[2] == 6 &&
               n[3] == 0 && back_n == 1 && back_at == 6);
 
-    /* more chunks than a span's 32-bit bounds hold: all in the caller, in one call */
-    dlrt_set_threads(2);
+    /* more chunks than a span's 32-bit bounds hold (still 2 threads): all in the caller, in
+     * one call */
     one_call c = {0};
     const int64_t huge_n = ((int64_t)1 << 32) + 5;
     dlrt_parallel_spans(huge_n, 2, NULL, 4, 0, note_call, &c);
