@@ -40,6 +40,18 @@ bool dl_gemm_packed_weight(const dl_value *v);
 /* The product of dims [from, to) of v (1 when empty; a value has at most DL_MAX_RANK symbols). */
 dl_sexpr dl_dims_sexpr(const dl_value *v, int from, int to);
 
+/* One dlrt_copy_strided call of a COPY group (copy-params.c): dims[0 .. rank) of esize-byte
+ * elements from value src_slot at element src_off, strides ss, to value dst_slot at dst_off,
+ * strides ds; rank 0: nothing to move (an empty part). */
+typedef struct dl_copy_move {
+    int src_slot, dst_slot, rank;
+    int64_t esize;
+    dl_sexpr dims[DL_MAX_RANK], ss[DL_MAX_RANK], ds[DL_MAX_RANK], src_off, dst_off;
+} dl_copy_move;
+
+/* Move k of node n, one of dl_copy_moves(n); false when there is none. */
+bool dl_copy_move_of(const dl_node *n, int k, dl_copy_move *m);
+
 typedef struct dl_gemm_params {
     int64_t N, K, ldb; /* N and K negative when symbolic */
     dl_sexpr m, n, k;  /* the product's sizes, as the emitted call and its workspace use them */

@@ -524,6 +524,47 @@ static dl_status emit_transpose(dl_ctx *ctx, const dl_group *gr, const dl_target
     return dl_emit_transpose(ctx, &d, t, name, sb);
 }
 
+/* "{a, b, c}": n sizes as C. */
+static void sexprs_c(dl_sbuf *sb, const dl_sexpr *e, int n) {
+    dl_sb_put(sb, "{");
+    for (int i = 0; i < n; i++) {
+        if (i) dl_sb_put(sb, ", ");
+        sexpr_c(sb, &e[i]);
+    }
+    dl_sb_put(sb, "}");
+}
+
+/* Slice, Split, Concat: one dlrt_copy_strided call per move (copy-params.c). */
+static dl_status emit_copy(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
+    const dl_node *n = gr->nodes[0];
+    const int moves = dl_copy_moves(n);
+    char d[300];
+    if (moves < 1)
+        return dl_fail(ctx, DL_ERR_UNSUPPORTED, "%s: not a copy kernel",
+                       dl_node_desc(n, d, sizeof d));
+    emit_open(sb, name);
+    for (int k = 0; k < moves; k++) {
+        dl_copy_move m;
+        if (!dl_copy_move_of(n, k, &m))
+            return dl_fail(ctx, DL_ERR_INTERNAL, "%s: no move %d", dl_node_desc(n, d, sizeof d), k);
+        if (m.rank == 0) continue;
+        dl_sb_printf(sb, "    {\n        const int64_t es = %lld, d[] = ", (long long)m.esize);
+        sexprs_c(sb, m.dims, m.rank);
+        dl_sb_put(sb, ", ss[] = ");
+        sexprs_c(sb, m.ss, m.rank);
+        dl_sb_put(sb, ", ds[] = ");
+        sexprs_c(sb, m.ds, m.rank);
+        dl_sb_printf(sb, ";\n        dlrt_copy_strided(%d, d, es, (const char *)b[%d] + ", m.rank,
+                     m.src_slot);
+        sexpr_c(sb, &m.src_off);
+        dl_sb_printf(sb, " * es, ss, (char *)b[%d] + ", m.dst_slot);
+        sexpr_c(sb, &m.dst_off);
+        dl_sb_put(sb, " * es, ds);\n    }\n");
+    }
+    dl_sb_put(sb, "}\n");
+    return DL_OK;
+}
+
 _Static_assert(DL_EW_GROUP_INPUTS <= DL_EW_MAX_INPUTS,
                "the fuse pass caps a group's inputs at what the lowering takes");
 
@@ -603,6 +644,8 @@ dl_status dl_emit_group(dl_ctx *ctx, const dl_group *gr, const dl_target *t, con
         return emit_pool(ctx, gr, name, sb);
     case DL_G_SOFTMAX:
         return emit_softmax(ctx, gr, name, sb);
+    case DL_G_COPY:
+        return emit_copy(ctx, gr, name, sb);
     case DL_G_LAYERNORM:
         return emit_layernorm(ctx, gr, name, sb);
     case DL_G_ATTENTION:

@@ -205,6 +205,8 @@ dl_gkind dl_node_kernel_kind(const dl_node *n) {
         return f32(n->in[0]) && only_first_output(n) ? DL_G_SOFTMAX : DL_G_FALLBACK;
     if (dl_node_is(n, "LayerNormalization")) return layernorm_ok(n) ? DL_G_LAYERNORM : DL_G_FALLBACK;
     if (dl_node_is(n, "Transpose")) return transpose_ok(n) ? DL_G_TRANSPOSE : DL_G_FALLBACK;
+    if (dl_node_is(n, "Slice") || dl_node_is(n, "Split") || dl_node_is(n, "Concat"))
+        return dl_copy_moves(n) >= 1 ? DL_G_COPY : DL_G_FALLBACK;
     if (dl_node_is(n, "Reshape") || dl_node_is(n, "Flatten") || dl_node_is(n, "Squeeze") || dl_node_is(n, "Unsqueeze") ||
         dl_node_is(n, "Identity"))
         return view_ok(n) ? DL_G_VIEW : DL_G_FALLBACK;
@@ -219,6 +221,6 @@ const char *dl_gkind_name(dl_gkind k) {
     static const char *names[DL_G_KIND_COUNT] = {
         "elementwise", "reduce", "transpose", "conv", "gemm", "matmul",
         "pool", "softmax", "layernorm", "attention", "conv-grad", "pool-grad",
-        "view", "fallback"};
+        "copy", "view", "fallback"};
     return k >= 0 && k < DL_G_KIND_COUNT ? names[k] : "?";
 }

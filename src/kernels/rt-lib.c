@@ -6,6 +6,7 @@
 #include "rt/conv-grad.c"
 #include "rt/conv-implicit.c"
 #include "rt/conv.c"
+#include "rt/copy.c"
 #include "rt/depthwise-cv.c"
 #include "rt/depthwise-row.c"
 #include "rt/depthwise.c"

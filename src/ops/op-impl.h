@@ -121,6 +121,11 @@ dl_status dl_infer_axis(dl_infer *ic, int64_t axis, int rank, int *out);
  * the value is not known statically. Error (via status) when it is malformed. */
 dl_status dl_infer_const_ints(dl_infer *ic, int i, int64_t *vals, int cap, int *n, bool *known);
 
+/* A Slice node's first index and step on each axis of its input, whose dims must be known, as
+ * its reference kernel reads them (slicing.c); false when a parameter is not constant or is
+ * malformed. The output's dims are its inferred type's. */
+bool dl_slice_geometry(const dl_node *n, int64_t start[DL_MAX_RANK], int64_t step[DL_MAX_RANK]);
+
 /* ---- kernel helpers ---- */
 dl_status dl_kernel_alloc_out(dl_kernel *kc, int o, dl_dtype dtype, int rank, const int64_t *dims);
 /* Output o, allocated from its inferred type when the interpreter could not preallocate it. */

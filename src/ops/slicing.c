@@ -318,6 +318,29 @@ static dl_status slice_infer(dl_infer *ic) {
     return dl_infer_set(ic, 0, x->dtype, x->rank, dims);
 }
 
+bool dl_slice_geometry(const dl_node *n, int64_t start[DL_MAX_RANK], int64_t step[DL_MAX_RANK]) {
+    const dl_value *x = n->n_in > 0 ? n->in[0] : NULL;
+    if (!x || x->type.rank < 1 || x->type.rank > R || n->n_in > 5) return false;
+    const dl_type *types[5] = {NULL};
+    const dl_tensor *values[5] = {NULL};
+    for (int i = 0; i < n->n_in; i++) {
+        types[i] = n->in[i] ? &n->in[i]->type : NULL;
+        values[i] = n->in[i] ? n->in[i]->constant : NULL;
+    }
+    /* no context: a Slice whose parameters are malformed is left to the reference kernel,
+     * which reports them */
+    dl_infer ic = {.node = n, .opset = n->opset, .n_in = n->n_in, .in = types, .value = values};
+    slice_p p;
+    if (slice_params(&ic, x->type.rank, &p) != DL_OK || !p.known) return false;
+    for (int a = 0; a < x->type.rank; a++) {
+        int64_t len;
+        if (x->type.dims[a] < 0) return false;
+        slice_axis(x->type.dims[a], p.start[a], p.end[a], p.step[a], &start[a], &len);
+        step[a] = p.step[a];
+    }
+    return true;
+}
+
 static dl_status slice_ref(dl_kernel *kc) {
     DL_TRY(dl_kernel_outs(kc));
     dl_infer ic = dl_kernel_infer(kc);

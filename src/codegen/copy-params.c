@@ -1,0 +1,157 @@
+/* copy-params.c — what a COPY group moves (Slice, Split, Concat: dlrt_copy_strided calls), shared
+ * by kernel selection (whether a node can be one) and the emitter.
+ *
+ * Split and Concat move [outer, len * inner] blocks, outer and inner the products of the dims
+ * before and after the axis, which may be symbols (a dynamic batch): only the axis's extents must
+ * be known. Slice moves the output's dims with the input's strides times the steps, from the
+ * first index on each axis, all known: a Slice of an input with a symbolic dim stays with the
+ * reference kernel, as does any node whose dims inference could not prove equal (a Concat input
+ * whose other dims are a symbol where the output's are a number), so no move reads past a
+ * buffer. */
+#include "emit-params.h"
+
+static bool esize_ok(const dl_value *v) {
+    const size_t es = v ? dl_dtype_size(v->type.dtype) : 0;
+    return es == 1 || es == 2 || es == 4 || es == 8;
+}
+
+/* Whether a and b have the same rank and the same dims (the same number, or the same symbol)
+ * everywhere but skip. */
+static bool same_dims_but(const dl_value *a, const dl_value *b, int skip) {
+    if (a->type.rank != b->type.rank || a->type.dtype != b->type.dtype) return false;
+    for (int d = 0; d < a->type.rank; d++)
+        if (d != skip && a->type.dims[d] != b->type.dims[d]) return false;
+    return true;
+}
+
+static bool all_known(const dl_value *v) {
+    for (int d = 0; d < v->type.rank; d++)
+        if (v->type.dims[d] < 0) return false;
+    return true;
+}
+
+/* The Split or Concat axis of a node whose joined tensor (Split's input, Concat's output) is v;
+ * -1 when invalid. */
+static int join_axis(const dl_node *n, const dl_value *v) {
+    const int r = v->type.rank;
+    int64_t a = dl_attr_int(n, "axis", 0);
+    if (a < 0) a += r;
+    return r >= 1 && a >= 0 && a < r && v->type.dims[a] >= 0 ? (int)a : -1;
+}
+
+/* The parts of a Split (its outputs) or Concat (its inputs) and the joined tensor; false when
+ * some part is missing, of another shape off the axis, of unknown extent on it, or the extents
+ * do not add up. */
+static bool join_parts(const dl_node *n, bool split, const dl_value **whole, int *axis,
+                       int *parts) {
+    const dl_value *w = split ? n->in[0] : n->out[0];
+    const int np = split ? n->n_out : n->n_in;
+    if (!w || w->type.rank < 1 || w->type.rank > DL_MAX_RANK || !esize_ok(w) || np < 1)
+        return false;
+    const int a = join_axis(n, w);
+    if (a < 0) return false;
+    int64_t sum = 0;
+    for (int k = 0; k < np; k++) {
+        const dl_value *p = split ? n->out[k] : n->in[k];
+        if (!p || !same_dims_but(p, w, a) || p->type.dims[a] < 0) return false;
+        sum += p->type.dims[a];
+    }
+    if (sum != w->type.dims[a]) return false;
+    *whole = w, *axis = a, *parts = np;
+    return true;
+}
+
+int dl_copy_moves(const dl_node *n) {
+    if (dl_node_is(n, "Slice")) {
+        const dl_value *x = n->in[0], *y = n->out[0];
+        int64_t start[DL_MAX_RANK], step[DL_MAX_RANK];
+        if (!x || !y || x->type.rank < 1 || y->type.rank != x->type.rank || !esize_ok(x) ||
+            x->type.dtype != y->type.dtype || !all_known(x) || !all_known(y) ||
+            !dl_slice_geometry(n, start, step))
+            return -1;
+        return 1;
+    }
+    const bool split = dl_node_is(n, "Split");
+    if (!split && !dl_node_is(n, "Concat")) return -1;
+    const dl_value *w;
+    int axis, parts;
+    return join_parts(n, split, &w, &axis, &parts) ? parts : -1;
+}
+
+static dl_sexpr sx(int64_t c) {
+    dl_sexpr e = {.c = c};
+    return e;
+}
+
+/* e times c. */
+static dl_sexpr sx_times(dl_sexpr e, int64_t c) {
+    e.c *= c;
+    return e;
+}
+
+/* The Slice's one move, its dims of size 1 dropped and runs contiguous on both sides merged. */
+static bool slice_move(const dl_node *n, dl_copy_move *m) {
+    const dl_value *x = n->in[0], *y = n->out[0];
+    int64_t start[DL_MAX_RANK], step[DL_MAX_RANK], xs[DL_MAX_RANK], ys[DL_MAX_RANK];
+    if (!dl_slice_geometry(n, start, step)) return false;
+    const int r = x->type.rank;
+    m->esize = (int64_t)dl_dtype_size(x->type.dtype);
+    xs[r - 1] = ys[r - 1] = 1;
+    for (int d = r - 2; d >= 0; d--) {
+        xs[d] = xs[d + 1] * x->type.dims[d + 1];
+        ys[d] = ys[d + 1] * y->type.dims[d + 1];
+    }
+    int64_t off = 0, dims[DL_MAX_RANK], ss[DL_MAX_RANK], ds[DL_MAX_RANK];
+    int k = 0;
+    for (int d = 0; d < r; d++) {
+        if (y->type.dims[d] == 0) { /* nothing to move */
+            m->rank = 0;
+            return true;
+        }
+        off += start[d] * xs[d];
+        if (y->type.dims[d] == 1) continue;
+        const int64_t s = step[d] * xs[d];
+        if (k > 0 && ss[k - 1] == s * y->type.dims[d] && ds[k - 1] == ys[d] * y->type.dims[d]) {
+            dims[k - 1] *= y->type.dims[d], ss[k - 1] = s, ds[k - 1] = ys[d];
+            continue;
+        }
+        dims[k] = y->type.dims[d], ss[k] = s, ds[k] = ys[d];
+        k++;
+    }
+    if (k == 0) dims[0] = 1, ss[0] = ds[0] = 1, k = 1; /* one element */
+    m->rank = k;
+    for (int d = 0; d < k; d++)
+        m->dims[d] = sx(dims[d]), m->ss[d] = sx(ss[d]), m->ds[d] = sx(ds[d]);
+    m->src_slot = x->id, m->dst_slot = y->id;
+    m->src_off = sx(off), m->dst_off = sx(0);
+    return true;
+}
+
+bool dl_copy_move_of(const dl_node *n, int k, dl_copy_move *m) {
+    memset(m, 0, sizeof *m);
+    if (dl_node_is(n, "Slice")) return k == 0 && dl_copy_moves(n) == 1 && slice_move(n, m);
+    const bool split = dl_node_is(n, "Split");
+    const dl_value *w;
+    int axis, parts;
+    if (!join_parts(n, split, &w, &axis, &parts) || k < 0 || k >= parts) return false;
+    const int r = w->type.rank;
+    /* part k: its extent on the axis and where it starts there */
+    int64_t off = 0;
+    for (int j = 0; j < k; j++) off += (split ? n->out[j] : n->in[j])->type.dims[axis];
+    const dl_value *p = split ? n->out[k] : n->in[k];
+    const int64_t len = p->type.dims[axis], whole = w->type.dims[axis];
+    const dl_sexpr inner = dl_dims_sexpr(w, axis + 1, r);
+    m->rank = len == 0 ? 0 : 2;
+    m->dims[0] = dl_dims_sexpr(w, 0, axis);
+    m->dims[1] = sx_times(inner, len);
+    /* the part's rows are len * inner apart, the joined tensor's whole * inner */
+    m->ss[0] = sx_times(inner, split ? whole : len);
+    m->ds[0] = sx_times(inner, split ? len : whole);
+    m->ss[1] = m->ds[1] = sx(1);
+    m->src_slot = split ? w->id : p->id;
+    m->dst_slot = split ? p->id : w->id;
+    m->src_off = split ? sx_times(inner, off) : sx(0);
+    m->dst_off = split ? sx(0) : sx_times(inner, off);
+    m->esize = (int64_t)dl_dtype_size(w->type.dtype);
+    return true;
+}

@@ -1,0 +1,232 @@
+/* test_copy.c — Slice, Split and Concat as COPY kernels (dlrt_copy_strided calls, copy-params.c)
+ * against the reference interpreter, bit for bit: clamped, negative and reversed slices (whose
+ * dims merge into one run of stride -1), empty parts, 1-, 2-, 4- and 8-byte elements, a symbolic
+ * batch, blocks large enough to be split over threads, and the nodes that must stay with the
+ * reference kernel (parameters not constant, dims inference could not prove equal). */
+#include "../../src/runtime/program-impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK_PRINT_PASS
+#include "check.h"
+#include "test-cache.h"
+
+static dl_compile_options opts;
+
+static int count_kind(const dl_program *p, dl_gkind k) {
+    int n = 0;
+    for (int gi = 0; gi < p->fusion->n; gi++) n += p->fusion->groups[gi].kind == k;
+    return n;
+}
+
+static dl_value *i64s(dl_ctx *ctx, dl_graph *g, int n, const int64_t *v) {
+    int64_t d = n;
+    dl_tensor *t = NULL;
+    if (dl_tensor_new(ctx, DL_I64, 1, &d, &t) != DL_OK) return NULL;
+    memcpy(dl_tensor_data(t), v, sizeof(int64_t) * (size_t)n);
+    return dl_constant(g, NULL, t);
+}
+
+/* A tensor of dt with dims whose bytes are a pattern (NaNs among the floats: moved, never
+ * computed on). */
+static dl_tensor *pattern(dl_ctx *ctx, dl_dtype dt, int rank, const int64_t *dims, unsigned seed) {
+    dl_tensor *t = NULL;
+    if (dl_tensor_new(ctx, dt, rank, dims, &t) != DL_OK) return NULL;
+    unsigned char *raw = dl_tensor_data(t);
+    const size_t bytes = (size_t)dl_tensor_numel(t) * dl_dtype_size(dt);
+    for (size_t i = 0; i < bytes; i++) raw[i] = (unsigned char)(i * 7 + i / 5 + seed);
+    return t;
+}
+
+/* g compiled: `copies` COPY groups and `fallbacks` reference fallbacks expected; then run at
+ * each batch of batches[0 .. nb) (the inputs' dim 0 when symbolic, any other symbol 4) against
+ * the reference, every output bit for bit. Frees g. */
+static void check_graph(dl_ctx *ctx, dl_graph *g, const char *what, int copies, int fallbacks,
+                        const int64_t *batches, int nb) {
+    char name[256];
+    dl_program *p = NULL;
+    snprintf(name, sizeof name, "%s: compiles", what);
+    if (dl_graph_status(g) != DL_OK || dl_compile(ctx, g, &opts, &p) != DL_OK) {
+        CHECK(name, false);
+        printf("  %s\n", dl_errmsg(ctx));
+        dl_ctx_clear(ctx);
+        dl_graph_free(g);
+        return;
+    }
+    snprintf(name, sizeof name, "%s: %d copy kernels, %d fallbacks", what, copies, fallbacks);
+    CHECK(name, count_kind(p, DL_G_COPY) == copies && count_kind(p, DL_G_FALLBACK) == fallbacks);
+    const int n_in = dl_graph_num_inputs(g), n_out = dl_graph_num_outputs(g);
+    for (int b = 0; b < nb; b++) {
+        dl_tensor *in[4] = {NULL}, *want[8] = {NULL}, *got[8] = {NULL};
+        for (int i = 0; i < n_in && i < 4; i++) {
+            const dl_value *v = dl_graph_input(g, i);
+            int64_t dims[8];
+            const int r = dl_value_rank(v);
+            for (int d = 0; d < r; d++) /* the batch, and 4 for any other symbol */
+                dims[d] = dl_value_dim(v, d) >= 0 ? dl_value_dim(v, d) : d == 0 ? batches[b] : 4;
+            in[i] = pattern(ctx, dl_value_dtype(v), r, dims, (unsigned)(17 * i + b));
+        }
+        const bool ran = dl_run(ctx, g, DL_BACKEND_REF, n_in, NULL, in, want) == DL_OK &&
+                         dl_program_run(ctx, p, n_in, NULL, in, got) == DL_OK;
+        bool same = ran;
+        for (int o = 0; same && o < n_out; o++) {
+            const size_t bytes =
+                (size_t)dl_tensor_numel(want[o]) * dl_dtype_size(dl_tensor_dtype(want[o]));
+            same = got[o] && dl_tensor_numel(got[o]) == dl_tensor_numel(want[o]) &&
+                   dl_tensor_rank(got[o]) == dl_tensor_rank(want[o]) &&
+                   (bytes == 0 || !memcmp(dl_tensor_data(got[o]), dl_tensor_data(want[o]), bytes));
+        }
+        snprintf(name, sizeof name, "%s, batch %lld: native equals ref bit for bit", what,
+                 (long long)batches[b]);
+        CHECK(name, same);
+        if (!ran) printf("  %s\n", dl_errmsg(ctx));
+        dl_ctx_clear(ctx);
+        for (int o = 0; o < n_out && o < 8; o++) dl_tensor_free(want[o]), dl_tensor_free(got[o]);
+        for (int i = 0; i < n_in && i < 4; i++) dl_tensor_free(in[i]);
+    }
+    dl_program_free(p);
+    dl_graph_free(g);
+}
+
+/* Slice of x (dims xd, constant dims) by constant starts/ends/axes/steps (steps may be NULL). */
+static void slice_case(dl_ctx *ctx, const char *what, dl_dtype dt, int rank, const int64_t *xd,
+                       int n, const int64_t *starts, const int64_t *ends, const int64_t *axes,
+                       const int64_t *steps) {
+    dl_graph *g = dl_graph_new(ctx);
+    dl_value *in[5] = {dl_input(g, "x", dt, rank, xd, NULL), i64s(ctx, g, n, starts),
+                       i64s(ctx, g, n, ends), i64s(ctx, g, n, axes),
+                       steps ? i64s(ctx, g, n, steps) : NULL};
+    dl_value *y[1] = {NULL};
+    dl_add_node(g, "Slice", steps ? 5 : 4, in, 1, y, 0, NULL);
+    dl_output(g, y[0], "y");
+    const int64_t one[] = {1};
+    check_graph(ctx, g, what, 1, 0, one, 1);
+}
+
+static void test_slices(dl_ctx *ctx) {
+    const int64_t xd[] = {5, 7, 9};
+    /* clamped ends and a negative start, the middle axis whole */
+    slice_case(ctx, "slice clamped", DL_F32, 3, xd, 2, (int64_t[]){1, -3}, (int64_t[]){4, 100},
+               (int64_t[]){0, 2}, NULL);
+    /* steps of 2 and 3: elements one at a time */
+    slice_case(ctx, "slice steps 2, 3", DL_F32, 3, xd, 2, (int64_t[]){0, 1}, (int64_t[]){5, 7},
+               (int64_t[]){0, 1}, (int64_t[]){2, 3});
+    /* reversed axes with steps -2 and -1, negative axes */
+    slice_case(ctx, "slice negative steps", DL_F32, 3, xd, 2, (int64_t[]){-1, 6},
+               (int64_t[]){-100, 0}, (int64_t[]){-2, -1}, (int64_t[]){-2, -1});
+    /* every axis reversed whole: the dims merge into one run of stride -1 */
+    slice_case(ctx, "slice reversed", DL_F32, 3, xd, 3, (int64_t[]){-1, -1, -1},
+               (int64_t[]){INT64_MIN, INT64_MIN, INT64_MIN}, (int64_t[]){0, 1, 2},
+               (int64_t[]){-1, -1, -1});
+    /* an empty result, and a start past the end */
+    slice_case(ctx, "slice empty", DL_F32, 3, xd, 1, (int64_t[]){3}, (int64_t[]){3}, (int64_t[]){0},
+               NULL);
+    slice_case(ctx, "slice start past the end", DL_F32, 3, xd, 1, (int64_t[]){20}, (int64_t[]){30},
+               (int64_t[]){2}, NULL);
+    /* element widths 8, 2, 1 */
+    slice_case(ctx, "slice int64", DL_I64, 3, xd, 2, (int64_t[]){1, 2}, (int64_t[]){4, 9},
+               (int64_t[]){1, 2}, (int64_t[]){2, 3});
+    slice_case(ctx, "slice float16", DL_F16, 3, xd, 1, (int64_t[]){8}, (int64_t[]){0},
+               (int64_t[]){2}, (int64_t[]){-3});
+    slice_case(ctx, "slice uint8", DL_U8, 3, xd, 2, (int64_t[]){1, 1}, (int64_t[]){5, 8},
+               (int64_t[]){0, 2}, (int64_t[]){1, 2});
+    /* one element */
+    slice_case(ctx, "slice one element", DL_I32, 3, xd, 3, (int64_t[]){4, 6, 8},
+               (int64_t[]){5, 7, 9}, (int64_t[]){0, 1, 2}, NULL);
+
+    /* not constant: the reference kernel */
+    dl_graph *g = dl_graph_new(ctx);
+    const int64_t sd[] = {1};
+    dl_value *in[3] = {dl_input(g, "x", DL_F32, 3, xd, NULL), dl_input(g, "s", DL_I64, 1, sd, NULL),
+                       i64s(ctx, g, 1, (int64_t[]){4})};
+    dl_value *y[1] = {NULL};
+    dl_add_node(g, "Slice", 3, in, 1, y, 0, NULL);
+    dl_output(g, y[0], "y");
+    dl_program *p = NULL;
+    const bool ok = dl_compile(ctx, g, &opts, &p) == DL_OK;
+    CHECK("slice with starts from an input: a reference fallback, no copy kernel",
+          ok && count_kind(p, DL_G_COPY) == 0 && count_kind(p, DL_G_FALLBACK) == 1);
+    dl_ctx_clear(ctx);
+    dl_program_free(p);
+    dl_graph_free(g);
+}
+
+/* Split of x (dims xd, dim 0 the symbolic batch) on axis into n parts of the given sizes (a
+ * constant), or equal ones (sizes NULL); every part an output. */
+static void split_case(dl_ctx *ctx, const char *what, dl_dtype dt, int axis, int n,
+                       const int64_t *sizes, const int64_t *xd, int copies, int fallbacks) {
+    dl_graph *g = dl_graph_new(ctx);
+    const char *syms[] = {"batch", NULL, NULL};
+    dl_value *in[2] = {dl_input(g, "x", dt, 3, xd, syms), sizes ? i64s(ctx, g, n, sizes) : NULL};
+    dl_value *out[8] = {NULL};
+    char attr[32];
+    snprintf(attr, sizeof attr, "axis=%d", axis);
+    const char *attrs[] = {attr};
+    dl_add_node(g, "Split", sizes ? 2 : 1, in, n, out, 1, attrs);
+    for (int k = 0; k < n; k++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "y%d", k);
+        dl_output(g, out[k], nm);
+    }
+    const int64_t batches[] = {1, 3};
+    check_graph(ctx, g, what, copies, fallbacks, batches, 2);
+}
+
+/* Concat on axis of inputs of dims[k] (symbolic dims: the batch first, "other" after) */
+static void concat_case(dl_ctx *ctx, const char *what, dl_dtype dt, int axis, int n,
+                        const int64_t (*dims)[3], int copies, int fallbacks) {
+    dl_graph *g = dl_graph_new(ctx);
+    const char *syms[] = {"batch", "other", NULL};
+    dl_value *in[8];
+    for (int k = 0; k < n; k++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "x%d", k);
+        in[k] = dl_input(g, nm, dt, 3, dims[k], syms);
+    }
+    char attr[32];
+    snprintf(attr, sizeof attr, "axis=%d", axis);
+    const char *attrs[] = {attr};
+    dl_value *y[1] = {NULL};
+    dl_add_node(g, "Concat", n, in, 1, y, 1, attrs);
+    dl_output(g, y[0], "y");
+    const int64_t batches[] = {1, 3};
+    check_graph(ctx, g, what, copies, fallbacks, batches, 2);
+}
+
+static void test_splits_concats(dl_ctx *ctx) {
+    const int64_t xd[] = {-1, 10, 6};
+    split_case(ctx, "split 3 + 0 + 7 on axis 1", DL_F32, 1, 3, (int64_t[]){3, 0, 7}, xd, 1, 0);
+    split_case(ctx, "split equal parts on axis -1, int64", DL_I64, -1, 3, NULL, xd, 1, 0);
+    split_case(ctx, "split uint8", DL_U8, 2, 2, (int64_t[]){1, 5}, xd, 1, 0);
+    /* the batch split: its extents are symbols, so the reference kernel */
+    split_case(ctx, "split on the symbolic axis", DL_F32, 0, 1, NULL, xd, 0, 1);
+
+    const int64_t a[][3] = {{-1, 2, 5}, {-1, 3, 5}, {-1, 0, 5}, {-1, 1, 5}};
+    concat_case(ctx, "concat 2 + 3 + 0 + 1 on axis 1", DL_F32, 1, 4, a, 1, 0);
+    const int64_t b[][3] = {{-1, 4, 2}, {-1, 4, 3}};
+    concat_case(ctx, "concat on the last axis, float16", DL_F16, -1, 2, b, 1, 0);
+    /* an input whose middle dim is a symbol where the other's is 4: the output's dim is 4, and
+     * nothing proves the input's is */
+    const int64_t c[][3] = {{-1, 4, 2}, {-1, -2, 3}};
+    concat_case(ctx, "concat of unproven dims", DL_F32, 2, 2, c, 0, 1);
+
+    /* blocks of 2 MB and more: split over threads */
+    const int64_t big[] = {-1, 64, 2304};
+    split_case(ctx, "split of [b, 64, 2304] into thirds (threads)", DL_F32, 2, 3, NULL, big, 1, 0);
+    const int64_t bd[][3] = {{-1, 1500, 300}, {-1, 700, 300}};
+    concat_case(ctx, "concat of [b, 1500 + 700, 300] (threads)", DL_F32, 1, 2, bd, 1, 0);
+}
+
+int main(void) {
+    char dir[] = "/tmp/dlcc-test-copy-XXXXXX";
+    if (!test_cache_open(dir, &opts)) return 1;
+    opts.threads = 2;
+    dl_ctx *ctx = dl_ctx_new();
+    test_slices(ctx);
+    test_splits_concats(ctx);
+    dl_ctx_free(ctx);
+    test_cache_remove(dir);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
