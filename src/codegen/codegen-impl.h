@@ -11,8 +11,9 @@
  * rank. False when the node cannot be lowered (unknown axes, empty axes with noop...). */
 bool dl_reduce_info(const dl_node *n, dl_reduce_kind *kind, bool mask[DL_MAX_RANK]);
 
-/* How many dlrt_copy_strided calls a Slice, Split or Concat node runs as a COPY group (one per
- * Split output or Concat input, one for a Slice); -1 when it cannot be one (copy-params.c). */
+/* How many dlrt_copy_strided calls a Slice, Split, Concat or Pad node runs as a COPY group (one
+ * per Split output or Concat input, one for a Slice or Pad); -1 when it cannot be one
+ * (copy-params.c). */
 int dl_copy_moves(const dl_node *n);
 
 /* A value's type as a kernel buffer (slot = value id). False when its rank is unknown. */

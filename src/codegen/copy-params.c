@@ -1,13 +1,15 @@
-/* copy-params.c — what a COPY group moves (Slice, Split, Concat: dlrt_copy_strided calls), shared
- * by kernel selection (whether a node can be one) and the emitter.
+/* copy-params.c — what a COPY group moves (Slice, Split, Concat, constant Pad: dlrt_copy_strided
+ * calls, and a Pad's dlrt_fill), shared by kernel selection (whether a node can be one) and the
+ * emitter.
  *
  * Split and Concat move [outer, len * inner] blocks, outer and inner the products of the dims
  * before and after the axis, which may be symbols (a dynamic batch): only the axis's extents must
  * be known. Slice moves the output's dims with the input's strides times the steps, from the
- * first index on each axis, all known: a Slice of an input with a symbolic dim stays with the
- * reference kernel, as does any node whose dims inference could not prove equal (a Concat input
- * whose other dims are a symbol where the output's are a number), so no move reads past a
- * buffer. */
+ * first index on each axis, all known; Pad fills its output with the constant and moves its input
+ * into place (what negative pads leave of it). A Slice or Pad of an input with a symbolic dim
+ * stays with the reference kernel, as does any node whose dims inference could not prove equal (a
+ * Concat input whose other dims are a symbol where the output's are a number), so no move reads
+ * past a buffer. */
 #include "emit-params.h"
 
 static bool esize_ok(const dl_value *v) {
@@ -62,6 +64,16 @@ static bool join_parts(const dl_node *n, bool split, const dl_value **whole, int
 }
 
 int dl_copy_moves(const dl_node *n) {
+    if (dl_node_is(n, "Pad")) {
+        const dl_value *x = n->in[0], *y = n->out[0];
+        int64_t pads[2 * DL_MAX_RANK];
+        uint64_t value;
+        return x && y && x->type.rank >= 1 && y->type.rank == x->type.rank && esize_ok(x) &&
+                       x->type.dtype == y->type.dtype && all_known(x) && all_known(y) &&
+                       dl_pad_geometry(n, pads, &value)
+                   ? 1
+                   : -1;
+    }
     if (dl_node_is(n, "Slice")) {
         const dl_value *x = n->in[0], *y = n->out[0];
         int64_t start[DL_MAX_RANK], step[DL_MAX_RANK];
@@ -89,47 +101,78 @@ static dl_sexpr sx_times(dl_sexpr e, int64_t c) {
     return e;
 }
 
-/* The Slice's one move, its dims of size 1 dropped and runs contiguous on both sides merged. */
-static bool slice_move(const dl_node *n, dl_copy_move *m) {
-    const dl_value *x = n->in[0], *y = n->out[0];
-    int64_t start[DL_MAX_RANK], step[DL_MAX_RANK], xs[DL_MAX_RANK], ys[DL_MAX_RANK];
-    if (!dl_slice_geometry(n, start, step)) return false;
+/* A block of static x moved into static y: len[d] elements on each axis from x's start[d] on,
+ * step[d] apart, to y's at[d] on, one apart; its dims of size 1 dropped and runs contiguous on
+ * both sides merged (rank 0 when a len is 0). */
+static void block_move(const dl_value *x, const dl_value *y, const int64_t *start,
+                       const int64_t *step, const int64_t *at, const int64_t *len,
+                       dl_copy_move *m) {
+    int64_t xs[DL_MAX_RANK], ys[DL_MAX_RANK];
     const int r = x->type.rank;
     m->esize = (int64_t)dl_dtype_size(x->type.dtype);
+    m->src_slot = x->id, m->dst_slot = y->id;
     xs[r - 1] = ys[r - 1] = 1;
     for (int d = r - 2; d >= 0; d--) {
         xs[d] = xs[d + 1] * x->type.dims[d + 1];
         ys[d] = ys[d + 1] * y->type.dims[d + 1];
     }
-    int64_t off = 0, dims[DL_MAX_RANK], ss[DL_MAX_RANK], ds[DL_MAX_RANK];
+    int64_t so = 0, dof = 0, dims[DL_MAX_RANK], ss[DL_MAX_RANK], ds[DL_MAX_RANK];
     int k = 0;
     for (int d = 0; d < r; d++) {
-        if (y->type.dims[d] == 0) { /* nothing to move */
+        if (len[d] <= 0) { /* nothing to move */
             m->rank = 0;
-            return true;
+            return;
         }
-        off += start[d] * xs[d];
-        if (y->type.dims[d] == 1) continue;
+        so += start[d] * xs[d], dof += at[d] * ys[d];
+        if (len[d] == 1) continue;
         const int64_t s = step[d] * xs[d];
-        if (k > 0 && ss[k - 1] == s * y->type.dims[d] && ds[k - 1] == ys[d] * y->type.dims[d]) {
-            dims[k - 1] *= y->type.dims[d], ss[k - 1] = s, ds[k - 1] = ys[d];
+        if (k > 0 && ss[k - 1] == s * len[d] && ds[k - 1] == ys[d] * len[d]) {
+            dims[k - 1] *= len[d], ss[k - 1] = s, ds[k - 1] = ys[d];
             continue;
         }
-        dims[k] = y->type.dims[d], ss[k] = s, ds[k] = ys[d];
+        dims[k] = len[d], ss[k] = s, ds[k] = ys[d];
         k++;
     }
     if (k == 0) dims[0] = 1, ss[0] = ds[0] = 1, k = 1; /* one element */
     m->rank = k;
     for (int d = 0; d < k; d++)
         m->dims[d] = sx(dims[d]), m->ss[d] = sx(ss[d]), m->ds[d] = sx(ds[d]);
-    m->src_slot = x->id, m->dst_slot = y->id;
-    m->src_off = sx(off), m->dst_off = sx(0);
+    m->src_off = sx(so), m->dst_off = sx(dof);
+}
+
+/* The Slice's one move: the whole output. */
+static bool slice_move(const dl_node *n, dl_copy_move *m) {
+    int64_t start[DL_MAX_RANK], step[DL_MAX_RANK], at[DL_MAX_RANK] = {0};
+    if (!dl_slice_geometry(n, start, step)) return false;
+    block_move(n->in[0], n->out[0], start, step, at, n->out[0]->type.dims, m);
+    return true;
+}
+
+/* The Pad's one move: y filled with the constant where pads add (any pad > 0), then the part of
+ * x that negative pads leave moved into place. */
+static bool pad_move(const dl_node *n, dl_copy_move *m) {
+    const dl_value *x = n->in[0], *y = n->out[0];
+    const int r = x->type.rank;
+    int64_t pads[2 * DL_MAX_RANK], start[DL_MAX_RANK], step[DL_MAX_RANK], at[DL_MAX_RANK],
+        len[DL_MAX_RANK];
+    if (!dl_pad_geometry(n, pads, &m->fill_value)) return false;
+    int64_t numel = 1;
+    for (int d = 0; d < r; d++) {
+        const int64_t b = pads[d], e = pads[r + d];
+        start[d] = b < 0 ? -b : 0, at[d] = b > 0 ? b : 0, step[d] = 1;
+        len[d] = x->type.dims[d] - start[d] - (e < 0 ? -e : 0);
+        m->fill |= b > 0 || e > 0;
+        numel *= y->type.dims[d];
+    }
+    block_move(x, y, start, step, at, len, m);
+    m->fill_count = numel;
     return true;
 }
 
 bool dl_copy_move_of(const dl_node *n, int k, dl_copy_move *m) {
     memset(m, 0, sizeof *m);
     if (dl_node_is(n, "Slice")) return k == 0 && dl_copy_moves(n) == 1 && slice_move(n, m);
+    if (dl_node_is(n, "Pad")) return k == 0 && dl_copy_moves(n) == 1 && pad_move(n, m);
     const bool split = dl_node_is(n, "Split");
     const dl_value *w;
     int axis, parts;

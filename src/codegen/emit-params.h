@@ -42,11 +42,15 @@ dl_sexpr dl_dims_sexpr(const dl_value *v, int from, int to);
 
 /* One dlrt_copy_strided call of a COPY group (copy-params.c): dims[0 .. rank) of esize-byte
  * elements from value src_slot at element src_off, strides ss, to value dst_slot at dst_off,
- * strides ds; rank 0: nothing to move (an empty part). */
+ * strides ds; rank 0: nothing to move (an empty part). With fill (a Pad), dst's fill_count
+ * elements are first set to fill_value's first esize bytes (dlrt_fill). */
 typedef struct dl_copy_move {
     int src_slot, dst_slot, rank;
     int64_t esize;
     dl_sexpr dims[DL_MAX_RANK], ss[DL_MAX_RANK], ds[DL_MAX_RANK], src_off, dst_off;
+    bool fill;
+    uint64_t fill_value;
+    int64_t fill_count;
 } dl_copy_move;
 
 /* Move k of node n, one of dl_copy_moves(n); false when there is none. */

@@ -534,7 +534,8 @@ static void sexprs_c(dl_sbuf *sb, const dl_sexpr *e, int n) {
     dl_sb_put(sb, "}");
 }
 
-/* Slice, Split, Concat: one dlrt_copy_strided call per move (copy-params.c). */
+/* Slice, Split, Concat, Pad: one dlrt_copy_strided call per move (copy-params.c), after a Pad's
+ * fill. */
 static dl_status emit_copy(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
     const dl_node *n = gr->nodes[0];
     const int moves = dl_copy_moves(n);
@@ -547,6 +548,14 @@ static dl_status emit_copy(dl_ctx *ctx, const dl_group *gr, const char *name, dl
         dl_copy_move m;
         if (!dl_copy_move_of(n, k, &m))
             return dl_fail(ctx, DL_ERR_INTERNAL, "%s: no move %d", dl_node_desc(n, d, sizeof d), k);
+        if (m.fill) {
+            /* the constant's bytes, as they lie in memory (the machine the module runs on) */
+            const unsigned char *v = (const unsigned char *)&m.fill_value;
+            dl_sb_put(sb, "    {\n        static const unsigned char v[8] = {");
+            for (int i = 0; i < 8; i++) dl_sb_printf(sb, "%s%u", i ? ", " : "", v[i]);
+            dl_sb_printf(sb, "};\n        dlrt_fill(b[%d], %lld, %lld, v);\n    }\n", m.dst_slot,
+                         (long long)m.fill_count, (long long)m.esize);
+        }
         if (m.rank == 0) continue;
         dl_sb_printf(sb, "    {\n        const int64_t es = %lld, d[] = ", (long long)m.esize);
         sexprs_c(sb, m.dims, m.rank);

@@ -205,7 +205,8 @@ dl_gkind dl_node_kernel_kind(const dl_node *n) {
         return f32(n->in[0]) && only_first_output(n) ? DL_G_SOFTMAX : DL_G_FALLBACK;
     if (dl_node_is(n, "LayerNormalization")) return layernorm_ok(n) ? DL_G_LAYERNORM : DL_G_FALLBACK;
     if (dl_node_is(n, "Transpose")) return transpose_ok(n) ? DL_G_TRANSPOSE : DL_G_FALLBACK;
-    if (dl_node_is(n, "Slice") || dl_node_is(n, "Split") || dl_node_is(n, "Concat"))
+    if (dl_node_is(n, "Slice") || dl_node_is(n, "Split") || dl_node_is(n, "Concat") ||
+        dl_node_is(n, "Pad"))
         return dl_copy_moves(n) >= 1 ? DL_G_COPY : DL_G_FALLBACK;
     if (dl_node_is(n, "Reshape") || dl_node_is(n, "Flatten") || dl_node_is(n, "Squeeze") || dl_node_is(n, "Unsqueeze") ||
         dl_node_is(n, "Identity"))

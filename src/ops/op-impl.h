@@ -126,6 +126,11 @@ dl_status dl_infer_const_ints(dl_infer *ic, int i, int64_t *vals, int cap, int *
  * malformed. The output's dims are its inferred type's. */
 bool dl_slice_geometry(const dl_node *n, int64_t start[DL_MAX_RANK], int64_t step[DL_MAX_RANK]);
 
+/* A constant-mode Pad node's pads (begins then ends, 2 x its input's rank) and its constant as
+ * one element of the data's dtype in *value's first bytes, as its reference kernel reads them;
+ * false for other modes, pads, a constant or axes that are not constants, or malformed ones. */
+bool dl_pad_geometry(const dl_node *n, int64_t pads[2 * DL_MAX_RANK], uint64_t *value);
+
 /* ---- kernel helpers ---- */
 dl_status dl_kernel_alloc_out(dl_kernel *kc, int o, dl_dtype dtype, int rank, const int64_t *dims);
 /* Output o, allocated from its inferred type when the interpreter could not preallocate it. */

@@ -318,18 +318,25 @@ static dl_status slice_infer(dl_infer *ic) {
     return dl_infer_set(ic, 0, x->dtype, x->rank, dims);
 }
 
+/* An inference context for graph node n (at most 5 inputs) whose known values are its constant
+ * inputs, for reading its parameters at compile time (dl_slice_geometry, dl_pad_geometry). No
+ * dl_ctx: a node whose parameters are malformed is left to its reference kernel, which reports
+ * them. */
+static dl_infer graph_node_params(const dl_node *n, const dl_type *types[5],
+                                  const dl_tensor *values[5]) {
+    for (int i = 0; i < n->n_in && i < 5; i++) {
+        types[i] = n->in[i] ? &n->in[i]->type : NULL;
+        values[i] = n->in[i] ? n->in[i]->constant : NULL;
+    }
+    return (dl_infer){.node = n, .opset = n->opset, .n_in = n->n_in, .in = types, .value = values};
+}
+
 bool dl_slice_geometry(const dl_node *n, int64_t start[DL_MAX_RANK], int64_t step[DL_MAX_RANK]) {
     const dl_value *x = n->n_in > 0 ? n->in[0] : NULL;
     if (!x || x->type.rank < 1 || x->type.rank > R || n->n_in > 5) return false;
     const dl_type *types[5] = {NULL};
     const dl_tensor *values[5] = {NULL};
-    for (int i = 0; i < n->n_in; i++) {
-        types[i] = n->in[i] ? &n->in[i]->type : NULL;
-        values[i] = n->in[i] ? n->in[i]->constant : NULL;
-    }
-    /* no context: a Slice whose parameters are malformed is left to the reference kernel,
-     * which reports them */
-    dl_infer ic = {.node = n, .opset = n->opset, .n_in = n->n_in, .in = types, .value = values};
+    dl_infer ic = graph_node_params(n, types, values);
     slice_p p;
     if (slice_params(&ic, x->type.rank, &p) != DL_OK || !p.known) return false;
     for (int a = 0; a < x->type.rank; a++) {
@@ -533,6 +540,35 @@ static dl_status pad_ref(dl_kernel *kc) {
         copy_elem(y, o++, outside ? &cv : x, outside ? 0 : src);
     } while (dl_index_next(r, y->dims, idx));
     return DL_OK;
+}
+
+bool dl_pad_geometry(const dl_node *n, int64_t pads[2 * DL_MAX_RANK], uint64_t *value) {
+    const dl_value *x = n->n_in > 0 ? n->in[0] : NULL;
+    if (!x || x->type.rank < 1 || x->type.rank > R || n->n_in > 3 ||
+        dl_dtype_size(x->type.dtype) > sizeof *value)
+        return false;
+    const dl_type *types[5] = {NULL};
+    const dl_tensor *values[5] = {NULL};
+    dl_infer ic = graph_node_params(n, types, values);
+    int mode;
+    bool known;
+    if (pad_params(&ic, x->type.rank, &mode, pads, &known) != DL_OK || !known ||
+        mode != PAD_CONSTANT || (n->n_in > 2 && n->in[2] && !n->in[2]->constant))
+        return false;
+    /* the constant as one element of the data's dtype, as pad_ref makes it */
+    *value = 0;
+    dl_tensor cv = {
+        .dtype = x->type.dtype, .numel = 1, .nbytes = dl_dtype_size(x->type.dtype), .data = value};
+    if (n->opset < 11) {
+        double v = dl_attr_float(n, "value", 0.0f);
+        if (dl_dtype_is_float(x->type.dtype))
+            dl_set_f64(&cv, 0, v);
+        else
+            dl_set_i64(&cv, 0, (int64_t)v);
+    } else if (n->n_in > 2 && n->in[2] && n->in[2]->constant->numel > 0) {
+        copy_elem(&cv, 0, n->in[2]->constant, 0);
+    }
+    return true;
 }
 
 /* ---- DepthToSpace / SpaceToDepth ---- */

@@ -185,6 +185,58 @@ static dl_status skip_inner_reshape(simp *s, dl_node *n, bool *changed) {
     return DL_OK;
 }
 
+/* The pads of a Pad node that only adds zeros around the spatial dims of a rank-`rank` tensor
+ * (N and C untouched), begins then ends as ONNX orders them, into p[0 .. 2 rank); false when it
+ * pads anything else, in another mode or with another value, crops, or its parameters are not
+ * constants. */
+static bool spatial_zero_pads(const dl_node *pad, int rank, int64_t *p) {
+    if (!pad || !dl_node_is(pad, "Pad") || rank < 3 || rank > DL_MAX_RANK || pad->n_out != 1 ||
+        strcmp(dl_attr_str(pad, "mode", "constant"), "constant") != 0)
+        return false;
+    if (pad->opset >= 11) {
+        const dl_tensor *t = pad->n_in >= 2 && pad->in[1] ? pad->in[1]->constant : NULL;
+        if (!t || t->numel != 2 * rank || (pad->n_in > 3 && pad->in[3])) return false; /* axes */
+        if (pad->n_in > 2 && pad->in[2] && !const_all(pad->in[2], 0.0)) return false;
+        for (int i = 0; i < 2 * rank; i++) p[i] = dl_get_i64(t, i);
+    } else {
+        const int64_t *q;
+        if (dl_attr_float(pad, "value", 0.0f) != 0.0f ||
+            dl_attr_ints(pad, pad->opset < 2 ? "paddings" : "pads", &q) != 2 * rank)
+            return false;
+        memcpy(p, q, sizeof *p * (size_t)(2 * rank));
+    }
+    if (p[0] || p[1] || p[rank] || p[rank + 1]) return false;
+    for (int d = 2; d < rank; d++)
+        if (p[d] < 0 || p[rank + d] < 0) return false;
+    return true;
+}
+
+/* Conv(Pad(x, zeros around the spatial dims)) -> Conv(x) with the pads added to its own, when
+ * nothing else reads the padded tensor: the padded copy is never made (exporters write "same"
+ * padding of TensorFlow models this way). */
+static dl_status conv_absorbs_pad(simp *s, dl_node *n, bool *changed) {
+    dl_value *x = n->in[0];
+    const int rank = x->type.rank, sp = rank - 2;
+    int64_t p[2 * DL_MAX_RANK];
+    if (!spatial_zero_pads(x->producer, rank, p) || x->is_output || dl_rw_uses(&s->rw, x) != 1 ||
+        strcmp(dl_attr_str(n, "auto_pad", "NOTSET"), "NOTSET") != 0)
+        return DL_OK;
+    const int64_t *cp;
+    const int c = dl_attr_ints(n, "pads", &cp);
+    if (c >= 0 && c != 2 * sp) return DL_OK;
+    int64_t *np = dl_arena_alloc(&s->g->arena, sizeof *np * (size_t)(2 * sp));
+    if (!np) return dl_fail(s->g->ctx, DL_ERR_NOMEM, "out of memory simplifying");
+    for (int i = 0; i < sp; i++)
+        if (__builtin_add_overflow(c > 0 ? cp[i] : 0, p[2 + i], &np[i]) ||
+            __builtin_add_overflow(c > 0 ? cp[sp + i] : 0, p[rank + 2 + i], &np[sp + i]))
+            return DL_OK; /* left for shape inference to reject */
+    dl_attr a = {.name = "pads", .type = DL_ATTR_INTS, .n = 2 * sp, .ints = np};
+    DL_TRY(dl_node_set_attr(s->g, n, &a));
+    DL_TRY(dl_rw_set_input(&s->rw, n, 0, x->producer->in[0]));
+    *changed = true;
+    return DL_OK;
+}
+
 static dl_status visit(simp *s, dl_node *n) {
     bool changed = false;
     if (n->n_in > 0 && n->in[0] && dl_node_is(n, "Transpose")) {
@@ -196,6 +248,7 @@ static dl_status visit(simp *s, dl_node *n) {
     if (n->n_in >= 2 && n->in[0] && n->in[1] && dl_node_is(n, "Gemm"))
         DL_TRY(gemm_read_through_transpose(s, n, &changed));
     if (n->n_in > 0 && n->in[0] && dl_node_is(n, "Reshape")) DL_TRY(skip_inner_reshape(s, n, &changed));
+    if (n->n_in > 0 && n->in[0] && dl_node_is(n, "Conv")) DL_TRY(conv_absorbs_pad(s, n, &changed));
     if (changed) {
         s->pc->changes++;
         DL_TRY(dl_node_reinfer(s->g, n, s->fresh_from, NULL));

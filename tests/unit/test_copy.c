@@ -1,8 +1,9 @@
-/* test_copy.c — Slice, Split and Concat as COPY kernels (dlrt_copy_strided calls, copy-params.c)
- * against the reference interpreter, bit for bit: clamped, negative and reversed slices (whose
- * dims merge into one run of stride -1), empty parts, 1-, 2-, 4- and 8-byte elements, a symbolic
- * batch, blocks large enough to be split over threads, and the nodes that must stay with the
- * reference kernel (parameters not constant, dims inference could not prove equal). */
+/* test_copy.c — Slice, Split, Concat and constant Pad as COPY kernels (dlrt_copy_strided calls, a
+ * Pad's dlrt_fill; copy-params.c) against the reference interpreter, bit for bit: clamped, negative
+ * and reversed slices (whose dims merge into one run of stride -1), empty parts, 1-, 2-, 4- and
+ * 8-byte elements, a symbolic batch, blocks large enough to be split over threads, pads that add,
+ * crop or both with constants of every width, and the nodes that must stay with the reference
+ * kernel (parameters not constant, dims inference could not prove equal). */
 #include "../../src/runtime/program-impl.h"
 
 #include <stdlib.h>
@@ -218,6 +219,62 @@ static void test_splits_concats(dl_ctx *ctx) {
     concat_case(ctx, "concat of [b, 1500 + 700, 300] (threads)", DL_F32, 1, 2, bd, 1, 0);
 }
 
+/* Pad of x (dims xd; a symbolic batch when sym) by constant pads, with the constant value (of
+ * x's dtype; NULL: none given) in the given mode. */
+static void pad_case(dl_ctx *ctx, const char *what, dl_dtype dt, const int64_t *xd,
+                     const int64_t *pads, const void *value, const char *mode, bool sym, int copies,
+                     int fallbacks) {
+    dl_graph *g = dl_graph_new(ctx);
+    const char *syms[] = {"batch", NULL, NULL, NULL};
+    int64_t d[4] = {sym ? -1 : xd[0], xd[1], xd[2], xd[3]};
+    dl_value *in[3] = {dl_input(g, "x", dt, 4, d, syms), i64s(ctx, g, 8, pads), NULL};
+    if (value) {
+        dl_tensor *t = NULL;
+        if (dl_tensor_new(ctx, dt, 0, NULL, &t) == DL_OK)
+            memcpy(dl_tensor_data(t), value, dl_dtype_size(dt));
+        in[2] = dl_constant(g, NULL, t);
+    }
+    char attr[32];
+    snprintf(attr, sizeof attr, "mode=%s", mode);
+    const char *attrs[] = {attr};
+    dl_value *y[1] = {NULL};
+    dl_add_node(g, "Pad", value ? 3 : 2, in, 1, y, 1, attrs);
+    dl_output(g, y[0], "y");
+    const int64_t batches[] = {2, 3};
+    check_graph(ctx, g, what, copies, fallbacks, batches, sym ? 2 : 1);
+}
+
+static void test_pads(dl_ctx *ctx) {
+    const int64_t xd[] = {2, 3, 5, 6};
+    const float f15 = 1.5f;
+    const int64_t i7 = -7;
+    const unsigned char u200 = 200;
+    const uint16_t h = 0x3c00; /* float16 1.0 */
+    pad_case(ctx, "pad of zeros around H and W", DL_F32, xd, (int64_t[]){0, 0, 1, 2, 0, 0, 2, 0},
+             NULL, "constant", false, 1, 0);
+    pad_case(ctx, "pad of 1.5 on every axis", DL_F32, xd, (int64_t[]){1, 2, 0, 1, 1, 0, 3, 1}, &f15,
+             "constant", false, 1, 0);
+    pad_case(ctx, "pad of 1.5 at the ends only", DL_F32, xd, (int64_t[]){0, 0, 0, 0, 0, 1, 2, 1},
+             &f15, "constant", false, 1, 0);
+    pad_case(ctx, "pad with crops", DL_F32, xd, (int64_t[]){0, 0, -1, 2, 0, -1, 1, -2}, &f15,
+             "constant", false, 1, 0);
+    pad_case(ctx, "pad that only crops", DL_F32, xd, (int64_t[]){0, -1, -1, 0, -1, 0, -2, -3}, NULL,
+             "constant", false, 1, 0);
+    pad_case(ctx, "pad that crops an axis away", DL_F32, xd, (int64_t[]){0, 0, 2, 0, 0, 0, -5, 0},
+             &f15, "constant", false, 1, 0);
+    pad_case(ctx, "pad int64 of -7", DL_I64, xd, (int64_t[]){0, 1, 1, 1, 0, 0, 0, 2}, &i7,
+             "constant", false, 1, 0);
+    pad_case(ctx, "pad uint8 of 200", DL_U8, xd, (int64_t[]){0, 0, 3, 3, 0, 0, 3, 3}, &u200,
+             "constant", false, 1, 0);
+    pad_case(ctx, "pad float16 of 1", DL_F16, xd, (int64_t[]){0, 0, 0, 1, 0, 0, 0, 1}, &h,
+             "constant", false, 1, 0);
+    /* the reference kernel keeps the other modes and symbolic dims */
+    pad_case(ctx, "pad reflect", DL_F32, xd, (int64_t[]){0, 0, 1, 2, 0, 0, 2, 1}, NULL, "reflect",
+             false, 0, 1);
+    pad_case(ctx, "pad of a symbolic batch", DL_F32, xd, (int64_t[]){0, 0, 1, 1, 0, 0, 1, 1}, NULL,
+             "constant", true, 0, 1);
+}
+
 int main(void) {
     char dir[] = "/tmp/dlcc-test-copy-XXXXXX";
     if (!test_cache_open(dir, &opts)) return 1;
@@ -225,6 +282,7 @@ int main(void) {
     dl_ctx *ctx = dl_ctx_new();
     test_slices(ctx);
     test_splits_concats(ctx);
+    test_pads(ctx);
     dl_ctx_free(ctx);
     test_cache_remove(dir);
     printf("%d passed, %d failed\n", passed, failed);

@@ -601,6 +601,102 @@ static void test_gemm_transposes(void) {
     }
 }
 
+/* Conv(Pad(x)) -> Conv(x) with the pads added to its own, only where the Pad adds zeros around
+ * the spatial dims and nothing else reads the padded tensor. */
+static void test_conv_pads(void) {
+    static const struct {
+        const char *name;
+        int64_t pads[8];    /* the Pad's: begins then ends of [N, C, H, W] */
+        const char *mode;   /* NULL: constant */
+        float value;        /* the constant (an input) */
+        const char *conv;   /* the Conv's attributes */
+        bool padded_output; /* the padded tensor is a graph output too */
+        bool absorbed;
+    } cases[] = {
+        {"asymmetric pads into a Conv with its own",
+         {0, 0, 1, 2, 0, 0, 2, 1},
+         NULL,
+         0,
+         "kernel_shape=[3,3];pads=[1,0,0,1]",
+         false,
+         true},
+        {"pads into a strided, dilated Conv without pads",
+         {0, 0, 0, 1, 0, 0, 3, 0},
+         NULL,
+         0,
+         "kernel_shape=[2,3];strides=[2,1];dilations=[1,2]",
+         false,
+         true},
+        {"pads of 0.5: kept",
+         {0, 0, 1, 1, 0, 0, 1, 1},
+         NULL,
+         0.5f,
+         "kernel_shape=[3,3]",
+         false,
+         false},
+        {"channel pads: kept",
+         {0, 1, 1, 1, 0, 0, 1, 1},
+         NULL,
+         0,
+         "kernel_shape=[3,3]",
+         false,
+         false},
+        {"cropping pads: kept",
+         {0, 0, -1, 1, 0, 0, 1, 1},
+         NULL,
+         0,
+         "kernel_shape=[3,3]",
+         false,
+         false},
+        {"reflect mode: kept",
+         {0, 0, 1, 1, 0, 0, 1, 1},
+         "reflect",
+         0,
+         "kernel_shape=[3,3]",
+         false,
+         false},
+        {"a Conv with auto_pad: kept",
+         {0, 0, 1, 1, 0, 0, 1, 1},
+         NULL,
+         0,
+         "kernel_shape=[3,3];auto_pad=SAME_UPPER",
+         false,
+         false},
+        {"a padded tensor also read as an output: kept",
+         {0, 0, 1, 1, 0, 0, 1, 1},
+         NULL,
+         0,
+         "kernel_shape=[3,3]",
+         true,
+         false},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        dl_graph *g = dl_graph_new(ctx);
+        const int64_t cin = 3 + cases[c].pads[1] + cases[c].pads[5];
+        const int64_t xd[] = {2, 3, 9, 8}, wd[] = {4, cin, 2, 3}, wd3[] = {4, cin, 3, 3};
+        dl_value *x = dl_input(g, "x", DL_F32, 4, xd, NULL);
+        float v = cases[c].value;
+        dl_tensor *vt = NULL;
+        if (dl_tensor_new(ctx, DL_F32, 0, NULL, &vt) == DL_OK) *(float *)vt->data = v;
+        dl_value *pin[3] = {dl_relu(g, x), ci64(g, 8, cases[c].pads), dl_constant(g, NULL, vt)};
+        char mode[32];
+        snprintf(mode, sizeof mode, "mode=%s", cases[c].mode ? cases[c].mode : "constant");
+        dl_value *padded = op(g, "Pad", 3, pin, mode);
+        const bool k23 = strstr(cases[c].conv, "[2,3]") != NULL;
+        dl_value *w = cf32(g, 4, k23 ? wd : wd3, 11);
+        dl_output(g, op2(g, "Conv", padded, w, cases[c].conv), "y");
+        if (cases[c].padded_output) dl_output(g, padded, "p");
+        dl_graph *o = optimized(g, P_SIMPLIFY);
+        char nm[200];
+        snprintf(nm, sizeof nm, "simplify: %s (Pads left: %d)", cases[c].name,
+                 o ? count_op(o, "Pad") : -1);
+        CHECK(nm,
+              o && count_op(o, "Pad") == (cases[c].absorbed ? 0 : 1) && count_op(o, "Conv") == 1);
+        snprintf(nm, sizeof nm, "simplify: %s: same outputs", cases[c].name);
+        check_same_and_free(nm, g, o, 4, xd, 0);
+    }
+}
+
 int main(void) {
     ctx = dl_ctx_new();
     int k = 0;
@@ -610,6 +706,7 @@ int main(void) {
     test_symbolic_shapes();
     test_simplify();
     test_gemm_transposes();
+    test_conv_pads();
     test_batchnorm();
     test_cse_dce();
     test_pipeline();

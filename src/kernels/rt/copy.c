@@ -1,10 +1,11 @@
 /* copy.c — dlrt_copy_strided: a block of a tensor moved to another place, element for element,
  * each side with its own strides. It is the kernel of the ops that only move data between
- * buffers (Slice, Split, Concat): the reference kernels ran them in the executor, one element
+ * buffers (Slice, Split, Concat, Pad): the reference kernels ran them in the executor, one element
  * (Slice) or one run (Split, Concat) at a time on one thread, with every output a fresh
  * allocation. Where the last dim is contiguous on both sides the runs are memcpy'd; elsewhere
  * (a Slice with steps, or a reversed one) elements move one at a time by width. Only bits move,
- * so the result does not depend on the split over threads. */
+ * so the result does not depend on the split over threads. A Pad fills its output first
+ * (dlrt_fill). */
 #include "dlrt-impl.h"
 
 #include <string.h>
@@ -61,6 +62,25 @@ static void dlrt_copy_runs(void *ctx, int64_t lo, int64_t hi) {
         dlrt_copy_run(j->src + so * j->esize, j->ss[last], j->dst + dof * j->esize, j->ds[last],
                       j->dims[last], j->esize);
         for (int d = last - 1; d >= 0 && ++idx[d] == j->dims[d]; d--) idx[d] = 0;
+    }
+}
+
+void dlrt_fill(void *dst, int64_t n, int64_t esize, const void *value) {
+    if (n <= 0 || esize < 1) return;
+    unsigned char *d = dst;
+    const unsigned char *v = value;
+    int zero = 1;
+    for (int64_t i = 0; i < esize; i++) zero &= v[i] == 0;
+    if (zero) {
+        memset(d, 0, (size_t)(n * esize));
+        return;
+    }
+    /* one element, then the filled part doubled until it covers the rest */
+    memcpy(d, v, (size_t)esize);
+    for (int64_t have = 1; have < n;) {
+        const int64_t more = DLRT_MIN(have, n - have);
+        memcpy(d + have * esize, d, (size_t)(more * esize));
+        have += more;
     }
 }
 

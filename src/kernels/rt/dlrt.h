@@ -263,9 +263,11 @@ void dlrt_attention(const dlrt_attn *a, const float *q, const float *k, const fl
 /* Moves the block dims[0 .. rank) (rank 1-8) of esize-byte elements: element i goes from src +
  * sum(i[d] * sstride[d]) to dst + sum(i[d] * dstride[d]) elements, strides of any sign (a
  * reversed Slice). Nothing moves when a dim is 0. Source and destination must not overlap. The
- * kernel of Slice, Split and Concat (emit.c). */
+ * kernel of Slice, Split, Concat and Pad (emit.c). */
 void dlrt_copy_strided(int rank, const int64_t *dims, int64_t esize, const void *src,
                        const int64_t *sstride, void *dst, const int64_t *dstride);
+/* dst[0 .. n) = the esize-byte element at value (a Pad's constant). */
+void dlrt_fill(void *dst, int64_t n, int64_t esize, const void *value);
 
 /* out[b][c][r] = in[b][r][c] for `batch` matrices of rows x cols elements of 4 bytes (any such
  * type: only bits move); in and out must not overlap. */
