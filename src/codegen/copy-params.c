@@ -32,6 +32,17 @@ static bool all_known(const dl_value *v) {
     return true;
 }
 
+/* Whether v's rank is one dlrt_copy_strided takes and the product of its known dims fits in
+ * int64, so that no stride or offset computed from them here overflows (a model may declare
+ * any dims). */
+static bool sizes_ok(const dl_value *v) {
+    if (v->type.rank < 1 || v->type.rank > DLRT_COPY_MAX_RANK) return false;
+    int64_t p = 1;
+    for (int d = 0; d < v->type.rank; d++)
+        if (v->type.dims[d] >= 0 && __builtin_mul_overflow(p, v->type.dims[d], &p)) return false;
+    return true;
+}
+
 /* The Split or Concat axis of a node whose joined tensor (Split's input, Concat's output) is v;
  * -1 when invalid. */
 static int join_axis(const dl_node *n, const dl_value *v) {
@@ -48,14 +59,13 @@ static bool join_parts(const dl_node *n, bool split, const dl_value **whole, int
                        int *parts) {
     const dl_value *w = split ? n->in[0] : n->out[0];
     const int np = split ? n->n_out : n->n_in;
-    if (!w || w->type.rank < 1 || w->type.rank > DL_MAX_RANK || !esize_ok(w) || np < 1)
-        return false;
+    if (!w || !sizes_ok(w) || !esize_ok(w) || np < 1) return false;
     const int a = join_axis(n, w);
     if (a < 0) return false;
     int64_t sum = 0;
     for (int k = 0; k < np; k++) {
         const dl_value *p = split ? n->out[k] : n->in[k];
-        if (!p || !same_dims_but(p, w, a) || p->type.dims[a] < 0) return false;
+        if (!p || !same_dims_but(p, w, a) || p->type.dims[a] < 0 || !sizes_ok(p)) return false;
         sum += p->type.dims[a];
     }
     if (sum != w->type.dims[a]) return false;
@@ -64,23 +74,33 @@ static bool join_parts(const dl_node *n, bool split, const dl_value **whole, int
 }
 
 int dl_copy_moves(const dl_node *n) {
-    if (dl_node_is(n, "Pad")) {
+    const bool pad = dl_node_is(n, "Pad"), slice = dl_node_is(n, "Slice");
+    if (pad || slice) {
         const dl_value *x = n->in[0], *y = n->out[0];
-        int64_t pads[2 * DL_MAX_RANK];
-        uint64_t value;
-        return x && y && x->type.rank >= 1 && y->type.rank == x->type.rank && esize_ok(x) &&
-                       x->type.dtype == y->type.dtype && all_known(x) && all_known(y) &&
-                       dl_pad_geometry(n, pads, &value)
-                   ? 1
-                   : -1;
-    }
-    if (dl_node_is(n, "Slice")) {
-        const dl_value *x = n->in[0], *y = n->out[0];
-        int64_t start[DL_MAX_RANK], step[DL_MAX_RANK];
-        if (!x || !y || x->type.rank < 1 || y->type.rank != x->type.rank || !esize_ok(x) ||
-            x->type.dtype != y->type.dtype || !all_known(x) || !all_known(y) ||
-            !dl_slice_geometry(n, start, step))
+        if (!x || !y || !sizes_ok(x) || y->type.rank != x->type.rank || !sizes_ok(y) ||
+            !esize_ok(x) || x->type.dtype != y->type.dtype || !all_known(x) || !all_known(y))
             return -1;
+        /* the output's dims must be what the parameters give (inference says so; checked, so
+         * that no copy ever leaves its buffers whatever inference does) */
+        const int r = x->type.rank;
+        int64_t a[2 * DL_MAX_RANK], b[DL_MAX_RANK];
+        uint64_t value;
+        if (pad ? !dl_pad_geometry(n, a, &value) : !dl_slice_geometry(n, a, b)) return -1;
+        for (int d = 0; d < r; d++) {
+            const int64_t xd = x->type.dims[d], yd = y->type.dims[d];
+            if (pad) {
+                int64_t want;
+                if (__builtin_add_overflow(xd, a[d], &want) ||
+                    __builtin_add_overflow(want, a[r + d], &want) || want != yd)
+                    return -1;
+            } else if (yd > 0) { /* the first and the last index read lie in x */
+                int64_t last;
+                if (__builtin_mul_overflow(yd - 1, b[d], &last) ||
+                    __builtin_add_overflow(last, a[d], &last) || a[d] < 0 || a[d] >= xd ||
+                    last < 0 || last >= xd)
+                    return -1;
+            }
+        }
         return 1;
     }
     const bool split = dl_node_is(n, "Split");

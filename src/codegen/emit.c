@@ -549,7 +549,8 @@ static dl_status emit_copy(dl_ctx *ctx, const dl_group *gr, const char *name, dl
         if (!dl_copy_move_of(n, k, &m))
             return dl_fail(ctx, DL_ERR_INTERNAL, "%s: no move %d", dl_node_desc(n, d, sizeof d), k);
         if (m.fill) {
-            /* the constant's bytes, as they lie in memory (the machine the module runs on) */
+            /* the constant's bytes in the compiling machine's order, as the bundle's weights
+             * are written (an AOT bundle assumes a target of the same byte order) */
             const unsigned char *v = (const unsigned char *)&m.fill_value;
             dl_sb_put(sb, "    {\n        static const unsigned char v[8] = {");
             for (int i = 0; i < 8; i++) dl_sb_printf(sb, "%s%u", i ? ", " : "", v[i]);

@@ -128,7 +128,7 @@ bool dl_slice_geometry(const dl_node *n, int64_t start[DL_MAX_RANK], int64_t ste
 
 /* A constant-mode Pad node's pads (begins then ends, 2 x its input's rank) and its constant as
  * one element of the data's dtype in *value's first bytes, as its reference kernel reads them;
- * false for other modes, pads, a constant or axes that are not constants, or malformed ones. */
+ * false for other modes, pads or a constant that are not constants, or malformed ones. */
 bool dl_pad_geometry(const dl_node *n, int64_t pads[2 * DL_MAX_RANK], uint64_t *value);
 
 /* ---- kernel helpers ---- */

@@ -9,6 +9,8 @@
 #include "passes-impl.h"
 #include "../ir/rewrite.h"
 
+#include <math.h>
+
 typedef struct simp {
     dl_pass_ctx *pc;
     dl_graph *g;
@@ -196,11 +198,16 @@ static bool spatial_zero_pads(const dl_node *pad, int rank, int64_t *p) {
     if (pad->opset >= 11) {
         const dl_tensor *t = pad->n_in >= 2 && pad->in[1] ? pad->in[1]->constant : NULL;
         if (!t || t->numel != 2 * rank || (pad->n_in > 3 && pad->in[3])) return false; /* axes */
-        if (pad->n_in > 2 && pad->in[2] && !const_all(pad->in[2], 0.0)) return false;
+        /* +0 only: a window all of -0 padding would sum to -0 where the Conv's gives +0 */
+        const dl_tensor *v = pad->n_in > 2 && pad->in[2] ? pad->in[2]->constant : NULL;
+        if (pad->n_in > 2 && pad->in[2] &&
+            (!const_all(pad->in[2], 0.0) || (v->numel > 0 && signbit(dl_get_f64(v, 0)))))
+            return false;
         for (int i = 0; i < 2 * rank; i++) p[i] = dl_get_i64(t, i);
     } else {
         const int64_t *q;
-        if (dl_attr_float(pad, "value", 0.0f) != 0.0f ||
+        const float v = dl_attr_float(pad, "value", 0.0f);
+        if (v != 0.0f || signbit(v) ||
             dl_attr_ints(pad, pad->opset < 2 ? "paddings" : "pads", &q) != 2 * rank)
             return false;
         memcpy(p, q, sizeof *p * (size_t)(2 * rank));

@@ -136,6 +136,12 @@ static void test_slices(dl_ctx *ctx) {
     slice_case(ctx, "slice one element", DL_I32, 3, xd, 3, (int64_t[]){4, 6, 8},
                (int64_t[]){5, 7, 9}, (int64_t[]){0, 1, 2}, NULL);
 
+    /* big enough for threads, rank 3: each thread starts its runs mid-way through two dims */
+    const int64_t bd[] = {64, 40, 300};
+    slice_case(ctx, "slice reversed with steps, [64, 40, 300] (threads)", DL_F32, 3, bd, 3,
+               (int64_t[]){-1, 1, -2}, (int64_t[]){INT64_MIN, 40, INT64_MIN}, (int64_t[]){0, 1, 2},
+               (int64_t[]){-1, 1, -1});
+
     /* not constant: the reference kernel */
     dl_graph *g = dl_graph_new(ctx);
     const int64_t sd[] = {1};
@@ -176,7 +182,7 @@ static void split_case(dl_ctx *ctx, const char *what, dl_dtype dt, int axis, int
 
 /* Concat on axis of inputs of dims[k] (symbolic dims: the batch first, "other" after) */
 static void concat_case(dl_ctx *ctx, const char *what, dl_dtype dt, int axis, int n,
-                        const int64_t (*dims)[3], int copies, int fallbacks) {
+                        const int64_t (*dims)[3], int copies, int fallbacks, bool run) {
     dl_graph *g = dl_graph_new(ctx);
     const char *syms[] = {"batch", "other", NULL};
     dl_value *in[8];
@@ -192,7 +198,7 @@ static void concat_case(dl_ctx *ctx, const char *what, dl_dtype dt, int axis, in
     dl_add_node(g, "Concat", n, in, 1, y, 1, attrs);
     dl_output(g, y[0], "y");
     const int64_t batches[] = {1, 3};
-    check_graph(ctx, g, what, copies, fallbacks, batches, 2);
+    check_graph(ctx, g, what, copies, fallbacks, batches, run ? 2 : 0);
 }
 
 static void test_splits_concats(dl_ctx *ctx) {
@@ -204,19 +210,24 @@ static void test_splits_concats(dl_ctx *ctx) {
     split_case(ctx, "split on the symbolic axis", DL_F32, 0, 1, NULL, xd, 0, 1);
 
     const int64_t a[][3] = {{-1, 2, 5}, {-1, 3, 5}, {-1, 0, 5}, {-1, 1, 5}};
-    concat_case(ctx, "concat 2 + 3 + 0 + 1 on axis 1", DL_F32, 1, 4, a, 1, 0);
+    concat_case(ctx, "concat 2 + 3 + 0 + 1 on axis 1", DL_F32, 1, 4, a, 1, 0, true);
     const int64_t b[][3] = {{-1, 4, 2}, {-1, 4, 3}};
-    concat_case(ctx, "concat on the last axis, float16", DL_F16, -1, 2, b, 1, 0);
+    concat_case(ctx, "concat on the last axis, float16", DL_F16, -1, 2, b, 1, 0, true);
     /* an input whose middle dim is a symbol where the other's is 4: the output's dim is 4, and
      * nothing proves the input's is */
     const int64_t c[][3] = {{-1, 4, 2}, {-1, -2, 3}};
-    concat_case(ctx, "concat of unproven dims", DL_F32, 2, 2, c, 0, 1);
+    concat_case(ctx, "concat of unproven dims", DL_F32, 2, 2, c, 0, 1, true);
+
+    /* dims whose strides would overflow int64 (a model may declare any): the reference kernel,
+     * compiled only (no such tensor can be given) */
+    const int64_t huge[][3] = {{-1, 2, (int64_t)1 << 62}, {-1, 3, (int64_t)1 << 62}};
+    concat_case(ctx, "concat of dims past int64", DL_F32, 1, 2, huge, 0, 1, false);
 
     /* blocks of 2 MB and more: split over threads */
     const int64_t big[] = {-1, 64, 2304};
     split_case(ctx, "split of [b, 64, 2304] into thirds (threads)", DL_F32, 2, 3, NULL, big, 1, 0);
     const int64_t bd[][3] = {{-1, 1500, 300}, {-1, 700, 300}};
-    concat_case(ctx, "concat of [b, 1500 + 700, 300] (threads)", DL_F32, 1, 2, bd, 1, 0);
+    concat_case(ctx, "concat of [b, 1500 + 700, 300] (threads)", DL_F32, 1, 2, bd, 1, 0, true);
 }
 
 /* Pad of x (dims xd; a symbolic batch when sym) by constant pads, with the constant value (of
@@ -268,11 +279,35 @@ static void test_pads(dl_ctx *ctx) {
              "constant", false, 1, 0);
     pad_case(ctx, "pad float16 of 1", DL_F16, xd, (int64_t[]){0, 0, 0, 1, 0, 0, 0, 1}, &h,
              "constant", false, 1, 0);
+    const int64_t bd[] = {8, 16, 64, 64};
+    pad_case(ctx, "pad of [8, 16, 64, 64] (threads)", DL_F32, bd,
+             (int64_t[]){0, 0, 1, 2, 0, 0, 3, 1}, &f15, "constant", false, 1, 0);
     /* the reference kernel keeps the other modes and symbolic dims */
     pad_case(ctx, "pad reflect", DL_F32, xd, (int64_t[]){0, 0, 1, 2, 0, 0, 2, 1}, NULL, "reflect",
              false, 0, 1);
     pad_case(ctx, "pad of a symbolic batch", DL_F32, xd, (int64_t[]){0, 0, 1, 1, 0, 0, 1, 1}, NULL,
              "constant", true, 0, 1);
+    /* pads, or the constant, from a graph input: the reference kernel */
+    for (int which = 1; which <= 2; which++) {
+        dl_graph *g = dl_graph_new(ctx);
+        const int64_t pd[] = {8}, none[] = {0};
+        dl_value *in[3] = {dl_input(g, "x", DL_F32, 4, xd, NULL),
+                           which == 1 ? dl_input(g, "p", DL_I64, 1, pd, NULL)
+                                      : i64s(ctx, g, 8, (int64_t[]){0, 0, 1, 1, 0, 0, 1, 1}),
+                           which == 2 ? dl_input(g, "v", DL_F32, 0, none, NULL) : NULL};
+        dl_value *y[1] = {NULL};
+        dl_add_node(g, "Pad", which == 2 ? 3 : 2, in, 1, y, 0, NULL);
+        dl_output(g, y[0], "y");
+        dl_program *p = NULL;
+        const bool ok = dl_compile(ctx, g, &opts, &p) == DL_OK;
+        CHECK(which == 1 ? "pad with pads from an input: a reference fallback"
+                         : "pad with its constant from an input: a reference fallback",
+              ok && count_kind(p, DL_G_COPY) == 0 && count_kind(p, DL_G_FALLBACK) == 1);
+        if (!ok) printf("  %s\n", dl_errmsg(ctx));
+        dl_ctx_clear(ctx);
+        dl_program_free(p);
+        dl_graph_free(g);
+    }
 }
 
 int main(void) {
