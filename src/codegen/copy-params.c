@@ -26,12 +26,6 @@ static bool same_dims_but(const dl_value *a, const dl_value *b, int skip) {
     return true;
 }
 
-static bool all_known(const dl_value *v) {
-    for (int d = 0; d < v->type.rank; d++)
-        if (v->type.dims[d] < 0) return false;
-    return true;
-}
-
 /* Whether v's rank is one dlrt_copy_strided takes and the product of its known dims fits in
  * int64, so that no stride or offset computed from them here overflows (a model may declare
  * any dims). */
@@ -78,7 +72,8 @@ int dl_copy_moves(const dl_node *n) {
     if (pad || slice) {
         const dl_value *x = n->in[0], *y = n->out[0];
         if (!x || !y || !sizes_ok(x) || y->type.rank != x->type.rank || !sizes_ok(y) ||
-            !esize_ok(x) || x->type.dtype != y->type.dtype || !all_known(x) || !all_known(y))
+            !esize_ok(x) || x->type.dtype != y->type.dtype || !dl_type_known(&x->type) ||
+            !dl_type_known(&y->type))
             return -1;
         /* the output's dims must be what the parameters give (inference says so; checked, so
          * that no copy ever leaves its buffers whatever inference does) */
@@ -131,11 +126,8 @@ static void block_move(const dl_value *x, const dl_value *y, const int64_t *star
     const int r = x->type.rank;
     m->esize = (int64_t)dl_dtype_size(x->type.dtype);
     m->src_slot = x->id, m->dst_slot = y->id;
-    xs[r - 1] = ys[r - 1] = 1;
-    for (int d = r - 2; d >= 0; d--) {
-        xs[d] = xs[d + 1] * x->type.dims[d + 1];
-        ys[d] = ys[d + 1] * y->type.dims[d + 1];
-    }
+    dl_strides(r, x->type.dims, xs);
+    dl_strides(r, y->type.dims, ys);
     int64_t so = 0, dof = 0, dims[DL_MAX_RANK], ss[DL_MAX_RANK], ds[DL_MAX_RANK];
     int k = 0;
     for (int d = 0; d < r; d++) {

@@ -40,8 +40,6 @@ bool dl_gemm_packed_weight(const dl_value *v);
 /* The product of dims [from, to) of v (1 when empty; a value has at most DL_MAX_RANK symbols). */
 dl_sexpr dl_dims_sexpr(const dl_value *v, int from, int to);
 
-/* The most dims a COPY group's move has (dlrt_copy_strided's limit, copy.c). */
-#define DLRT_COPY_MAX_RANK 8
 _Static_assert(DL_MAX_RANK <= DLRT_COPY_MAX_RANK, "dlrt_copy_strided takes up to 8 dims");
 
 /* One dlrt_copy_strided call of a COPY group (copy-params.c): dims[0 .. rank) of esize-byte

@@ -9,8 +9,6 @@
 #include "passes-impl.h"
 #include "../ir/rewrite.h"
 
-#include <math.h>
-
 typedef struct simp {
     dl_pass_ctx *pc;
     dl_graph *g;
@@ -187,31 +185,16 @@ static dl_status skip_inner_reshape(simp *s, dl_node *n, bool *changed) {
     return DL_OK;
 }
 
-/* The pads of a Pad node that only adds zeros around the spatial dims of a rank-`rank` tensor
- * (N and C untouched), begins then ends as ONNX orders them, into p[0 .. 2 rank); false when it
- * pads anything else, in another mode or with another value, crops, or its parameters are not
- * constants. */
+/* The pads of a Pad node that only adds +0 around the spatial dims of a rank-`rank` tensor (N and
+ * C untouched), begins then ends as ONNX orders them, into p[0 .. 2 rank); false when it pads
+ * anything else, in another mode or with another value (-0 too: a window all of -0 padding would
+ * sum to -0 where the Conv's gives +0), crops, or its parameters are not constants. Read as the
+ * Pad's reference kernel reads them (dl_pad_geometry). */
 static bool spatial_zero_pads(const dl_node *pad, int rank, int64_t *p) {
-    if (!pad || !dl_node_is(pad, "Pad") || rank < 3 || rank > DL_MAX_RANK || pad->n_out != 1 ||
-        strcmp(dl_attr_str(pad, "mode", "constant"), "constant") != 0)
+    uint64_t value;
+    if (!pad || !dl_node_is(pad, "Pad") || rank < 3 || pad->n_out != 1 || !pad->in[0] ||
+        pad->in[0]->type.rank != rank || !dl_pad_geometry(pad, p, &value) || value != 0)
         return false;
-    if (pad->opset >= 11) {
-        const dl_tensor *t = pad->n_in >= 2 && pad->in[1] ? pad->in[1]->constant : NULL;
-        if (!t || t->numel != 2 * rank || (pad->n_in > 3 && pad->in[3])) return false; /* axes */
-        /* +0 only: a window all of -0 padding would sum to -0 where the Conv's gives +0 */
-        const dl_tensor *v = pad->n_in > 2 && pad->in[2] ? pad->in[2]->constant : NULL;
-        if (pad->n_in > 2 && pad->in[2] &&
-            (!const_all(pad->in[2], 0.0) || (v->numel > 0 && signbit(dl_get_f64(v, 0)))))
-            return false;
-        for (int i = 0; i < 2 * rank; i++) p[i] = dl_get_i64(t, i);
-    } else {
-        const int64_t *q;
-        const float v = dl_attr_float(pad, "value", 0.0f);
-        if (v != 0.0f || signbit(v) ||
-            dl_attr_ints(pad, pad->opset < 2 ? "paddings" : "pads", &q) != 2 * rank)
-            return false;
-        memcpy(p, q, sizeof *p * (size_t)(2 * rank));
-    }
     if (p[0] || p[1] || p[rank] || p[rank + 1]) return false;
     for (int d = 2; d < rank; d++)
         if (p[d] < 0 || p[rank + d] < 0) return false;

@@ -11,7 +11,6 @@
 #include <string.h>
 
 enum {
-    DLRT_COPY_RANK = 8,
     /* bytes below which the copy stays on the calling thread: a fork costs about as much as
      * moving this much from cache */
     DLRT_COPY_PAR_BYTES = 1 << 18
@@ -19,7 +18,7 @@ enum {
 
 typedef struct dlrt_copy_job {
     int rank;
-    int64_t dims[DLRT_COPY_RANK], ss[DLRT_COPY_RANK], ds[DLRT_COPY_RANK];
+    int64_t dims[DLRT_COPY_MAX_RANK], ss[DLRT_COPY_MAX_RANK], ds[DLRT_COPY_MAX_RANK];
     int64_t esize;
     const char *src;
     char *dst;
@@ -53,7 +52,7 @@ static void dlrt_copy_run(const char *src, int64_t s, char *dst, int64_t d, int6
 static void dlrt_copy_runs(void *ctx, int64_t lo, int64_t hi) {
     const dlrt_copy_job *j = ctx;
     const int last = j->rank - 1;
-    int64_t idx[DLRT_COPY_RANK] = {0};
+    int64_t idx[DLRT_COPY_MAX_RANK] = {0};
     int64_t rem = lo;
     for (int d = last - 1; d >= 0; d--) idx[d] = rem % j->dims[d], rem /= j->dims[d];
     for (int64_t r = lo; r < hi; r++) {
@@ -86,7 +85,7 @@ void dlrt_fill(void *dst, int64_t n, int64_t esize, const void *value) {
 
 void dlrt_copy_strided(int rank, const int64_t *dims, int64_t esize, const void *src,
                        const int64_t *sstride, void *dst, const int64_t *dstride) {
-    if (rank < 1 || rank > DLRT_COPY_RANK || esize < 1) return;
+    if (rank < 1 || rank > DLRT_COPY_MAX_RANK || esize < 1) return;
     dlrt_copy_job j = {.rank = rank, .esize = esize, .src = src, .dst = dst};
     int64_t runs = 1;
     for (int d = 0; d < rank; d++) {

@@ -264,6 +264,7 @@ void dlrt_attention(const dlrt_attn *a, const float *q, const float *k, const fl
  * sum(i[d] * sstride[d]) to dst + sum(i[d] * dstride[d]) elements, strides of any sign (a
  * reversed Slice). Nothing moves when a dim is 0. Source and destination must not overlap. The
  * kernel of Slice, Split, Concat and Pad (emit.c). */
+#define DLRT_COPY_MAX_RANK 8 /* the most dims dlrt_copy_strided takes */
 void dlrt_copy_strided(int rank, const int64_t *dims, int64_t esize, const void *src,
                        const int64_t *sstride, void *dst, const int64_t *dstride);
 /* dst[0 .. n) = the esize-byte element at value (a Pad's constant). */
