@@ -141,16 +141,27 @@ static dl_status split_infer(dl_infer *ic) {
     if (have_split && split_known && d >= 0 && sum != d)
         return dl_infer_fail(ic, DL_ERR_SHAPE, "split sizes sum to %lld, axis dim is %lld",
                              (long long)sum, (long long)d);
-    if (!have_split && d >= 0 && d % nout != 0)
+    /* Opset 18's num_outputs makes every part ceil(d / n) long but the last, which takes what is
+     * left (8 into 3 gives 3, 3, 2); without it the parts must be equal. */
+    const int64_t num_outputs = have_split ? 0 : dl_attr_int(ic->node, "num_outputs", 0);
+    if (num_outputs != 0 && num_outputs != nout)
+        return dl_infer_fail(ic, DL_ERR_INVALID, "num_outputs is %lld but the node has %d outputs",
+                             (long long)num_outputs, nout);
+    const int64_t chunk = num_outputs ? (d + nout - 1) / nout : d / nout;
+    if (!have_split && d >= 0 && !num_outputs && d % nout != 0)
         return dl_infer_fail(ic, DL_ERR_SHAPE, "axis dim %lld does not split into %d equal parts",
                              (long long)d, nout);
+    if (!have_split && d >= 0 && num_outputs && d - chunk * (nout - 1) < 0)
+        return dl_infer_fail(ic, DL_ERR_SHAPE,
+                             "axis dim %lld is too short for %d parts of %lld (num_outputs)",
+                             (long long)d, nout, (long long)chunk);
     for (int o = 0; o < nout; o++) {
         int64_t dims[R];
         memcpy(dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
         if (have_split && split_known)
             dims[axis] = attr_split ? attr_split[o] : dl_get_i64(in_split, o);
         else if (!have_split && d >= 0)
-            dims[axis] = d / nout;
+            dims[axis] = o < nout - 1 ? chunk : d - chunk * (nout - 1);
         else if (!have_split && nout == 1)
             dims[axis] = d;
         else

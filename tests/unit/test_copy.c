@@ -224,6 +224,64 @@ static void test_splits_concats(dl_ctx *ctx) {
     concat_case(ctx, "concat of [b, 1500 + 700, 300] (threads)", DL_F32, 1, 2, bd, 1, 0, true);
 }
 
+/* Opset 18's Split with num_outputs: parts of ceil(d / n) and a shorter last one, checked against
+ * the input's columns directly (the reference kernel reads the same inferred dims); then the
+ * counts that cannot be split so, which must fail to build with a message. */
+static void test_split_num_outputs(dl_ctx *ctx) {
+    const int64_t xd[] = {2, 8};
+    dl_graph *g = dl_graph_new(ctx);
+    dl_value *in[1] = {dl_input(g, "x", DL_F32, 2, xd, NULL)}, *out[3] = {NULL};
+    const char *attrs[] = {"axis=1", "num_outputs=3"};
+    dl_add_node_ex(g, NULL, "Split", 18, 1, in, 3, out, 2, attrs, 0, NULL);
+    for (int k = 0; k < 3; k++) dl_output(g, out[k], (const char *[]){"y0", "y1", "y2"}[k]);
+    dl_program *p = NULL;
+    const bool built = dl_graph_status(g) == DL_OK && dl_compile(ctx, g, &opts, &p) == DL_OK;
+    CHECK("split 8 into num_outputs=3: compiles", built);
+    if (built) {
+        CHECK("split 8 into num_outputs=3: one copy kernel", count_kind(p, DL_G_COPY) == 1);
+        dl_tensor *x = NULL, *y[3] = {NULL};
+        if (dl_tensor_new(ctx, DL_F32, 2, xd, &x) == DL_OK) {
+            float *xv = dl_tensor_data(x);
+            for (int i = 0; i < 16; i++) xv[i] = (float)i;
+        }
+        bool ok = x && dl_program_run(ctx, p, 1, NULL, &x, y) == DL_OK;
+        const int64_t widths[] = {3, 3, 2};
+        for (int k = 0, off = 0; ok && k < 3; off += (int)widths[k], k++) {
+            ok = dl_tensor_rank(y[k]) == 2 && dl_tensor_dims(y[k])[0] == 2 &&
+                 dl_tensor_dims(y[k])[1] == widths[k];
+            const float *yv = ok ? dl_tensor_data(y[k]) : NULL;
+            for (int r = 0; ok && r < 2; r++)
+                for (int c = 0; c < widths[k]; c++)
+                    ok = ok && yv[r * widths[k] + c] == (float)(r * 8 + off + c);
+        }
+        CHECK("split 8 into num_outputs=3: parts of 3, 3, 2 with the input's columns", ok);
+        for (int k = 0; k < 3; k++) dl_tensor_free(y[k]);
+        dl_tensor_free(x);
+        dl_program_free(p);
+    }
+    dl_ctx_clear(ctx);
+    dl_graph_free(g);
+
+    struct {
+        int64_t d;
+        int parts;
+        const char *num, *want;
+    } bad[] = {{5, 4, "num_outputs=4", "too short"}, {6, 3, "num_outputs=2", "num_outputs is 2"}};
+    for (int b = 0; b < 2; b++) {
+        g = dl_graph_new(ctx);
+        dl_value *x = dl_input(g, "x", DL_F32, 1, &bad[b].d, NULL), *o[4] = {NULL};
+        const char *a[] = {bad[b].num};
+        const dl_status st =
+            dl_add_node_ex(g, NULL, "Split", 18, 1, &x, bad[b].parts, o, 1, a, 0, NULL);
+        char name[96];
+        snprintf(name, sizeof name, "split %lld into %d outputs with %s: refused, saying '%s'",
+                 (long long)bad[b].d, bad[b].parts, bad[b].num, bad[b].want);
+        CHECK(name, st != DL_OK && strstr(dl_errmsg(ctx), bad[b].want) != NULL);
+        dl_ctx_clear(ctx);
+        dl_graph_free(g);
+    }
+}
+
 /* Pad of x (dims xd; a symbolic batch when sym) by constant pads, with the constant value (of
  * x's dtype; NULL: none given) in the given mode. */
 static void pad_case(dl_ctx *ctx, const char *what, dl_dtype dt, const int64_t *xd,
@@ -306,6 +364,7 @@ int main(void) {
     dl_ctx *ctx = dl_ctx_new();
     test_slices(ctx);
     test_splits_concats(ctx);
+    test_split_num_outputs(ctx);
     test_pads(ctx);
     dl_ctx_free(ctx);
     test_cache_remove(dir);
