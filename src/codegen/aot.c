@@ -78,21 +78,28 @@ static dl_status emit_header(dl_ctx *ctx, const dl_program *p, int64_t arena, co
                   "(dense, row-major, little-endian):\n");
     emit_io_table(&h, g, pl, &g->inputs, "input");
     emit_io_table(&h, g, pl, &g->outputs, "output");
-    dl_sb_put(&h, " *\n * model_run() computes the outputs from the inputs using `arena` "
-                  "(MODEL_ARENA_BYTES,\n"
-                  " * 64-byte aligned) as its only working memory; it allocates nothing. */\n");
+    dl_sb_put(&h,
+              " *\n * model_run() computes the outputs from the inputs using `arena` "
+              "(MODEL_ARENA_BYTES,\n"
+              " * 64-byte aligned) as its only working memory; it allocates nothing. It returns "
+              "0, or\n"
+              " * MODEL_ERR_INDEX when an index among the inputs lies outside the axis it "
+              "indexes (a\n"
+              " * token id past a Gather's table): the outputs are then not valid, and nothing "
+              "was read\n"
+              " * outside a buffer. */\n");
     dl_sb_put(&h, "#ifndef DLCC_MODEL_H\n#define DLCC_MODEL_H\n\n#include <stddef.h>\n\n");
     dl_sb_printf(&h, "#define MODEL_ARENA_BYTES ((size_t)%lld)\n", (long long)arena);
     dl_sb_printf(&h, "#define MODEL_NUM_INPUTS %d\n#define MODEL_NUM_OUTPUTS %d\n\n", g->inputs.len,
                  g->outputs.len);
+    dl_sb_printf(&h, "#define MODEL_ERR_INDEX %d\n\n", DLRT_ERR_INDEX);
     dl_sb_put(&h, "extern const char *const model_input_names[];\nextern const size_t "
                   "model_input_bytes[];\n");
     dl_sb_put(&h, "extern const char *const model_output_names[];\nextern const size_t "
                   "model_output_bytes[];\n\n");
     dl_sb_put(&h, "/* inputs[i] / outputs[i] point to model_input_bytes[i] / model_output_bytes[i] "
                   "bytes. */\n");
-    dl_sb_put(&h,
-              "void model_run(void *arena, const void *const *inputs, void *const *outputs);\n");
+    dl_sb_put(&h, "int model_run(void *arena, const void *const *inputs, void *const *outputs);\n");
     dl_sb_put(&h, "/* Threads for the kernels when built with -pthread -DDLRT_THREADS (no effect "
                   "otherwise; n < 1: one per CPU). */\n");
     dl_sb_put(&h, "void model_set_threads(int n);\n\n#endif\n");
@@ -165,13 +172,16 @@ static dl_status emit_model(dl_ctx *ctx, const dl_program *p, const bool *used, 
     emit_names(&m, pl, &g->outputs, "output");
     dl_sb_put(&m, "void model_set_threads(int n) { dlk_set_threads(n); }\n\n");
     dl_sb_put(&m,
-              "void model_run(void *arena, const void *const *inputs, void *const *outputs) {\n");
-    /* value pointers, the scratch slot, then the prepacked-weight slots, left NULL: the
-     * kernels then pack per call (a bundle keeps no state between runs) */
-    dl_sb_printf(&m, "    unsigned char *a = (unsigned char *)arena;\n    void *b[%d] = {0};\n",
-                 g->values.len + 1 + p->n_packs);
-    dl_sb_printf(&m, "    b[%d] = a + %lld; /* kernel scratch */\n", g->values.len,
+              "int model_run(void *arena, const void *const *inputs, void *const *outputs) {\n");
+    /* value pointers, the scratch and error slots, then the prepacked-weight slots, left NULL:
+     * the kernels then pack per call (a bundle keeps no state between runs) */
+    dl_sb_printf(&m,
+                 "    unsigned char *a = (unsigned char *)arena;\n    void *b[%d] = {0};\n"
+                 "    int64_t err[%d] = {0};\n",
+                 dl_slot_pack(g, p->n_packs), DLRT_ERR_WORDS);
+    dl_sb_printf(&m, "    b[%d] = a + %lld; /* kernel scratch */\n", dl_slot_ws(g),
                  (long long)ws_off);
+    dl_sb_printf(&m, "    b[%d] = err; /* where a kernel reports a bad index */\n", dl_slot_err(g));
     for (int i = 0; i < g->values.len; i++) {
         const dl_value *v = g->values.items[i];
         if (used[i] && v->constant)
@@ -198,7 +208,9 @@ static dl_status emit_model(dl_ctx *ctx, const dl_program *p, const bool *used, 
                          dl_gkind_name(gr->kind), dl_group_anchor(gr)->op->name);
         }
     }
-    dl_sb_put(&m, "}\n");
+    /* a kernel that met a bad index zeroed what it could not read and went on, so the run ends
+     * safely and says so here */
+    dl_sb_put(&m, "    return (int)err[0];\n}\n");
     dl_status s = write_sb(ctx, dir, "model.c", &m);
     dl_sb_free(&m);
     return s;
@@ -234,7 +246,9 @@ static const char example_main[] =
     "        off += (model_input_bytes[i] + 63) / 64 * 64;\n    }\n"
     "    for (int i = 0; i < MODEL_NUM_OUTPUTS; i++) {\n"
     "        out[i] = io + off;\n        off += (model_output_bytes[i] + 63) / 64 * 64;\n    }\n"
-    "    model_run(arena, in, out);\n"
+    "    if (model_run(arena, in, out) == MODEL_ERR_INDEX) {\n"
+    "        fprintf(stderr, \"an index among the inputs is out of range\\n\");\n"
+    "        return 1;\n    }\n"
     "    for (int i = 0; i < MODEL_NUM_OUTPUTS; i++) {\n"
     "        FILE *f = fopen(argv[1 + MODEL_NUM_INPUTS + i], \"wb\");\n"
     "        if (!f || fwrite(out[i], 1, model_output_bytes[i], f) != model_output_bytes[i]) {\n"

@@ -1,6 +1,6 @@
 /* copy-params.c — what a COPY group moves (Slice, Split, Concat, constant Pad: dlrt_copy_strided
- * calls, and a Pad's dlrt_fill), shared by kernel selection (whether a node can be one) and the
- * emitter.
+ * calls, and a Pad's dlrt_fill; Gather: one dlrt_gather call), shared by kernel selection (whether
+ * a node can be one) and the emitter.
  *
  * Split and Concat move [outer, len * inner] blocks, outer and inner the products of the dims
  * before and after the axis, which may be symbols (a dynamic batch): only the axis's extents must
@@ -26,15 +26,18 @@ static bool same_dims_but(const dl_value *a, const dl_value *b, int skip) {
     return true;
 }
 
-/* Whether v's rank is one dlrt_copy_strided takes and the product of its known dims fits in
- * int64, so that no stride or offset computed from them here overflows (a model may declare
- * any dims). */
-static bool sizes_ok(const dl_value *v) {
-    if (v->type.rank < 1 || v->type.rank > DLRT_COPY_MAX_RANK) return false;
+/* Whether the product of v's known dims fits in int64, so that no stride or offset computed
+ * from them here overflows (a model may declare any dims). */
+static bool product_fits(const dl_value *v) {
     int64_t p = 1;
     for (int d = 0; d < v->type.rank; d++)
         if (v->type.dims[d] >= 0 && __builtin_mul_overflow(p, v->type.dims[d], &p)) return false;
     return true;
+}
+
+/* Whether v's rank is one dlrt_copy_strided takes and its dims' product fits. */
+static bool sizes_ok(const dl_value *v) {
+    return v->type.rank >= 1 && v->type.rank <= DLRT_COPY_MAX_RANK && product_fits(v);
 }
 
 /* The Split or Concat axis of a node whose joined tensor (Split's input, Concat's output) is v;
@@ -208,5 +211,37 @@ bool dl_copy_move_of(const dl_node *n, int k, dl_copy_move *m) {
     m->src_off = split ? sx_times(inner, off) : sx(0);
     m->dst_off = split ? sx(0) : sx_times(inner, off);
     m->esize = (int64_t)dl_dtype_size(w->type.dtype);
+    return true;
+}
+
+bool dl_gather_params_of(const dl_node *n, dl_gather_params *gp) {
+    memset(gp, 0, sizeof *gp);
+    if (!dl_node_is(n, "Gather") || n->n_in != 2 || n->n_out != 1) return false;
+    const dl_value *x = n->in[0], *ix = n->in[1], *y = n->out[0];
+    if (!x || !ix || !y || x->type.rank < 1 || !esize_ok(x) || !product_fits(x) ||
+        ix->type.rank < 0 || !product_fits(ix) || !product_fits(y) ||
+        y->type.dtype != x->type.dtype)
+        return false;
+    if (ix->type.dtype != DL_I32 && ix->type.dtype != DL_I64) return false;
+    const int r = x->type.rank, ir = ix->type.rank;
+    int64_t a = dl_attr_int(n, "axis", 0);
+    if (a < 0) a += r;
+    if (a < 0 || a >= r || y->type.rank != r - 1 + ir) return false;
+    /* y's dims are x's before the axis, the indices', then x's after it: the same numbers or
+     * symbols, so the rows the call moves are the buffers' */
+    for (int d = 0; d < y->type.rank; d++) {
+        const int64_t want = d < a        ? x->type.dims[d]
+                             : d < a + ir ? ix->type.dims[d - a]
+                                          : x->type.dims[d - ir + 1];
+        if (y->type.dims[d] != want) return false;
+    }
+    gp->x_slot = x->id, gp->idx_slot = ix->id, gp->y_slot = y->id;
+    gp->idx_bytes = (int)dl_dtype_size(ix->type.dtype);
+    gp->axis = (int)a;
+    gp->outer = dl_dims_sexpr(x, 0, (int)a);
+    gp->extent = dl_dims_sexpr(x, (int)a, (int)a + 1);
+    gp->count = dl_dims_sexpr(ix, 0, ir);
+    gp->row_bytes =
+        sx_times(dl_dims_sexpr(x, (int)a + 1, r), (int64_t)dl_dtype_size(x->type.dtype));
     return true;
 }

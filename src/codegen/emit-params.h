@@ -58,6 +58,18 @@ typedef struct dl_copy_move {
 /* Move k of node n, one of dl_copy_moves(n); false when there is none. */
 bool dl_copy_move_of(const dl_node *n, int k, dl_copy_move *m);
 
+/* A Gather as one dlrt_gather call (copy-params.c): rows of row_bytes of value x_slot, extent
+ * of them for each of outer, picked by count indices of idx_bytes (4 or 8) at idx_slot into
+ * y_slot; axis is the Gather's, for the error a bad index reports. */
+typedef struct dl_gather_params {
+    int x_slot, idx_slot, y_slot, idx_bytes, axis;
+    dl_sexpr outer, extent, count, row_bytes;
+} dl_gather_params;
+
+/* Whether Gather node n runs as dlrt_gather (any element width of 1 to 8 bytes, int32 or int64
+ * indices, dims that are numbers or symbols but consistent with the output's), and how. */
+bool dl_gather_params_of(const dl_node *n, dl_gather_params *gp);
+
 typedef struct dl_gemm_params {
     int64_t N, K, ldb; /* N and K negative when symbolic */
     dl_sexpr m, n, k;  /* the product's sizes, as the emitted call and its workspace use them */

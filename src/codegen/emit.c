@@ -536,8 +536,27 @@ static void sexprs_c(dl_sbuf *sb, const dl_sexpr *e, int n) {
 
 /* Slice, Split, Concat, Pad: one dlrt_copy_strided call per move (copy-params.c), after a Pad's
  * fill. */
+/* A Gather: one dlrt_gather call, which reports a bad index in the run's error record. */
+static dl_status emit_gather(dl_ctx *ctx, const dl_node *n, const char *name, dl_sbuf *sb) {
+    dl_gather_params gp;
+    char d[300];
+    if (!dl_gather_params_of(n, &gp))
+        return dl_fail(ctx, DL_ERR_UNSUPPORTED, "%s: not a gather kernel",
+                       dl_node_desc(n, d, sizeof d));
+    emit_open(sb, name);
+    dl_sb_printf(sb, "    dlrt_gather(b[%d], b[%d], %d, ", gp.x_slot, gp.idx_slot, gp.idx_bytes);
+    const dl_sexpr *sizes[] = {&gp.outer, &gp.extent, &gp.count, &gp.row_bytes};
+    for (int i = 0; i < 4; i++) {
+        sexpr_c(sb, sizes[i]);
+        dl_sb_put(sb, ", ");
+    }
+    dl_sb_printf(sb, "b[%d], %d, (int64_t *)b[DLK_ERR]);\n}\n", gp.y_slot, gp.axis);
+    return DL_OK;
+}
+
 static dl_status emit_copy(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
     const dl_node *n = gr->nodes[0];
+    if (dl_node_is(n, "Gather")) return emit_gather(ctx, n, name, sb);
     const int moves = dl_copy_moves(n);
     char d[300];
     if (moves < 1)

@@ -42,8 +42,8 @@ dl_status dl_module_emit(dl_ctx *ctx, dl_graph *g, dl_fusion *f, const dl_target
                          int *n_generated, dl_sbuf *notes) {
     dl_render_prelude(sb);
     dl_sb_put(sb, "#include \"dlrt.h\"\n#include \"vecmath.h\"\n");
-    dl_sb_printf(sb, "#define DLK_WS %d\n#define DLK_PACK %d\n\n", g->values.len,
-                 g->values.len + 1);
+    dl_sb_printf(sb, "#define DLK_WS %d\n#define DLK_ERR %d\n#define DLK_PACK %d\n\n",
+                 dl_slot_ws(g), dl_slot_err(g), dl_slot_pack(g, 0));
     dl_packs packs = {0};
     int count = 0;
     for (int gi = 0; gi < f->n; gi++) {

@@ -6,8 +6,9 @@
  *   void dlk_set_threads(int n);   the kernels' thread count (dlrt_set_threads)
  *   const int dlk_n_packs, dlk_pack_src[];     weights to pack once (value ids of constants)
  *   int64_t dlk_pack_bytes(int k); void dlk_pack(int k, const void *src, void *dst);
- * Kernels find value pointers at b[id], scratch at b[DLK_WS] and packed weight k at
- * b[DLK_PACK + k] (NULL: they pack per call). */
+ * Kernels find value pointers at b[id], scratch at b[DLK_WS], the run's error record at
+ * b[DLK_ERR] and packed weight k at b[DLK_PACK + k] (NULL: they pack per call); see dl_slot_ws
+ * in codegen-impl.h. */
 #ifndef DL_MODULE_H
 #define DL_MODULE_H
 

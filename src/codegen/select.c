@@ -1,7 +1,7 @@
 /* select.c — kernel selection: which kind of kernel each node can become. Only float32 heavy
  * ops with static spatial/contraction dims are lowered; everything else keeps its reference
  * kernel (DL_G_FALLBACK), so the native backend runs every graph the reference backend runs. */
-#include "codegen-impl.h"
+#include "emit-params.h"
 
 static bool default_domain(const dl_node *n) {
     return !n->op->domain || !*n->op->domain || !strcmp(n->op->domain, "ai.onnx");
@@ -208,6 +208,10 @@ dl_gkind dl_node_kernel_kind(const dl_node *n) {
     if (dl_node_is(n, "Slice") || dl_node_is(n, "Split") || dl_node_is(n, "Concat") ||
         dl_node_is(n, "Pad"))
         return dl_copy_moves(n) >= 1 ? DL_G_COPY : DL_G_FALLBACK;
+    if (dl_node_is(n, "Gather")) {
+        dl_gather_params gp;
+        return dl_gather_params_of(n, &gp) ? DL_G_COPY : DL_G_FALLBACK;
+    }
     if (dl_node_is(n, "Reshape") || dl_node_is(n, "Flatten") || dl_node_is(n, "Squeeze") || dl_node_is(n, "Unsqueeze") ||
         dl_node_is(n, "Identity"))
         return view_ok(n) ? DL_G_VIEW : DL_G_FALLBACK;

@@ -10,6 +10,7 @@
 #include "rt/depthwise-cv.c"
 #include "rt/depthwise-row.c"
 #include "rt/depthwise.c"
+#include "rt/gather.c"
 #include "rt/gemm.c"
 #include "rt/pool.c"
 #include "rt/softmax.c"

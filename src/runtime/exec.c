@@ -18,7 +18,9 @@ typedef struct exec {
     bool *owned;      /* val[i] allocated here */
     int *uses_left;   /* dynamic plans: readers still to run */
     dl_type *ctype;   /* dynamic plans: concrete types known so far */
-    void **ptr;       /* by value id, then the scratch slot, then the prepacked weights */
+    void **ptr;       /* by value id, then the scratch and error slots, then the prepacked
+                       * weights (dl_slot_ws) */
+    int64_t err[DLRT_ERR_WORDS]; /* the run's error record, where kernels report bad data */
     int64_t *syms;
     unsigned char *base;
     void *ws;                /* the plan's scratch, aligned */
@@ -189,6 +191,20 @@ static dl_status run_fallback(exec *ex, const dl_group *gr) {
     return s;
 }
 
+/* The error a kernel of gr reported in the run's record (dlrt.h), as the reference kernel words
+ * it; DL_OK when none. */
+static dl_status kernel_error(const exec *ex, const dl_group *gr) {
+    const int64_t *e = ex->err;
+    if (e[0] == DLRT_ERR_NONE) return DL_OK;
+    char d[300];
+    dl_node_desc(dl_group_anchor(gr), d, sizeof d);
+    if (e[0] == DLRT_ERR_INDEX)
+        return dl_fail(ex->ctx, DL_ERR_INVALID,
+                       "%s: index %lld is out of range [-%lld, %lld) on axis %lld", d,
+                       (long long)e[1], (long long)e[2], (long long)e[2], (long long)e[3]);
+    return dl_fail(ex->ctx, DL_ERR_INTERNAL, "%s: kernel reported error %lld", d, (long long)e[0]);
+}
+
 static dl_status run_kernel(exec *ex, int gi, const dl_group *gr) {
     for (int i = 0; i < gr->n_in; i++) {
         const dl_tensor *t = value_tensor(ex, gr->in[i]);
@@ -205,10 +221,10 @@ static dl_status run_kernel(exec *ex, int gi, const dl_group *gr) {
     void *ws = ex->ws;
     size_t need = ex->pl->dynamic ? dl_group_workspace(gr, ex->syms) : 0;
     if (need) DL_TRY(dl_alloc_checked(ex->ctx, need, &ws, "kernel scratch memory"));
-    ex->ptr[ex->g->values.len] = ws;
+    ex->ptr[dl_slot_ws(ex->g)] = ws;
     ex->p->kernels[gi](ex->ptr, ex->syms);
     if (need) dl_free(ws);
-    return DL_OK;
+    return kernel_error(ex, gr);
 }
 
 static void release_dead(exec *ex, const dl_group *gr) {
@@ -253,8 +269,8 @@ static dl_status run_program(dl_ctx *ctx, dl_program *p, int n_inputs, const cha
     ex.owned = dl_calloc((size_t)nv + 1, sizeof *ex.owned);
     ex.uses_left = dl_calloc((size_t)nv + 1, sizeof *ex.uses_left);
     ex.ctype = dl_calloc((size_t)nv + 1, sizeof *ex.ctype);
-    /* by value id, then the scratch slot, then the prepacked weights (module.h: DLK_PACK) */
-    ex.ptr = dl_calloc((size_t)nv + 2 + (size_t)p->n_packs, sizeof *ex.ptr);
+    /* by value id, then the scratch and error slots, then the prepacked weights (module.h) */
+    ex.ptr = dl_calloc((size_t)dl_slot_pack(g, p->n_packs), sizeof *ex.ptr);
     ex.syms = dl_malloc(sizeof(int64_t) * (size_t)(g->syms.len + 1));
     dl_status s = DL_OK;
     if (!ordered || !ex.val || !ex.views || !ex.owned || !ex.uses_left || !ex.ctype || !ex.ptr ||
@@ -262,7 +278,8 @@ static dl_status run_program(dl_ctx *ctx, dl_program *p, int n_inputs, const cha
         s = dl_fail(ctx, DL_ERR_NOMEM, "out of memory starting a program");
         goto done;
     }
-    for (int k = 0; k < p->n_packs; k++) ex.ptr[nv + 1 + k] = p->packs[k];
+    for (int k = 0; k < p->n_packs; k++) ex.ptr[dl_slot_pack(g, k)] = p->packs[k];
+    ex.ptr[dl_slot_err(g)] = ex.err;
     if ((s = dl_order_inputs(ctx, g, n_inputs, names, inputs, ordered)) != DL_OK) goto done;
     if ((s = dl_plan_bind(ctx, p, ordered)) != DL_OK) goto done;
     memcpy(ex.syms, p->plan.syms, sizeof(int64_t) * (size_t)(g->syms.len + 1));

@@ -40,11 +40,24 @@ static dl_tensor *pattern(dl_ctx *ctx, dl_dtype dt, int rank, const int64_t *dim
     return t;
 }
 
+/* Fills integer tensor t with indices cycling through [-extent, extent) (both ends reached). */
+static void fill_indices(dl_tensor *t, int64_t extent) {
+    const int64_t n = dl_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t v = (i * 7) % (2 * extent) - extent;
+        if (dl_tensor_dtype(t) == DL_I32)
+            ((int32_t *)dl_tensor_data(t))[i] = (int32_t)v;
+        else
+            ((int64_t *)dl_tensor_data(t))[i] = v;
+    }
+}
+
 /* g compiled: `copies` COPY groups and `fallbacks` reference fallbacks expected; then run at
  * each batch of batches[0 .. nb) (the inputs' dim 0 when symbolic, any other symbol 4; none
- * when nb is 0) against the reference, every output bit for bit. Frees g. */
-static void check_graph(dl_ctx *ctx, dl_graph *g, const char *what, int copies, int fallbacks,
-                        const int64_t *batches, int nb) {
+ * when nb is 0) against the reference, every output bit for bit. With extent > 0, graph input 1
+ * holds a Gather's indices, in [-extent, extent) (fill_indices). Frees g. */
+static void check_graph_ix(dl_ctx *ctx, dl_graph *g, const char *what, int copies, int fallbacks,
+                           const int64_t *batches, int nb, int64_t extent) {
     char name[256];
     dl_program *p = NULL;
     snprintf(name, sizeof name, "%s: compiles", what);
@@ -67,6 +80,7 @@ static void check_graph(dl_ctx *ctx, dl_graph *g, const char *what, int copies, 
             for (int d = 0; d < r; d++) /* the batch, and 4 for any other symbol */
                 dims[d] = dl_value_dim(v, d) >= 0 ? dl_value_dim(v, d) : d == 0 ? batches[b] : 4;
             in[i] = pattern(ctx, dl_value_dtype(v), r, dims, (unsigned)(17 * i + b));
+            if (i == 1 && extent > 0 && in[i]) fill_indices(in[i], extent);
         }
         const bool ran = dl_run(ctx, g, DL_BACKEND_REF, n_in, NULL, in, want) == DL_OK &&
                          dl_program_run(ctx, p, n_in, NULL, in, got) == DL_OK;
@@ -88,6 +102,11 @@ static void check_graph(dl_ctx *ctx, dl_graph *g, const char *what, int copies, 
     }
     dl_program_free(p);
     dl_graph_free(g);
+}
+
+static void check_graph(dl_ctx *ctx, dl_graph *g, const char *what, int copies, int fallbacks,
+                        const int64_t *batches, int nb) {
+    check_graph_ix(ctx, g, what, copies, fallbacks, batches, nb, 0);
 }
 
 /* Slice of x (dims xd, constant dims) by constant starts/ends/axes/steps (steps may be NULL). */
@@ -282,6 +301,100 @@ static void test_split_num_outputs(dl_ctx *ctx) {
     }
 }
 
+/* Gather of x (rank xr, dims xd: -1 the symbol "other", 4 at run time) on axis by indices of
+ * idt and rank ir, dims id (-1 the batch); both graph inputs. */
+static dl_graph *gather_graph(dl_ctx *ctx, dl_dtype dt, int xr, const int64_t *xd, dl_dtype idt,
+                              int ir, const int64_t *id, int axis) {
+    dl_graph *g = dl_graph_new(ctx);
+    const char *xs[] = {"other", "other", "other"}, *is[] = {"batch", "batch", "batch"};
+    dl_value *in[2] = {dl_input(g, "x", dt, xr, xd, xs), dl_input(g, "ids", idt, ir, id, is)};
+    char attr[32];
+    snprintf(attr, sizeof attr, "axis=%d", axis);
+    const char *attrs[] = {attr};
+    dl_value *y[1] = {NULL};
+    dl_add_node(g, "Gather", 2, in, 1, y, 1, attrs);
+    dl_output(g, y[0], "y");
+    return g;
+}
+
+/* The graph's program run with x a pattern and index `bad` (at position at) among good ones must
+ * fail, naming the index as out of range. */
+static void gather_refuses(dl_ctx *ctx, const char *what, dl_graph *g, int64_t bad, int64_t at,
+                           int64_t extent) {
+    dl_program *p = NULL;
+    bool refused = false;
+    if (dl_graph_status(g) == DL_OK && dl_compile(ctx, g, &opts, &p) == DL_OK) {
+        dl_tensor *in[2] = {NULL}, *out[1] = {NULL};
+        for (int i = 0; i < 2; i++) {
+            const dl_value *v = dl_graph_input(g, i);
+            int64_t dims[8];
+            for (int d = 0; d < dl_value_rank(v); d++)
+                dims[d] = dl_value_dim(v, d) >= 0 ? dl_value_dim(v, d) : 2;
+            in[i] = pattern(ctx, dl_value_dtype(v), dl_value_rank(v), dims, 5);
+        }
+        if (in[0] && in[1]) {
+            fill_indices(in[1], extent);
+            if (dl_tensor_dtype(in[1]) == DL_I32)
+                ((int32_t *)dl_tensor_data(in[1]))[at] = (int32_t)bad;
+            else
+                ((int64_t *)dl_tensor_data(in[1]))[at] = bad;
+            char want[64];
+            snprintf(want, sizeof want, "index %lld is out of range", (long long)bad);
+            refused = dl_program_run(ctx, p, 2, NULL, in, out) != DL_OK &&
+                      strstr(dl_errmsg(ctx), want) && !out[0];
+            if (!refused) printf("  %s\n", dl_errmsg(ctx));
+        }
+        dl_tensor_free(out[0]);
+        for (int i = 0; i < 2; i++) dl_tensor_free(in[i]);
+        dl_program_free(p);
+    }
+    CHECK(what, refused);
+    dl_ctx_clear(ctx);
+    dl_graph_free(g);
+}
+
+static void test_gathers(dl_ctx *ctx) {
+    const int64_t batches[] = {1, 3};
+    /* rows of a table picked by a batch of ids, negative ones among them */
+    check_graph_ix(
+        ctx, gather_graph(ctx, DL_F32, 2, (int64_t[]){12, 5}, DL_I64, 2, (int64_t[]){-1, 3}, 0),
+        "gather rows of [12, 5] by int64 ids [b, 3]", 1, 0, batches, 2, 12);
+    /* a symbolic extent (4 at run time), int32 ids */
+    check_graph_ix(ctx,
+                   gather_graph(ctx, DL_F32, 2, (int64_t[]){6, -1}, DL_I32, 1, (int64_t[]){-1}, 1),
+                   "gather on axis 1 of [6, other] by int32 ids [b]", 1, 0, batches, 2, 4);
+    /* a middle axis of float16, and the last axis of bytes by one scalar index */
+    check_graph_ix(
+        ctx, gather_graph(ctx, DL_F16, 3, (int64_t[]){4, 9, 3}, DL_I32, 2, (int64_t[]){2, 2}, 1),
+        "gather on axis 1 of float16 [4, 9, 3] by [2, 2]", 1, 0, batches, 1, 9);
+    check_graph_ix(ctx, gather_graph(ctx, DL_U8, 2, (int64_t[]){3, 7}, DL_I64, 0, NULL, -1),
+                   "gather on the last axis of uint8 [3, 7] by a scalar", 1, 0, batches, 1, 7);
+    /* 393 KB of rows: split over threads */
+    check_graph_ix(
+        ctx,
+        gather_graph(ctx, DL_F32, 2, (int64_t[]){1000, 768}, DL_I64, 2, (int64_t[]){-1, 128}, 0),
+        "gather of [b, 128] rows of [1000, 768] (threads)", 1, 0, batches + 1, 1, 1000);
+    /* no rows to move ([0, 5] on axis 1): the indices are still checked */
+    check_graph_ix(ctx,
+                   gather_graph(ctx, DL_F32, 2, (int64_t[]){0, 5}, DL_I64, 1, (int64_t[]){3}, 1),
+                   "gather on axis 1 of [0, 5]", 1, 0, batches, 1, 5);
+
+    gather_refuses(
+        ctx, "gather: an id past the table fails the run, naming it",
+        gather_graph(ctx, DL_F32, 2, (int64_t[]){12, 5}, DL_I64, 2, (int64_t[]){-1, 3}, 0), 12, 4,
+        12);
+    gather_refuses(ctx, "gather: an int32 id below -extent fails the run",
+                   gather_graph(ctx, DL_F32, 2, (int64_t[]){12, 5}, DL_I32, 1, (int64_t[]){-1}, 0),
+                   -13, 1, 12);
+    gather_refuses(
+        ctx, "gather: a bad id read on a worker thread fails the run",
+        gather_graph(ctx, DL_F32, 2, (int64_t[]){1000, 768}, DL_I64, 2, (int64_t[]){-1, 128}, 0),
+        1000, 250, 1000);
+    gather_refuses(ctx, "gather: a bad id with no rows to move fails the run",
+                   gather_graph(ctx, DL_F32, 2, (int64_t[]){0, 5}, DL_I64, 1, (int64_t[]){3}, 1), 5,
+                   2, 5);
+}
+
 /* Pad of x (dims xd; a symbolic batch when sym) by constant pads, with the constant value (of
  * x's dtype; NULL: none given) in the given mode. */
 static void pad_case(dl_ctx *ctx, const char *what, dl_dtype dt, const int64_t *xd,
@@ -365,6 +478,7 @@ int main(void) {
     test_slices(ctx);
     test_splits_concats(ctx);
     test_split_num_outputs(ctx);
+    test_gathers(ctx);
     test_pads(ctx);
     dl_ctx_free(ctx);
     test_cache_remove(dir);

@@ -270,6 +270,25 @@ void dlrt_copy_strided(int rank, const int64_t *dims, int64_t esize, const void 
 /* dst[0 .. n) = the esize-byte element at value (a Pad's constant). */
 void dlrt_fill(void *dst, int64_t n, int64_t esize, const void *value);
 
+/* A run's error record: kernels whose inputs can be wrong in ways only the data shows (an index
+ * out of range) write the first such error here instead of reading past a buffer, and finish
+ * their work; the caller checks it after the kernel and fails the run. err[0] is the code (0:
+ * none), err[1 .. 3] its details. */
+enum {
+    DLRT_ERR_NONE = 0,
+    DLRT_ERR_INDEX = 1 /* err[1] the index, err[2] the extent, err[3] the axis */
+};
+#define DLRT_ERR_WORDS 4
+/* Records an error in err (may be NULL) unless one is there already; threads may race. */
+void dlrt_report(int64_t *err, int64_t code, int64_t a, int64_t b, int64_t c);
+
+/* Gather: y[o][j] = x[o][idx[j]] for o < outer, j < count, each a row of row_bytes, x holding
+ * `extent` rows per o; idx has count int32 (idx_bytes 4) or int64 (8) elements, negative ones
+ * counting from the end. A row whose index lies outside [-extent, extent) is zeroed and the first
+ * such index reported in err as DLRT_ERR_INDEX on `axis`. x and y must not overlap. */
+void dlrt_gather(const void *x, const void *idx, int idx_bytes, int64_t outer, int64_t extent,
+                 int64_t count, int64_t row_bytes, void *y, int axis, int64_t *err);
+
 /* out[b][c][r] = in[b][r][c] for `batch` matrices of rows x cols elements of 4 bytes (any such
  * type: only bits move); in and out must not overlap. */
 void dlrt_transpose32(int64_t batch, int64_t rows, int64_t cols, const void *in, void *out);

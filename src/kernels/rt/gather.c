@@ -1,0 +1,76 @@
+/* gather.c — dlrt_gather, the kernel of Gather (embedding lookups: a model's token ids picking
+ * rows of a table), and dlrt_report, how a kernel says that its data was wrong. The indices come
+ * from the model's input, so each is checked as it is read: one outside its axis leaves its row
+ * zeroed and is reported, so a bad input never reads past the table and the run fails with the
+ * index named. Only bits move, so the result does not depend on the split over threads. */
+#include "dlrt-impl.h"
+
+#include <string.h>
+
+enum {
+    /* bytes below which the rows stay on the calling thread (as for dlrt_copy_strided) */
+    DLRT_GATHER_PAR_BYTES = 1 << 18
+};
+
+void dlrt_report(int64_t *err, int64_t code, int64_t a, int64_t b, int64_t c) {
+    int64_t none = DLRT_ERR_NONE;
+    if (!err ||
+        !__atomic_compare_exchange_n(&err[0], &none, code, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return; /* the first error stands; the caller reads it after the job has joined */
+    err[1] = a, err[2] = b, err[3] = c;
+}
+
+static inline int64_t dlrt_index_at(const void *idx, int idx_bytes, int64_t j) {
+    return idx_bytes == 4 ? ((const int32_t *)idx)[j] : ((const int64_t *)idx)[j];
+}
+
+typedef struct dlrt_gather_job {
+    const char *x;
+    const void *idx;
+    int idx_bytes, axis;
+    int64_t extent, count, row_bytes;
+    char *y;
+    int64_t *err;
+} dlrt_gather_job;
+
+/* Output rows [lo, hi) (row r is o = r / count, j = r % count). */
+static void dlrt_gather_rows(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_gather_job *g = ctx;
+    for (int64_t r = lo; r < hi; r++) {
+        const int64_t o = r / g->count, j = r % g->count;
+        const int64_t raw = dlrt_index_at(g->idx, g->idx_bytes, j);
+        int64_t v = raw;
+        if (v < 0) v += g->extent;
+        char *dst = g->y + r * g->row_bytes;
+        if (v < 0 || v >= g->extent) {
+            memset(dst, 0, (size_t)g->row_bytes);
+            dlrt_report(g->err, DLRT_ERR_INDEX, raw, g->extent, g->axis);
+            continue;
+        }
+        memcpy(dst, g->x + (o * g->extent + v) * g->row_bytes, (size_t)g->row_bytes);
+    }
+}
+
+void dlrt_gather(const void *x, const void *idx, int idx_bytes, int64_t outer, int64_t extent,
+                 int64_t count, int64_t row_bytes, void *y, int axis, int64_t *err) {
+    if (count <= 0 || (idx_bytes != 4 && idx_bytes != 8)) return;
+    dlrt_gather_job g = {.x = x,
+                         .idx = idx,
+                         .idx_bytes = idx_bytes,
+                         .axis = axis,
+                         .extent = extent,
+                         .count = count,
+                         .row_bytes = row_bytes,
+                         .y = y,
+                         .err = err};
+    if (outer <= 0 || row_bytes <= 0) { /* nothing moves, but the indices are still checked */
+        for (int64_t j = 0; j < count; j++) {
+            const int64_t v = dlrt_index_at(idx, idx_bytes, j);
+            if (v < -extent || v >= extent) dlrt_report(err, DLRT_ERR_INDEX, v, extent, axis);
+        }
+        return;
+    }
+    const int64_t rows = outer * count;
+    const double bytes = (double)rows * (double)row_bytes;
+    dlrt_parallel_for(rows, rows > 1 && bytes >= DLRT_GATHER_PAR_BYTES, dlrt_gather_rows, &g);
+}
