@@ -278,7 +278,7 @@ done:
     dl_graph_free(g);
 }
 
-/* Gemm with transA, a batched MatMul, an elementwise chain and a reduction. */
+/* Gemm with transA, a batched MatMul, an elementwise chain, a reduction and a Gather. */
 static void test_other_flops(dl_ctx *ctx) {
     dl_graph *g = dl_graph_new(ctx);
     const int64_t ad[] = {7, 3}, bd[] = {7, 4}, xd[] = {2, 3, 4, 5}, wd[] = {5, 6}, ed[] = {4, 6};
@@ -300,11 +300,18 @@ static void test_other_flops(dl_ctx *ctx) {
         *(int64_t *)dl_tensor_data(axes_t) = 1;
     dl_value *axes = dl_constant(g, "axes", axes_t);
     dl_output(g, dl_op2(g, "ReduceSum", e, axes, "keepdims=1"), "red");
+    /* rows of a [50, 8] table picked by 6 ids */
+    const int64_t td[] = {50, 8}, idd[] = {2, 3};
+    dl_value *ids = dl_input(g, "ids", DL_I64, 2, idd, NULL);
+    dl_output(g, dl_op2(g, "Gather", dl_constant(g, "table", filled(ctx, 2, td, 0.5f)), ids, NULL),
+              "rows");
     dl_program *p = NULL;
     dl_profile pr = {0};
-    dl_tensor *in[3] = {filled(ctx, 2, ad, 1), filled(ctx, 4, xd, 1), filled(ctx, 2, ed, 1)};
+    dl_tensor *in[4] = {filled(ctx, 2, ad, 1), filled(ctx, 4, xd, 1), filled(ctx, 2, ed, 1), NULL};
+    if (dl_tensor_new(ctx, DL_I64, 2, idd, &in[3]) == DL_OK)
+        memset(dl_tensor_data(in[3]), 0, 6 * sizeof(int64_t));
     if (dl_graph_status(g) != DL_OK || dl_compile(ctx, g, &opts, &p) != DL_OK ||
-        dl_profile_program(ctx, p, 3, NULL, in, 0, 3, &pr) != DL_OK) {
+        dl_profile_program(ctx, p, 4, NULL, in, 0, 3, &pr) != DL_OK) {
         CHECK("gemm/matmul/ew/reduce: compiles and profiles", false);
         goto done;
     }
@@ -314,12 +321,15 @@ static void test_other_flops(dl_ctx *ctx) {
     CHECK("gemm bytes: a, b in, out", sg >= 0 && pr.steps[sg].bytes == (21 + 28 + 12) * 4.0);
     CHECK("batched matmul: 2*M*N*K times the batch", sm >= 0 && pr.steps[sm].flops == mm);
     CHECK("reduction: input elements", sr >= 0 && pr.steps[sr].flops == red);
+    const int sgat = step_of(p, "Gather");
+    CHECK("gather bytes: the rows read, not the whole table; ids; out",
+          sgat >= 0 && pr.steps[sgat].bytes == 48 * 4 + 6 * 8 + 48 * 4);
     CHECK("total FLOPs (elementwise: output elements per node)",
           total_flops(&pr) == gemm + mm + ew + red);
     check_times("gemm/matmul/ew/reduce", &pr);
 done:
     dl_profile_free(&pr);
-    for (int i = 0; i < 3; i++) dl_tensor_free(in[i]);
+    for (int i = 0; i < 4; i++) dl_tensor_free(in[i]);
     dl_program_free(p);
     dl_graph_free(g);
 }
