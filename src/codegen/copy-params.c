@@ -26,12 +26,13 @@ static bool same_dims_but(const dl_value *a, const dl_value *b, int skip) {
     return true;
 }
 
-/* Whether the product of v's known dims fits in int64, so that no stride or offset computed
- * from them here overflows (a model may declare any dims). */
+/* Whether the product of v's known nonzero dims fits in int64, so that no stride or offset
+ * computed from them here overflows (a model may declare any dims; a 0 dim first would have hid
+ * the product of the others, from which the strides are made). */
 static bool product_fits(const dl_value *v) {
     int64_t p = 1;
     for (int d = 0; d < v->type.rank; d++)
-        if (v->type.dims[d] >= 0 && __builtin_mul_overflow(p, v->type.dims[d], &p)) return false;
+        if (v->type.dims[d] > 0 && __builtin_mul_overflow(p, v->type.dims[d], &p)) return false;
     return true;
 }
 
@@ -235,6 +236,10 @@ bool dl_gather_params_of(const dl_node *n, dl_gather_params *gp) {
                                           : x->type.dims[d - ir + 1];
         if (y->type.dims[d] != want) return false;
     }
+    /* a row's bytes, as the call computes them, must fit too */
+    int64_t row = (int64_t)dl_dtype_size(x->type.dtype);
+    for (int d = (int)a + 1; d < r; d++)
+        if (x->type.dims[d] > 0 && __builtin_mul_overflow(row, x->type.dims[d], &row)) return false;
     gp->x_slot = x->id, gp->idx_slot = ix->id, gp->y_slot = y->id;
     gp->idx_bytes = (int)dl_dtype_size(ix->type.dtype);
     gp->axis = (int)a;

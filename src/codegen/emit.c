@@ -534,8 +534,6 @@ static void sexprs_c(dl_sbuf *sb, const dl_sexpr *e, int n) {
     dl_sb_put(sb, "}");
 }
 
-/* Slice, Split, Concat, Pad: one dlrt_copy_strided call per move (copy-params.c), after a Pad's
- * fill. */
 /* A Gather: one dlrt_gather call, which reports a bad index in the run's error record. */
 static dl_status emit_gather(dl_ctx *ctx, const dl_node *n, const char *name, dl_sbuf *sb) {
     dl_gather_params gp;
@@ -554,6 +552,8 @@ static dl_status emit_gather(dl_ctx *ctx, const dl_node *n, const char *name, dl
     return DL_OK;
 }
 
+/* Slice, Split, Concat, Pad: one dlrt_copy_strided call per move (copy-params.c), after a Pad's
+ * fill; a Gather: emit_gather. */
 static dl_status emit_copy(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
     const dl_node *n = gr->nodes[0];
     if (dl_node_is(n, "Gather")) return emit_gather(ctx, n, name, sb);

@@ -143,15 +143,24 @@ static dl_status split_infer(dl_infer *ic) {
                              (long long)sum, (long long)d);
     /* Opset 18's num_outputs makes every part ceil(d / n) long but the last, which takes what is
      * left (8 into 3 gives 3, 3, 2); without it the parts must be equal. */
-    const int64_t num_outputs = have_split ? 0 : dl_attr_int(ic->node, "num_outputs", 0);
-    if (num_outputs != 0 && num_outputs != nout)
+    const bool has_num = dl_node_attr(ic->node, "num_outputs") != NULL;
+    const int64_t num_outputs = has_num ? dl_attr_int(ic->node, "num_outputs", 0) : 0;
+    if (has_num && ic->opset < 18)
+        return dl_infer_fail(ic, DL_ERR_INVALID,
+                             "num_outputs is an attribute of Split from opset 18 (this is %d)",
+                             ic->opset);
+    if (has_num && have_split)
+        return dl_infer_fail(ic, DL_ERR_INVALID, "both the split input and num_outputs are given");
+    if (has_num && num_outputs != nout)
         return dl_infer_fail(ic, DL_ERR_INVALID, "num_outputs is %lld but the node has %d outputs",
                              (long long)num_outputs, nout);
-    const int64_t chunk = num_outputs ? (d + nout - 1) / nout : d / nout;
-    if (!have_split && d >= 0 && !num_outputs && d % nout != 0)
+    const int64_t chunk = d < 0 ? 0 : d / nout + (has_num && d % nout != 0);
+    if (!have_split && d >= 0 && !has_num && d % nout != 0)
         return dl_infer_fail(ic, DL_ERR_SHAPE, "axis dim %lld does not split into %d equal parts",
                              (long long)d, nout);
-    if (!have_split && d >= 0 && num_outputs && d - chunk * (nout - 1) < 0)
+    int64_t full = 0; /* the first n - 1 parts' extent */
+    if (!have_split && d >= 0 &&
+        (__builtin_mul_overflow(chunk, (int64_t)(nout - 1), &full) || full > d))
         return dl_infer_fail(ic, DL_ERR_SHAPE,
                              "axis dim %lld is too short for %d parts of %lld (num_outputs)",
                              (long long)d, nout, (long long)chunk);
@@ -161,7 +170,7 @@ static dl_status split_infer(dl_infer *ic) {
         if (have_split && split_known)
             dims[axis] = attr_split ? attr_split[o] : dl_get_i64(in_split, o);
         else if (!have_split && d >= 0)
-            dims[axis] = o < nout - 1 ? chunk : d - chunk * (nout - 1);
+            dims[axis] = o < nout - 1 ? chunk : d - full;
         else if (!have_split && nout == 1)
             dims[axis] = d;
         else

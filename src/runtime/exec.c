@@ -191,8 +191,8 @@ static dl_status run_fallback(exec *ex, const dl_group *gr) {
     return s;
 }
 
-/* The error a kernel of gr reported in the run's record (dlrt.h), as the reference kernel words
- * it; DL_OK when none. */
+/* The error a kernel of gr reported in the run's record (dlrt.h), worded as the reference
+ * kernel words the same error (without its list of inputs); DL_OK when none. */
 static dl_status kernel_error(const exec *ex, const dl_group *gr) {
     const int64_t *e = ex->err;
     if (e[0] == DLRT_ERR_NONE) return DL_OK;

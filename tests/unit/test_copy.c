@@ -281,20 +281,45 @@ static void test_split_num_outputs(dl_ctx *ctx) {
     dl_ctx_clear(ctx);
     dl_graph_free(g);
 
+    /* an axis of INT64_MAX: parts of ceil(d / 3) computed without overflow */
+    {
+        g = dl_graph_new(ctx);
+        const int64_t d = INT64_MAX;
+        dl_value *x = dl_input(g, "x", DL_F32, 1, &d, NULL), *o[3] = {NULL};
+        const char *a[] = {"num_outputs=3"};
+        const dl_status st = dl_add_node_ex(g, NULL, "Split", 18, 1, &x, 3, o, 1, a, 0, NULL);
+        const int64_t c = INT64_MAX / 3 + 1;
+        CHECK("split INT64_MAX into num_outputs=3: parts of ceil(d / 3), the last shorter",
+              st == DL_OK && dl_value_dim(o[0], 0) == c && dl_value_dim(o[1], 0) == c &&
+                  dl_value_dim(o[2], 0) == INT64_MAX - 2 * c);
+        dl_ctx_clear(ctx);
+        dl_graph_free(g);
+    }
     struct {
         int64_t d;
         int parts;
         const char *num, *want;
-    } bad[] = {{5, 4, "num_outputs=4", "too short"}, {6, 3, "num_outputs=2", "num_outputs is 2"}};
-    for (int b = 0; b < 2; b++) {
+        int opset;
+        bool sizes;
+    } bad[] = {{5, 4, "num_outputs=4", "too short", 18, false},
+               {6, 3, "num_outputs=2", "num_outputs is 2", 18, false},
+               {6, 3, "num_outputs=0", "num_outputs is 0", 18, false},
+               {6, 3, "num_outputs=3", "from opset 18", 13, false},
+               {6, 3, "num_outputs=3", "both the split input and num_outputs", 18, true}};
+    for (int b = 0; b < 5; b++) {
         g = dl_graph_new(ctx);
-        dl_value *x = dl_input(g, "x", DL_F32, 1, &bad[b].d, NULL), *o[4] = {NULL};
+        const int64_t sizes[] = {2, 2, 2};
+        dl_value *x[2] = {dl_input(g, "x", DL_F32, 1, &bad[b].d, NULL),
+                          bad[b].sizes ? i64s(ctx, g, 3, sizes) : NULL},
+                 *o[4] = {NULL};
         const char *a[] = {bad[b].num};
-        const dl_status st =
-            dl_add_node_ex(g, NULL, "Split", 18, 1, &x, bad[b].parts, o, 1, a, 0, NULL);
-        char name[96];
-        snprintf(name, sizeof name, "split %lld into %d outputs with %s: refused, saying '%s'",
-                 (long long)bad[b].d, bad[b].parts, bad[b].num, bad[b].want);
+        const dl_status st = dl_add_node_ex(g, NULL, "Split", bad[b].opset, bad[b].sizes ? 2 : 1, x,
+                                            bad[b].parts, o, 1, a, 0, NULL);
+        char name[160];
+        snprintf(name, sizeof name,
+                 "split %lld into %d outputs with %s%s (opset %d): refused, saying '%s'",
+                 (long long)bad[b].d, bad[b].parts, bad[b].num, bad[b].sizes ? " and sizes" : "",
+                 bad[b].opset, bad[b].want);
         CHECK(name, st != DL_OK && strstr(dl_errmsg(ctx), bad[b].want) != NULL);
         dl_ctx_clear(ctx);
         dl_graph_free(g);
@@ -317,10 +342,10 @@ static dl_graph *gather_graph(dl_ctx *ctx, dl_dtype dt, int xr, const int64_t *x
     return g;
 }
 
-/* The graph's program run with x a pattern and index `bad` (at position at) among good ones must
- * fail, naming the index as out of range. */
+/* The graph's program run with x a pattern and index `bad` (at position at) among good ones, and
+ * another bad one later (at later_at, when >= 0), must fail naming the first as out of range. */
 static void gather_refuses(dl_ctx *ctx, const char *what, dl_graph *g, int64_t bad, int64_t at,
-                           int64_t extent) {
+                           int64_t later_at, int64_t extent) {
     dl_program *p = NULL;
     bool refused = false;
     if (dl_graph_status(g) == DL_OK && dl_compile(ctx, g, &opts, &p) == DL_OK) {
@@ -334,10 +359,14 @@ static void gather_refuses(dl_ctx *ctx, const char *what, dl_graph *g, int64_t b
         }
         if (in[0] && in[1]) {
             fill_indices(in[1], extent);
-            if (dl_tensor_dtype(in[1]) == DL_I32)
-                ((int32_t *)dl_tensor_data(in[1]))[at] = (int32_t)bad;
-            else
-                ((int64_t *)dl_tensor_data(in[1]))[at] = bad;
+            for (int k = 0; k < 2; k++) {
+                const int64_t pos = k ? later_at : at, v = k ? extent + 7 : bad;
+                if (pos < 0) continue;
+                if (dl_tensor_dtype(in[1]) == DL_I32)
+                    ((int32_t *)dl_tensor_data(in[1]))[pos] = (int32_t)v;
+                else
+                    ((int64_t *)dl_tensor_data(in[1]))[pos] = v;
+            }
             char want[64];
             snprintf(want, sizeof want, "index %lld is out of range", (long long)bad);
             refused = dl_program_run(ctx, p, 2, NULL, in, out) != DL_OK &&
@@ -374,6 +403,25 @@ static void test_gathers(dl_ctx *ctx) {
         ctx,
         gather_graph(ctx, DL_F32, 2, (int64_t[]){1000, 768}, DL_I64, 2, (int64_t[]){-1, 128}, 0),
         "gather of [b, 128] rows of [1000, 768] (threads)", 1, 0, batches + 1, 1, 1000);
+    /* constant ids (position ids) picking columns of an input, then fed to a kernel */
+    {
+        dl_graph *g = dl_graph_new(ctx);
+        const char *syms[] = {"batch", NULL};
+        dl_value *x = dl_input(g, "x", DL_F32, 2, (int64_t[]){-1, 6}, syms);
+        const int64_t ids[] = {0, -1, 2, 2};
+        dl_output(g, dl_relu(g, dl_op2(g, "Gather", x, i64s(ctx, g, 4, ids), "axis=1")), "y");
+        check_graph(ctx, g, "gather by constant ids, then Relu", 1, 0, batches, 2);
+    }
+    /* rows whose bytes would overflow int64, and dims past int64 behind a 0 (a model may declare
+     * any): the reference kernel, compiled only (make test-asan's UBSan sees any overflow) */
+    check_graph_ix(ctx,
+                   gather_graph(ctx, DL_F32, 2, (int64_t[]){2, (int64_t)1 << 61}, DL_I64, 1,
+                                (int64_t[]){3}, 0),
+                   "gather of rows of 2^63 bytes", 0, 1, batches, 0, 0);
+    check_graph_ix(ctx,
+                   gather_graph(ctx, DL_F32, 3, (int64_t[]){0, (int64_t)1 << 40, (int64_t)1 << 40},
+                                DL_I64, 1, (int64_t[]){0}, 0),
+                   "gather of [0, 2^40, 2^40]", 0, 1, batches, 0, 0);
     /* no rows to move ([0, 5] on axis 1): the indices are still checked */
     check_graph_ix(ctx,
                    gather_graph(ctx, DL_F32, 2, (int64_t[]){0, 5}, DL_I64, 1, (int64_t[]){3}, 1),
@@ -382,17 +430,22 @@ static void test_gathers(dl_ctx *ctx) {
     gather_refuses(
         ctx, "gather: an id past the table fails the run, naming it",
         gather_graph(ctx, DL_F32, 2, (int64_t[]){12, 5}, DL_I64, 2, (int64_t[]){-1, 3}, 0), 12, 4,
-        12);
+        -1, 12);
     gather_refuses(ctx, "gather: an int32 id below -extent fails the run",
                    gather_graph(ctx, DL_F32, 2, (int64_t[]){12, 5}, DL_I32, 1, (int64_t[]){-1}, 0),
-                   -13, 1, 12);
+                   -13, 1, -1, 12);
+    /* 786 KB of rows on threads: the first bad id in order is named, whichever thread met it */
     gather_refuses(
-        ctx, "gather: a bad id read on a worker thread fails the run",
+        ctx, "gather: of two bad ids read on threads, the first is named",
         gather_graph(ctx, DL_F32, 2, (int64_t[]){1000, 768}, DL_I64, 2, (int64_t[]){-1, 128}, 0),
-        1000, 250, 1000);
+        -1001, 40, 250, 1000);
+    gather_refuses(
+        ctx, "gather: a bad int32 id in the second half (threads)",
+        gather_graph(ctx, DL_F32, 2, (int64_t[]){1000, 768}, DL_I32, 2, (int64_t[]){-1, 128}, 0),
+        1000, 250, -1, 1000);
     gather_refuses(ctx, "gather: a bad id with no rows to move fails the run",
                    gather_graph(ctx, DL_F32, 2, (int64_t[]){0, 5}, DL_I64, 1, (int64_t[]){3}, 1), 5,
-                   2, 5);
+                   2, -1, 5);
 }
 
 /* Pad of x (dims xd; a symbolic batch when sym) by constant pads, with the constant value (of

@@ -279,13 +279,15 @@ enum {
     DLRT_ERR_INDEX = 1 /* err[1] the index, err[2] the extent, err[3] the axis */
 };
 #define DLRT_ERR_WORDS 4
-/* Records an error in err (may be NULL) unless one is there already; threads may race. */
+/* Records an error in err (may be NULL) unless one is there already; threads may race (the
+ * winner's stands). */
 void dlrt_report(int64_t *err, int64_t code, int64_t a, int64_t b, int64_t c);
 
 /* Gather: y[o][j] = x[o][idx[j]] for o < outer, j < count, each a row of row_bytes, x holding
  * `extent` rows per o; idx has count int32 (idx_bytes 4) or int64 (8) elements, negative ones
- * counting from the end. A row whose index lies outside [-extent, extent) is zeroed and the first
- * such index reported in err as DLRT_ERR_INDEX on `axis`. x and y must not overlap. */
+ * counting from the end. A row whose index lies outside [-extent, extent) is zeroed, and the first
+ * such index in idx (whatever the threads) is reported in err as DLRT_ERR_INDEX on `axis`. x and
+ * y must not overlap. */
 void dlrt_gather(const void *x, const void *idx, int idx_bytes, int64_t outer, int64_t extent,
                  int64_t count, int64_t row_bytes, void *y, int axis, int64_t *err);
 

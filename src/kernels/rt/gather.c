@@ -27,50 +27,58 @@ static inline int64_t dlrt_index_at(const void *idx, int idx_bytes, int64_t j) {
 typedef struct dlrt_gather_job {
     const char *x;
     const void *idx;
-    int idx_bytes, axis;
+    int idx_bytes;
     int64_t extent, count, row_bytes;
     char *y;
-    int64_t *err;
+    int bad; /* some row's index was out of range (set by any thread, read after the join) */
 } dlrt_gather_job;
 
 /* Output rows [lo, hi) (row r is o = r / count, j = r % count). */
 static void dlrt_gather_rows(void *ctx, int64_t lo, int64_t hi) {
-    const dlrt_gather_job *g = ctx;
+    dlrt_gather_job *g = ctx;
     for (int64_t r = lo; r < hi; r++) {
         const int64_t o = r / g->count, j = r % g->count;
-        const int64_t raw = dlrt_index_at(g->idx, g->idx_bytes, j);
-        int64_t v = raw;
+        int64_t v = dlrt_index_at(g->idx, g->idx_bytes, j);
         if (v < 0) v += g->extent;
         char *dst = g->y + r * g->row_bytes;
         if (v < 0 || v >= g->extent) {
             memset(dst, 0, (size_t)g->row_bytes);
-            dlrt_report(g->err, DLRT_ERR_INDEX, raw, g->extent, g->axis);
+            __atomic_store_n(&g->bad, 1, __ATOMIC_RELAXED);
             continue;
         }
         memcpy(dst, g->x + (o * g->extent + v) * g->row_bytes, (size_t)g->row_bytes);
     }
 }
 
+/* Reports the first index out of range in index order, as the reference kernel does (the
+ * threads find theirs in any order). */
+static void dlrt_gather_report(const void *idx, int idx_bytes, int64_t count, int64_t extent,
+                               int axis, int64_t *err) {
+    for (int64_t j = 0; j < count; j++) {
+        const int64_t v = dlrt_index_at(idx, idx_bytes, j);
+        if (v < -extent || v >= extent) {
+            dlrt_report(err, DLRT_ERR_INDEX, v, extent, axis);
+            return;
+        }
+    }
+}
+
 void dlrt_gather(const void *x, const void *idx, int idx_bytes, int64_t outer, int64_t extent,
                  int64_t count, int64_t row_bytes, void *y, int axis, int64_t *err) {
     if (count <= 0 || (idx_bytes != 4 && idx_bytes != 8)) return;
+    if (outer <= 0 || row_bytes <= 0) { /* nothing moves, but the indices are still checked */
+        dlrt_gather_report(idx, idx_bytes, count, extent, axis, err);
+        return;
+    }
     dlrt_gather_job g = {.x = x,
                          .idx = idx,
                          .idx_bytes = idx_bytes,
-                         .axis = axis,
                          .extent = extent,
                          .count = count,
                          .row_bytes = row_bytes,
-                         .y = y,
-                         .err = err};
-    if (outer <= 0 || row_bytes <= 0) { /* nothing moves, but the indices are still checked */
-        for (int64_t j = 0; j < count; j++) {
-            const int64_t v = dlrt_index_at(idx, idx_bytes, j);
-            if (v < -extent || v >= extent) dlrt_report(err, DLRT_ERR_INDEX, v, extent, axis);
-        }
-        return;
-    }
+                         .y = y};
     const int64_t rows = outer * count;
     const double bytes = (double)rows * (double)row_bytes;
     dlrt_parallel_for(rows, rows > 1 && bytes >= DLRT_GATHER_PAR_BYTES, dlrt_gather_rows, &g);
+    if (g.bad) dlrt_gather_report(idx, idx_bytes, count, extent, axis, err);
 }
