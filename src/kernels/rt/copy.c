@@ -10,12 +10,6 @@
 
 #include <string.h>
 
-enum {
-    /* bytes below which the copy stays on the calling thread: a fork costs about as much as
-     * moving this much from cache */
-    DLRT_COPY_PAR_BYTES = 1 << 18
-};
-
 typedef struct dlrt_copy_job {
     int rank;
     int64_t dims[DLRT_COPY_MAX_RANK], ss[DLRT_COPY_MAX_RANK], ds[DLRT_COPY_MAX_RANK];
@@ -94,5 +88,5 @@ void dlrt_copy_strided(int rank, const int64_t *dims, int64_t esize, const void 
         if (d < rank - 1) runs *= dims[d];
     }
     const double bytes = (double)runs * (double)dims[rank - 1] * (double)esize;
-    dlrt_parallel_for(runs, runs > 1 && bytes >= DLRT_COPY_PAR_BYTES, dlrt_copy_runs, &j);
+    dlrt_parallel_for(runs, runs > 1 && bytes >= DLRT_MOVE_PAR_BYTES, dlrt_copy_runs, &j);
 }

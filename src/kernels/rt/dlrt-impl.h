@@ -31,6 +31,10 @@
 #define DLRT_NOINLINE
 #endif
 
+/* Bytes below which a kernel that only moves data (copy.c, gather.c) stays on the calling
+ * thread: a fork costs about as much as moving this much from cache. */
+enum { DLRT_MOVE_PAR_BYTES = 1 << 18 };
+
 /* A loop over [0, n) run in pieces, one per thread, when par (dlrt_parallel). */
 static inline void dlrt_parallel_for(int64_t n, int par, dlrt_range_fn fn, void *ctx) {
     dlrt_parallel(n, par ? 0 : 1, 1, 0, fn, ctx);

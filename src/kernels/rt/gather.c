@@ -7,11 +7,6 @@
 
 #include <string.h>
 
-enum {
-    /* bytes below which the rows stay on the calling thread (as for dlrt_copy_strided) */
-    DLRT_GATHER_PAR_BYTES = 1 << 18
-};
-
 void dlrt_report(int64_t *err, int64_t code, int64_t a, int64_t b, int64_t c) {
     int64_t none = DLRT_ERR_NONE;
     if (!err ||
@@ -79,6 +74,6 @@ void dlrt_gather(const void *x, const void *idx, int idx_bytes, int64_t outer, i
                          .y = y};
     const int64_t rows = outer * count;
     const double bytes = (double)rows * (double)row_bytes;
-    dlrt_parallel_for(rows, rows > 1 && bytes >= DLRT_GATHER_PAR_BYTES, dlrt_gather_rows, &g);
+    dlrt_parallel_for(rows, rows > 1 && bytes >= DLRT_MOVE_PAR_BYTES, dlrt_gather_rows, &g);
     if (g.bad) dlrt_gather_report(idx, idx_bytes, count, extent, axis, err);
 }
