@@ -26,14 +26,17 @@ static bool same_dims_but(const dl_value *a, const dl_value *b, int skip) {
     return true;
 }
 
-/* Whether the product of v's known nonzero dims fits in int64, so that no stride or offset
- * computed from them here overflows (a model may declare any dims; a 0 dim first would have hid
- * the product of the others, from which the strides are made). */
-static bool product_fits(const dl_value *v) {
-    int64_t p = 1;
-    for (int d = 0; d < v->type.rank; d++)
+/* Whether p times the product of v's known nonzero dims [from, to) fits in int64, so that no
+ * stride, offset or byte count computed from them here overflows (a model may declare any dims;
+ * a 0 dim first would have hid the product of the others, from which the strides are made). */
+static bool dims_fit(const dl_value *v, int from, int to, int64_t p) {
+    for (int d = from; d < to; d++)
         if (v->type.dims[d] > 0 && __builtin_mul_overflow(p, v->type.dims[d], &p)) return false;
     return true;
+}
+
+static bool product_fits(const dl_value *v) {
+    return dims_fit(v, 0, v->type.rank, 1);
 }
 
 /* Whether v's rank is one dlrt_copy_strided takes and its dims' product fits. */
@@ -237,16 +240,14 @@ bool dl_gather_params_of(const dl_node *n, dl_gather_params *gp) {
         if (y->type.dims[d] != want) return false;
     }
     /* a row's bytes, as the call computes them, must fit too */
-    int64_t row = (int64_t)dl_dtype_size(x->type.dtype);
-    for (int d = (int)a + 1; d < r; d++)
-        if (x->type.dims[d] > 0 && __builtin_mul_overflow(row, x->type.dims[d], &row)) return false;
+    const int64_t esize = (int64_t)dl_dtype_size(x->type.dtype);
+    if (!dims_fit(x, (int)a + 1, r, esize)) return false;
     gp->x_slot = x->id, gp->idx_slot = ix->id, gp->y_slot = y->id;
     gp->idx_bytes = (int)dl_dtype_size(ix->type.dtype);
     gp->axis = (int)a;
     gp->outer = dl_dims_sexpr(x, 0, (int)a);
     gp->extent = dl_dims_sexpr(x, (int)a, (int)a + 1);
     gp->count = dl_dims_sexpr(ix, 0, ir);
-    gp->row_bytes =
-        sx_times(dl_dims_sexpr(x, (int)a + 1, r), (int64_t)dl_dtype_size(x->type.dtype));
+    gp->row_bytes = sx_times(dl_dims_sexpr(x, (int)a + 1, r), esize);
     return true;
 }

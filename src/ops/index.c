@@ -40,9 +40,15 @@ static bool norm_index(int64_t *v, int64_t d) {
     return *v >= 0 && *v < d;
 }
 
+void dl_bad_index_text(char *buf, size_t n, int64_t v, int64_t d, int64_t axis) {
+    snprintf(buf, n, "index %lld is out of range [-%lld, %lld) on axis %lld", (long long)v,
+             (long long)d, (long long)d, (long long)axis);
+}
+
 static dl_status bad_index(dl_kernel *kc, int64_t v, int64_t d, int axis) {
-    return dl_kernel_fail(kc, DL_ERR_INVALID, "index %lld is out of range [-%lld, %lld) on axis %d",
-                          (long long)v, (long long)d, (long long)d, axis);
+    char t[160];
+    dl_bad_index_text(t, sizeof t, v, d, axis);
+    return dl_kernel_fail(kc, DL_ERR_INVALID, "%s", t);
 }
 
 /* ---- Gather ---- */

@@ -131,6 +131,10 @@ bool dl_slice_geometry(const dl_node *n, int64_t start[DL_MAX_RANK], int64_t ste
  * false for other modes, pads or a constant that are not constants, or malformed ones. */
 bool dl_pad_geometry(const dl_node *n, int64_t pads[2 * DL_MAX_RANK], uint64_t *value);
 
+/* The words for index v outside [-d, d) on axis (index.c), as the index ops' reference kernels
+ * and the executor (for a compiled kernel's report) give them. */
+void dl_bad_index_text(char *buf, size_t n, int64_t v, int64_t d, int64_t axis);
+
 /* ---- kernel helpers ---- */
 dl_status dl_kernel_alloc_out(dl_kernel *kc, int o, dl_dtype dtype, int rank, const int64_t *dims);
 /* Output o, allocated from its inferred type when the interpreter could not preallocate it. */

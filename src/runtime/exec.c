@@ -196,12 +196,12 @@ static dl_status run_fallback(exec *ex, const dl_group *gr) {
 static dl_status kernel_error(const exec *ex, const dl_group *gr) {
     const int64_t *e = ex->err;
     if (e[0] == DLRT_ERR_NONE) return DL_OK;
-    char d[300];
+    char d[300], t[160];
     dl_node_desc(dl_group_anchor(gr), d, sizeof d);
-    if (e[0] == DLRT_ERR_INDEX)
-        return dl_fail(ex->ctx, DL_ERR_INVALID,
-                       "%s: index %lld is out of range [-%lld, %lld) on axis %lld", d,
-                       (long long)e[1], (long long)e[2], (long long)e[2], (long long)e[3]);
+    if (e[0] == DLRT_ERR_INDEX) {
+        dl_bad_index_text(t, sizeof t, e[1], e[2], e[3]);
+        return dl_fail(ex->ctx, DL_ERR_INVALID, "%s: %s", d, t);
+    }
     return dl_fail(ex->ctx, DL_ERR_INTERNAL, "%s: kernel reported error %lld", d, (long long)e[0]);
 }
 

@@ -19,6 +19,12 @@ static inline int64_t dlrt_index_at(const void *idx, int idx_bytes, int64_t j) {
     return idx_bytes == 4 ? ((const int32_t *)idx)[j] : ((const int64_t *)idx)[j];
 }
 
+/* Index v counted from the end when negative into *at; false when outside [-extent, extent). */
+static inline int dlrt_index_norm(int64_t v, int64_t extent, int64_t *at) {
+    *at = v < 0 ? v + extent : v;
+    return *at >= 0 && *at < extent;
+}
+
 typedef struct dlrt_gather_job {
     const char *x;
     const void *idx;
@@ -33,10 +39,9 @@ static void dlrt_gather_rows(void *ctx, int64_t lo, int64_t hi) {
     dlrt_gather_job *g = ctx;
     for (int64_t r = lo; r < hi; r++) {
         const int64_t o = r / g->count, j = r % g->count;
-        int64_t v = dlrt_index_at(g->idx, g->idx_bytes, j);
-        if (v < 0) v += g->extent;
+        int64_t v;
         char *dst = g->y + r * g->row_bytes;
-        if (v < 0 || v >= g->extent) {
+        if (!dlrt_index_norm(dlrt_index_at(g->idx, g->idx_bytes, j), g->extent, &v)) {
             memset(dst, 0, (size_t)g->row_bytes);
             __atomic_store_n(&g->bad, 1, __ATOMIC_RELAXED);
             continue;
@@ -51,7 +56,8 @@ static void dlrt_gather_report(const void *idx, int idx_bytes, int64_t count, in
                                int axis, int64_t *err) {
     for (int64_t j = 0; j < count; j++) {
         const int64_t v = dlrt_index_at(idx, idx_bytes, j);
-        if (v < -extent || v >= extent) {
+        int64_t at;
+        if (!dlrt_index_norm(v, extent, &at)) {
             dlrt_report(err, DLRT_ERR_INDEX, v, extent, axis);
             return;
         }
