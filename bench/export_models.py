@@ -9,6 +9,10 @@ usage: /usr/bin/python3 bench/export_models.py [--out DIR] [--force] [--opset N]
 Models (default: all), written to DIR/<model>.onnx (DIR defaults to bench/models/):
   resnet50     torchvision resnet50, eval, input "input" float32 [1,3,224,224], opset 13
   mobilenetv2  torchvision mobilenet_v2, eval, input "input" float32 [1,3,224,224], opset 13
+  dcgan        the DCGAN generator of the PyTorch examples (Radford et al.): a 100-long latent
+               [1,100,1,1] through five ConvTranspose2d 4x4 (stride 1 then 2, 512-256-128-64
+               channels, BatchNorm and ReLU after each but the last, Tanh) to [1,3,64,64],
+               opset 13. Not among bench/models.sh's default models (pass --models dcgan)
   bert_base    BERT-base encoder in plain nn.Modules: vocab 30522, 12 layers, d 768, 12 heads,
                FFN 3072 with exact (erf) GELU, post-LayerNorm, token + position embeddings and
                an embedding LayerNorm, opset 14. Inputs: input_ids int64 [1,128] and
@@ -73,6 +77,24 @@ def make_mobilenetv2():
     import torchvision
     return calibrate_batchnorm(torchvision.models.mobilenet_v2(weights=None)), \
         {"input": torch.randn(1, 3, 224, 224)}, ["output"]
+
+
+def make_dcgan():
+    ngf = 64
+    layers, c_in = [], 100
+    for i, c in enumerate([ngf * 8, ngf * 4, ngf * 2, ngf]):
+        layers += [nn.ConvTranspose2d(c_in, c, 4, 1 if i == 0 else 2, 0 if i == 0 else 1,
+                                      bias=False), nn.BatchNorm2d(c), nn.ReLU(True)]
+        c_in = c
+    m = nn.Sequential(*layers, nn.ConvTranspose2d(c_in, 3, 4, 2, 1, bias=False), nn.Tanh())
+    for mod in m.modules():   # the calibration of calibrate_batchnorm, on latent vectors
+        if isinstance(mod, nn.BatchNorm2d):
+            mod.reset_running_stats()
+            mod.momentum = None
+    m.train()
+    with torch.no_grad():
+        m(torch.randn(16, 100, 1, 1))
+    return m, {"input": torch.randn(1, 100, 1, 1)}, ["output"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -202,6 +224,7 @@ def make_gpt2_small():
 MODELS = {
     "resnet50": (make_resnet50, 13),
     "mobilenetv2": (make_mobilenetv2, 13),
+    "dcgan": (make_dcgan, 13),
     "bert_base": (make_bert_base, 14),
     "gpt2_small": (make_gpt2_small, 14),
 }

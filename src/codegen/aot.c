@@ -266,9 +266,10 @@ static const char example_main[] =
  * build stops with an #error instead. Products are planned for every instruction set. */
 static void emit_isa_guard(dl_sbuf *sb, const dl_program *p) {
     bool conv = false;
-    for (int gi = 0; gi < p->fusion->n; gi++)
-        conv |=
-            p->fusion->groups[gi].kind == DL_G_CONV || p->fusion->groups[gi].kind == DL_G_CONV_GRAD;
+    for (int gi = 0; gi < p->fusion->n; gi++) {
+        const dl_gkind k = p->fusion->groups[gi].kind;
+        conv |= k == DL_G_CONV || k == DL_G_CONV_GRAD || k == DL_G_CONV_TRANSPOSE;
+    }
     if (!conv) return;
     const char *isa = dlrt_gemm_isa();
     /* gemm-micro.h's choice: AVX-512F, else AVX2 with FMA, else generic */

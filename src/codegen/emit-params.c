@@ -43,14 +43,18 @@ static void epi_residual(const dl_group *gr, dl_epi_params *e, int64_t row) {
 }
 
 /* The dlrt_conv of y = conv(x, w) with node n's attributes (a Conv, or a ConvGradInput /
- * ConvGradWeight carrying its forward's); *n_sym >= 0 when the batch is that symbol (p->n 0). */
+ * ConvGradWeight carrying its forward's, or a ConvTranspose, whose input is y and output x);
+ * *n_sym >= 0 when the batch is that symbol (p->n 0). */
 static dl_status conv_of(dl_ctx *ctx, const dl_node *n, const dl_value *x, const dl_value *w,
                          const dl_value *y, dlrt_conv *p, int *n_sym) {
     int r = x->type.rank, ns = r - 2;
     dl_window win;
     char err[200];
     const char *e =
-        dl_conv_window(n, ns, x->type.dims + 2, w->type.dims + 2, &win, err, sizeof err);
+        dl_node_is(n, "ConvTranspose")
+            ? dl_convtr_forward_window(n, ns, y->type.dims + 2, w->type.dims + 2, &win, err,
+                                       sizeof err)
+            : dl_conv_window(n, ns, x->type.dims + 2, w->type.dims + 2, &win, err, sizeof err);
     if (e) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "conv geometry: %s", e);
     p->nsp = ns;
     *n_sym = x->type.dims[0] < 0 ? (int)(-x->type.dims[0] - 1) : -1;
@@ -66,7 +70,7 @@ static dl_status conv_of(dl_ctx *ctx, const dl_node *n, const dl_value *x, const
         p->stride[d] = in ? win.stride[d] : 1;
         p->dil[d] = in ? win.dil[d] : 1;
         p->pad_begin[d] = in ? win.pb[d] : 0;
-        if (in && win.out[d] != p->out[d])
+        if (in && (win.out[d] != p->out[d] || win.in[d] != p->in[d]))
             return dl_fail(ctx, DL_ERR_UNSUPPORTED, "conv output size disagrees with geometry");
     }
     if (p->group < 1 || p->c_in % p->group || p->c_out % p->group)
@@ -268,7 +272,9 @@ dl_status dl_conv_grad_params_of(dl_ctx *ctx, const dl_group *gr, dl_conv_grad_p
     const dl_node *n = gr->nodes[0];
     memset(cp, 0, sizeof *cp);
     cp->weight = !strcmp(n->op->name, "ConvGradWeight");
-    /* the forward's X, W and Y: ConvGradWeight(X, dY) -> dW, ConvGradInput(dY, W, shape) -> dX */
+    cp->bias_slot = dl_node_is(n, "ConvTranspose") && n->n_in > 2 && n->in[2] ? n->in[2]->id : -1;
+    /* the forward's X, W and Y: ConvGradWeight(X, dY) -> dW, ConvGradInput(dY, W, shape) -> dX,
+     * ConvTranspose(dY, W, bias) -> dX */
     const dl_value *x = cp->weight ? n->in[0] : n->out[0];
     const dl_value *w = cp->weight ? n->out[0] : n->in[1];
     const dl_value *dy = cp->weight ? n->in[1] : n->in[0];
@@ -446,7 +452,7 @@ size_t dl_group_workspace(const dl_group *gr, const int64_t *syms) {
          * kernel uses */
         return dlrt_attention_workspace(&a, 0);
     }
-    if (gr->kind == DL_G_CONV_GRAD) {
+    if (gr->kind == DL_G_CONV_GRAD || gr->kind == DL_G_CONV_TRANSPOSE) {
         dl_conv_grad_params cg;
         if (dl_conv_grad_params_of(NULL, gr, &cg) != DL_OK) return 0;
         if (cg.n_sym >= 0) cg.p.n = syms[cg.n_sym];

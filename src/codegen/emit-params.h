@@ -99,13 +99,14 @@ typedef struct dl_pool_params {
     int x_slot, y_slot;
 } dl_pool_params;
 
-/* A CONV_GRAD group: the forward convolution of its ConvGradInput(dY, W, shape) -> dX or
- * ConvGradWeight(X, dY) -> dW node. */
+/* A CONV_GRAD or CONV_TRANSPOSE group: the forward convolution of its ConvGradInput(dY, W,
+ * shape) -> dX, ConvGradWeight(X, dY) -> dW or ConvTranspose(dY, W, bias) -> dX node. */
 typedef struct dl_conv_grad_params {
     dlrt_conv p;                /* p.n is 0 when the batch is symbolic */
     int n_sym;                  /* >= 0: batch is s[n_sym] */
     bool weight;                /* ConvGradWeight */
     int a_slot, b_slot, y_slot; /* the node's first two inputs and its output */
+    int bias_slot;              /* a ConvTranspose's bias; -1: none */
 } dl_conv_grad_params;
 
 /* A POOL_GRAD group: the forward pooling (p.kind 0 max, 1 average) of its MaxPoolGrad(X, dY) or

@@ -337,15 +337,39 @@ static dl_status emit_pool(dl_ctx *ctx, const dl_group *gr, const char *name, dl
     return DL_OK;
 }
 
-static dl_status emit_conv_grad(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
+/* A CONV_GRAD group's dlrt_conv_grad_input / _weight call, or a CONV_TRANSPOSE group's
+ * dlrt_conv_transpose, which also takes its weights packed once where its GEMM runs on them
+ * (dlrt_conv_transpose_packs_weights for the target's tiles) and the bias (or NULL). */
+static dl_status emit_conv_grad(dl_ctx *ctx, const dl_group *gr, const dl_target *t,
+                                const char *name, dl_packs *packs, dl_sbuf *sb) {
     dl_conv_grad_params cg;
     DL_TRY(dl_conv_grad_params_of(ctx, gr, &cg));
     emit_open(sb, name);
     emit_conv_struct(sb, &cg.p, cg.n_sym);
+    if (gr->kind != DL_G_CONV_TRANSPOSE) {
+        dl_sb_printf(sb,
+                     "    dlrt_conv_grad_%s(&p, (const float *)b[%d], (const float *)b[%d], "
+                     "(float *)b[%d], b[DLK_WS]);\n}\n",
+                     cg.weight ? "weight" : "input", cg.a_slot, cg.b_slot, cg.y_slot);
+        return DL_OK;
+    }
+    const dlrt_conv *p = &cg.p;
+    int64_t kdim = p->c_in;
+    for (int d = 0; d < p->nsp; d++) kdim *= p->k[d];
+    /* W [c_out, kdim] read transposed as the left operand, or as is as the transposed
+     * product's right one */
+    const int mode = dlrt_conv_transpose_packs_weights_for(t->vector_bytes, p);
+    int pk = -1;
+    if (mode)
+        DL_TRY(request_pack(ctx, packs, gr->nodes[0]->in[1], mode == DLRT_A_PACKED ? 0 : 1, kdim,
+                            p->c_out, kdim, mode == DLRT_A_PACKED, &pk));
+    char packed[48] = "0", bias[48] = "0";
+    if (pk >= 0) snprintf(packed, sizeof packed, "(const float *)b[DLK_PACK + %d]", pk);
+    if (cg.bias_slot >= 0) snprintf(bias, sizeof bias, "(const float *)b[%d]", cg.bias_slot);
     dl_sb_printf(sb,
-                 "    dlrt_conv_grad_%s(&p, (const float *)b[%d], (const float *)b[%d], "
-                 "(float *)b[%d], b[DLK_WS]);\n}\n",
-                 cg.weight ? "weight" : "input", cg.a_slot, cg.b_slot, cg.y_slot);
+                 "    dlrt_conv_transpose(&p, (const float *)b[%d], (const float *)b[%d], %s, %d, "
+                 "%s, (float *)b[%d], b[DLK_WS]);\n}\n",
+                 cg.a_slot, cg.b_slot, packed, pk >= 0 ? mode : 0, bias, cg.y_slot);
     return DL_OK;
 }
 
@@ -680,7 +704,8 @@ dl_status dl_emit_group(dl_ctx *ctx, const dl_group *gr, const dl_target *t, con
     case DL_G_ATTENTION:
         return emit_attention(ctx, gr, name, sb);
     case DL_G_CONV_GRAD:
-        return emit_conv_grad(ctx, gr, name, sb);
+    case DL_G_CONV_TRANSPOSE:
+        return emit_conv_grad(ctx, gr, t, name, packs, sb);
     case DL_G_POOL_GRAD:
         return emit_pool_grad(ctx, gr, name, sb);
     default:

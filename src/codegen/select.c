@@ -2,6 +2,7 @@
  * ops with static spatial/contraction dims are lowered; everything else keeps its reference
  * kernel (DL_G_FALLBACK), so the native backend runs every graph the reference backend runs. */
 #include "emit-params.h"
+#include "../ops/spatial.h"
 
 static bool default_domain(const dl_node *n) {
     return !n->op->domain || !*n->op->domain || !strcmp(n->op->domain, "ai.onnx");
@@ -109,6 +110,21 @@ static bool conv_ok(const dl_node *n) {
     return n->out[0]->type.rank == r && dims_known(n->out[0], 1, r);
 }
 
+/* A ConvTranspose runs as the input gradient of the Conv it transposes (src/ops/conv.c's
+ * dl_convtr_forward_window), which must map its output's positions back onto its input's. */
+static bool convtr_ok(const dl_node *n) {
+    if (!conv_ok(n)) return false;
+    const dl_value *x = n->in[0], *w = n->in[1], *y = n->out[0];
+    const int ns = x->type.rank - 2;
+    dl_window fwd;
+    char err[200];
+    if (dl_convtr_forward_window(n, ns, x->type.dims + 2, w->type.dims + 2, &fwd, err, sizeof err))
+        return false;
+    for (int d = 0; d < ns; d++)
+        if (fwd.in[d] != y->type.dims[d + 2]) return false;
+    return true;
+}
+
 static bool pool_ok(const dl_node *n) {
     const dl_value *x = n->in[0];
     if (!f32(x) || !only_first_output(n)) return false;
@@ -197,6 +213,7 @@ dl_gkind dl_node_kernel_kind(const dl_node *n) {
     if (!default_domain(n) || !all_outputs_ranked(n)) return DL_G_FALLBACK;
     if (n->n_in < 1 || !n->in[0]) return DL_G_FALLBACK;
     if (dl_node_is(n, "Conv")) return conv_ok(n) ? DL_G_CONV : DL_G_FALLBACK;
+    if (dl_node_is(n, "ConvTranspose")) return convtr_ok(n) ? DL_G_CONV_TRANSPOSE : DL_G_FALLBACK;
     if (dl_node_is(n, "Gemm")) return gemm_ok(n) ? DL_G_GEMM : DL_G_FALLBACK;
     if (dl_node_is(n, "MatMul")) return matmul_ok(n) ? DL_G_MATMUL : DL_G_FALLBACK;
     if (dl_node_is(n, "MaxPool") || dl_node_is(n, "AveragePool") || dl_node_is(n, "LpPool"))
@@ -225,7 +242,7 @@ dl_gkind dl_node_kernel_kind(const dl_node *n) {
 const char *dl_gkind_name(dl_gkind k) {
     static const char *names[DL_G_KIND_COUNT] = {
         "elementwise", "reduce", "transpose", "conv", "gemm", "matmul",
-        "pool", "softmax", "layernorm", "attention", "conv-grad", "pool-grad",
-        "copy", "view", "fallback"};
+        "pool", "softmax", "layernorm", "attention", "conv-grad", "conv-transpose",
+        "pool-grad", "copy", "view", "fallback"};
     return k >= 0 && k < DL_G_KIND_COUNT ? names[k] : "?";
 }

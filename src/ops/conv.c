@@ -41,6 +41,32 @@ const char *dl_conv_window(const dl_node *n, int ns, const int64_t *in, const in
     return conv_geometry(n, false, ns, in, wk, g, err, errlen);
 }
 
+const char *dl_convtr_forward_window(const dl_node *n, int ns, const int64_t *in, const int64_t *wk,
+                                     dl_window *fwd, char *err, size_t errlen) {
+    conv_geom g;
+    int64_t opad[MAX_SPATIAL];
+    const char *e = conv_geometry(n, true, ns, in, wk, &g, err, errlen);
+    if (e || (e = dl_sp_read_ints(n, "output_padding", ns, 0, 0, opad, err, errlen))) return e;
+    *fwd = g;
+    for (int d = 0; d < ns; d++) {
+        if (opad[d] >= g.stride[d]) {
+            snprintf(err, errlen, "output_padding must be < strides");
+            return err;
+        }
+        /* the Conv of Y's positions must land back on X's (not so when output_shape asks for
+         * more than the full output: those positions only hold the bias) */
+        const int64_t eff = (g.k[d] - 1) * g.dil[d] + 1, span = g.out[d] + g.pb[d] + g.pe[d];
+        if (g.in[d] >= 0 && g.out[d] >= 0 &&
+            (span < eff || (span - eff) / g.stride[d] + 1 != g.in[d])) {
+            snprintf(err, errlen, "output_shape larger than the full transposed output");
+            return err;
+        }
+        fwd->in[d] = g.out[d];
+        fwd->out[d] = g.in[d];
+    }
+    return NULL;
+}
+
 /* Fills g from the node attributes. in[] are the input spatial dims (< 0 when symbolic), wk[]
  * the kernel dims taken from the weight (< 0 when symbolic). Returns an error message or NULL;
  * g->out[d] is -1 where it cannot be known yet. */
@@ -495,20 +521,10 @@ static dl_status convtr_grad(dl_grad_ctx *gc, const dl_node *n, dl_value *const 
             return dg_refuse(gc, n, "auto_pad or output_shape with a symbolic spatial size");
     }
     conv_geom g;
-    if (conv_geometry(n, true, ns, x->type.dims + 2, w->type.dims + 2, &g, err, sizeof err))
+    if (dl_convtr_forward_window(n, ns, x->type.dims + 2, w->type.dims + 2, &g, err, sizeof err))
         return dg_refuse(gc, n, err);
-    int64_t opad[MAX_SPATIAL], pads[2 * MAX_SPATIAL];
-    if (dl_sp_read_ints(n, "output_padding", ns, 0, 0, opad, err, sizeof err))
-        return dg_refuse(gc, n, err);
+    int64_t pads[2 * MAX_SPATIAL];
     for (int d = 0; d < ns; d++) {
-        int64_t in_d = g.in[d], eff = (g.k[d] - 1) * g.dil[d] + 1;
-        if (opad[d] >= g.stride[d]) return dg_refuse(gc, n, "output_padding must be < strides");
-        /* the Conv of Y's positions must land back on X's (not so when output_shape asks for
-         * more than the full output: those positions only hold the bias) */
-        if (in_d >= 0 && g.out[d] >= 0 &&
-            (g.out[d] + g.pb[d] + g.pe[d] < eff ||
-             (g.out[d] + g.pb[d] + g.pe[d] - eff) / g.stride[d] + 1 != in_d))
-            return dg_refuse(gc, n, "output_shape larger than the full transposed output");
         pads[d] = g.pb[d];
         pads[d + ns] = g.pe[d];
     }

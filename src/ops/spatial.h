@@ -68,5 +68,12 @@ const char *dl_conv_window(const dl_node *n, int ns, const int64_t *in, const in
                            dl_window *g, char *err, size_t errlen);
 const char *dl_pool_window(const dl_node *n, bool global, int ns, const int64_t *in, dl_window *g,
                            char *err, size_t errlen);
+/* A ConvTranspose node as the Conv whose input gradient it is (same weights, strides,
+ * dilations, group and the pads it resolves): that Conv's window, its in[] being the
+ * ConvTranspose's output dims and its out[] the input dims in[] (< 0 when symbolic). Refused
+ * (an error message) where the two differ: output_padding not below the stride, or an
+ * output_shape beyond the full transposed output, whose extra positions only hold the bias. */
+const char *dl_convtr_forward_window(const dl_node *n, int ns, const int64_t *in, const int64_t *wk,
+                                     dl_window *fwd, char *err, size_t errlen);
 
 #endif

@@ -26,6 +26,8 @@ typedef enum dl_gkind {
     DL_G_LAYERNORM, /* LayerNormalization: dlrt_layernorm */
     DL_G_ATTENTION, /* MatMul(q, k') [scale] [mask] Softmax MatMul(., v): dlrt_attention */
     DL_G_CONV_GRAD, /* ai.dlcc.ConvGradInput / ConvGradWeight: dlrt_conv_grad_input / _weight */
+    /* ConvTranspose: dlrt_conv_transpose (a ConvGradInput and its bias) */
+    DL_G_CONV_TRANSPOSE,
     DL_G_POOL_GRAD, /* ai.dlcc.MaxPoolGrad / AveragePoolGrad: dlrt_maxpool_grad / _avgpool_grad */
     DL_G_COPY,      /* Slice, Split, Concat, Pad: dlrt_copy_strided per input or output;
                      * Gather: dlrt_gather */
@@ -83,8 +85,8 @@ typedef struct dl_group {
     /* CONV groups: 1 + the convolution algorithm a tuning record names (dl_tuning_apply), 0:
      * the cost model's; becomes dlrt_conv.tuned */
     int conv_tuned;
-    /* CONV and CONV_GRAD groups: 1 when the program computes products in bfloat16 (--math
-     * bf16); becomes dlrt_conv.bf16 */
+    /* CONV, CONV_GRAD and CONV_TRANSPOSE groups: 1 when the program computes products in
+     * bfloat16 (--math bf16); becomes dlrt_conv.bf16 */
     int conv_bf16;
 } dl_group;
 

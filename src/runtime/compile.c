@@ -217,9 +217,10 @@ dl_status dl_compile_tuned(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o
     for (int gi = 0; gi < p->fusion->n; gi++) {
         dl_group *gr = &p->fusion->groups[gi];
         p->stats.products += gr->kind == DL_G_GEMM || gr->kind == DL_G_MATMUL;
-        p->stats.convs += gr->kind == DL_G_CONV;
-        gr->conv_bf16 =
-            (gr->kind == DL_G_CONV || gr->kind == DL_G_CONV_GRAD) && o->math == DL_MATH_BF16;
+        p->stats.convs += gr->kind == DL_G_CONV || gr->kind == DL_G_CONV_TRANSPOSE;
+        gr->conv_bf16 = (gr->kind == DL_G_CONV || gr->kind == DL_G_CONV_GRAD ||
+                         gr->kind == DL_G_CONV_TRANSPOSE) &&
+                        o->math == DL_MATH_BF16;
     }
     double t1 = now_ms();
     p->stats.passes_ms = t1 - t0;

@@ -156,6 +156,15 @@ static double node_flops(const cost_ctx *c, const dl_group *gr, const dl_node *n
         for (int d = 1; d < w->rank; d++) per_out *= (double)w->dims[d];
         return 2 * numel_of(out) * per_out;
     }
+    if (dl_node_is(n, "ConvTranspose")) {
+        /* each input element meets (Cout / group) * prod(kernel) weights, the weight's dims
+         * after the first: 2 * numel(X) * that */
+        const dl_type *w = n->n_in > 1 ? vtype(c, n->in[1]) : NULL;
+        if (!w || !a || w->rank < 1) return 0;
+        double per_in = 1;
+        for (int d = 1; d < w->rank; d++) per_in *= (double)w->dims[d];
+        return 2 * numel_of(a) * per_in;
+    }
     if (dl_node_is(n, "Gemm")) {
         if (!a || a->rank != 2) return 0;
         double k = (double)a->dims[dl_attr_int(n, "transA", 0) ? 0 : 1];

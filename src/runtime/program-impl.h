@@ -23,7 +23,7 @@ typedef struct dl_compile_stats {
     int tuned_convs; /* convolutions that run the algorithm a tuning record names */
     int math;        /* dl_compile_options.math */
     int products;    /* Gemm and MatMul groups (what math bf16 runs in bfloat16) */
-    int convs;       /* Conv groups (math bf16 runs those computed as GEMMs in bfloat16) */
+    int convs;       /* Conv, ConvTranspose groups (math bf16: those run as GEMMs in bf16) */
     bool bf16_built; /* the kernels' dlrt_sgemm_bf16 computes in bfloat16 (dlk_has_bf16) */
 } dl_compile_stats;
 

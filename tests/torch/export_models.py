@@ -10,6 +10,10 @@ Models (default: all of them):
                       the BatchNormalization nodes stay in the graph (an eval-mode export folds
                       every BatchNorm into the preceding Conv, so dlcc's own BatchNorm kernel and
                       Conv+BN folding would otherwise never be exercised)
+  conv_decoder        a convolutional decoder (DCGAN-style generator with a U-Net skip):
+                      ConvTranspose2d 4x4 stride 2 pad 1, 2x2 stride 2, grouped 3x3 stride 2
+                      with output_padding, stride 1 with dilation, BatchNorm, ReLU, Tanh;
+                      eval, 2x32x6x6, opset 14
   bert_encoder        small BERT-style encoder (plain torch.nn), opset 14 (LayerNorm decomposed)
   bert_encoder_op17   the same model at opset 17 (LayerNorm exported as LayerNormalization);
                       only written when this torch can export opset 17
@@ -78,6 +82,33 @@ def make_mobilenet_v2():
     randomize_batchnorm(m, gen)
     m.eval()
     x = torch.randn(1, 3, 224, 224, generator=gen)
+    return m, {"input": x}, ["output"], None
+
+
+class ConvDecoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up1 = nn.ConvTranspose2d(32, 24, 4, stride=2, padding=1)  # 6 -> 12
+        self.bn1 = nn.BatchNorm2d(24)
+        self.up2 = nn.ConvTranspose2d(24, 16, 2, stride=2, bias=False)  # 12 -> 24
+        self.skip = nn.ConvTranspose2d(32, 16, 4, stride=4)  # the input straight to 24
+        self.up3 = nn.ConvTranspose2d(16, 8, 3, stride=2, padding=1, output_padding=1,
+                                      groups=2)  # 24 -> 48
+        self.mix = nn.ConvTranspose2d(8, 3, 3, padding=2, dilation=2)  # stride 1: 48 -> 48
+
+    def forward(self, x):
+        h = torch.relu(self.bn1(self.up1(x)))
+        h = torch.relu(self.up2(h) + self.skip(x))
+        return torch.tanh(self.mix(torch.relu(self.up3(h))))
+
+
+def make_conv_decoder():
+    torch.manual_seed(SEED)
+    m = ConvDecoder()
+    gen = torch.Generator().manual_seed(SEED + 5)
+    randomize_batchnorm(m, gen)
+    m.eval()
+    x = torch.randn(2, 32, 6, 6, generator=gen)
     return m, {"input": x}, ["output"], None
 
 
@@ -183,6 +214,7 @@ MODELS = {
     "resnet50": (make_resnet50, 14, {}),
     "mobilenet_v2": (make_mobilenet_v2, 14, {}),
     "mobilenet_v2_bn": (make_mobilenet_v2, 14, {"training": torch.onnx.TrainingMode.PRESERVE}),
+    "conv_decoder": (make_conv_decoder, 14, {}),
     "bert_encoder": (lambda: make_bert(14), 14, {}),
     "bert_encoder_op17": (lambda: make_bert(17), 17, {}),
 }

@@ -12,7 +12,8 @@
 #
 # Environment:
 #   DLCC_TORCH_MODELS   models to run, space or comma separated
-#                       (default: resnet50 mobilenet_v2 mobilenet_v2_bn bert_encoder bert_encoder_op17;
+#                       (default: resnet50 mobilenet_v2 mobilenet_v2_bn conv_decoder bert_encoder
+#                       bert_encoder_op17;
 #                        e.g. DLCC_TORCH_MODELS="bert_encoder mobilenet_v2" for a sanitizer build)
 #   DLCC_TORCH_PYTHON   python with torch, torchvision, onnx, numpy (default /usr/bin/python3)
 #   DLCC_TORCH_TIMEOUT  seconds allowed per dlcc run (default 1800)
@@ -31,7 +32,7 @@ BUILD_DIR=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
 PY=${DLCC_TORCH_PYTHON:-/usr/bin/python3}
 TIMEOUT=${DLCC_TORCH_TIMEOUT:-1800}
-MODELS=${DLCC_TORCH_MODELS:-resnet50 mobilenet_v2 mobilenet_v2_bn bert_encoder bert_encoder_op17}
+MODELS=${DLCC_TORCH_MODELS:-resnet50 mobilenet_v2 mobilenet_v2_bn conv_decoder bert_encoder bert_encoder_op17}
 MODELS=${MODELS//,/ }
 DLCC=$BUILD_DIR/dlcc
 CACHE=$BUILD_DIR/torch-models
@@ -51,8 +52,8 @@ finish() {
 known=
 for m in $MODELS; do
     case $m in
-        resnet50|mobilenet_v2|mobilenet_v2_bn|bert_encoder|bert_encoder_op17) known="$known $m" ;;
-        *) fail "$m: unknown model in DLCC_TORCH_MODELS (known: resnet50 mobilenet_v2 mobilenet_v2_bn bert_encoder bert_encoder_op17)" ;;
+        resnet50|mobilenet_v2|mobilenet_v2_bn|conv_decoder|bert_encoder|bert_encoder_op17) known="$known $m" ;;
+        *) fail "$m: unknown model in DLCC_TORCH_MODELS (known: resnet50 mobilenet_v2 mobilenet_v2_bn conv_decoder bert_encoder bert_encoder_op17)" ;;
     esac
 done
 MODELS=$known

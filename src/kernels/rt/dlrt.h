@@ -212,6 +212,21 @@ void dlrt_conv_grad_input(const dlrt_conv *p, const float *dy, const float *w, f
                           void *workspace);
 void dlrt_conv_grad_weight(const dlrt_conv *p, const float *x, const float *dy, float *dw,
                            void *workspace);
+/* ConvTranspose: y [n, c_in, in...] = the transposed convolution of x [n, c_out, out...] with w
+ * [c_out, c_in/group, k...], plus bias[c_in] (NULL: none) in every position; p is the
+ * convolution whose input gradient it is (dl_convtr_forward_window), so this is
+ * dlrt_conv_grad_input(p, x, w, y, workspace) and the bias, with its workspace. wpacked (may be
+ * NULL) holds w packed once for its GEMM in mode wpack_mode, the nonzero
+ * dlrt_conv_transpose_packs_weights(p): DLRT_A_PACKED as the left operand
+ * (dlrt_gemm_pack_operand(0, c_in * k, c_out, w, c_in * k, 1, wpacked), w read transposed) or
+ * DLRT_A_PACKED_T as the transposed product's right one (dlrt_gemm_pack_operand(1, c_in * k,
+ * c_out, w, c_in * k, 0, wpacked)); 0 where the layer does not run as such a GEMM (groups,
+ * bfloat16 products, a stride-1 layer run as a convolution with flipped filters). A copy packed
+ * in another mode than this build's (a mismatched target, another batch) is not read. */
+int dlrt_conv_transpose_packs_weights(const dlrt_conv *p);
+int dlrt_conv_transpose_packs_weights_for(int vector_bytes, const dlrt_conv *p);
+void dlrt_conv_transpose(const dlrt_conv *p, const float *x, const float *w, const float *wpacked,
+                         int wpack_mode, const float *bias, float *y, void *workspace);
 /* The backward of MaxPool and AveragePool (p as for dlrt_pool_forward; kind and p are not read),
  * like the reference kernels: dx gets each dy at its window's first maximum (the forward's
  * comparison, so ties and NaNs pick the element the forward picked), or dy divided by the count
