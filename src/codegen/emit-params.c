@@ -266,6 +266,115 @@ dl_status dl_pool_params_of(dl_ctx *ctx, const dl_group *gr, dl_pool_params *pp)
     return DL_OK;
 }
 
+/* ---- resize ---- */
+
+enum { DL_RESIZE_TAP_CAP = 1 << 22 };
+
+/* Axis `axis`'s taps into int32 indices and float weights of *ix / *w (allocated). */
+static const char *resize_taps(const dl_node *n, int r, const int64_t *in, int axis, int *nt,
+                               int32_t **ix, float **w) {
+    int64_t out[DL_MAX_RANK];
+    double scale[DL_MAX_RANK];
+    const size_t cap = DL_RESIZE_TAP_CAP;
+    int64_t *ix64 = dl_malloc(cap * sizeof *ix64);
+    double *w64 = dl_malloc(cap * sizeof *w64);
+    const char *e = !ix64 || !w64
+                        ? "out of memory"
+                        : dl_resize_static(n, r, in, out, scale, axis, (int64_t)cap, nt, ix64, w64);
+    const int64_t cnt = e ? 0 : out[axis] * *nt;
+    *ix = e ? NULL : dl_malloc((size_t)cnt * sizeof **ix + 1);
+    *w = e ? NULL : dl_malloc((size_t)cnt * sizeof **w + 1);
+    if (!e && (!*ix || !*w)) e = "out of memory";
+    for (int64_t i = 0; !e && i < cnt; i++) (*ix)[i] = (int32_t)ix64[i], (*w)[i] = (float)w64[i];
+    dl_free(ix64);
+    dl_free(w64);
+    return e;
+}
+
+/* Whether every output coordinate o of axis d takes input o alone (the other taps weigh 0). */
+static bool resize_identity(const dl_node *n, int r, const dl_value *x, int d) {
+    int nt = 0;
+    int32_t *ix = NULL;
+    float *w = NULL;
+    bool same = !resize_taps(n, r, x->type.dims, d, &nt, &ix, &w);
+    for (int64_t o = 0; same && o < x->type.dims[d]; o++) {
+        float own = 0; /* taps clamped to the edge may name o twice */
+        for (int k = 0; k < nt; k++)
+            if (ix[o * nt + k] == o)
+                own += w[o * nt + k];
+            else
+                same = same && w[o * nt + k] == 0.0f;
+        same = same && own == 1.0f;
+    }
+    dl_free(ix);
+    dl_free(w);
+    return same;
+}
+
+void dl_resize_params_free(dl_resize_params *rp) {
+    dl_free(rp->ih), dl_free(rp->iw), dl_free(rp->wh), dl_free(rp->ww);
+    rp->ih = rp->iw = NULL, rp->wh = rp->ww = NULL;
+}
+
+dl_status dl_resize_params_of(dl_ctx *ctx, const dl_node *n, dl_resize_params *rp, bool taps) {
+    memset(rp, 0, sizeof *rp);
+    const dl_value *x = n->n_in > 0 ? n->in[0] : NULL, *y = n->n_out > 0 ? n->out[0] : NULL;
+    for (int i = 1; i < n->n_out; i++)
+        if (n->out[i]) y = NULL;
+    if (!x || !y || x->type.dtype != DL_F32 || y->type.dtype != DL_F32 || x->type.rank < 2 ||
+        y->type.rank != x->type.rank)
+        return ctx ? dl_fail(ctx, DL_ERR_UNSUPPORTED, "resize: not float32 of rank 2 or more")
+                   : DL_ERR_UNSUPPORTED;
+    const int r = x->type.rank;
+    int64_t out[DL_MAX_RANK];
+    double scale[DL_MAX_RANK];
+    const char *e = dl_resize_static(n, r, x->type.dims, out, scale, 0, 0, NULL, NULL, NULL);
+    /* the leading dims are planes: unchanged, whether numbers or symbols. Scaled by 1, an
+     * axis keeps its size, and its taps are the identity in every coordinate mode but
+     * tf_half_pixel_for_nn (which reads half a pixel on: o + 0.5, rounded); a known axis has
+     * its taps checked, a symbolic one can only be assumed so in the other modes */
+    const bool half_on =
+        !strcmp(dl_attr_str(n, "coordinate_transformation_mode", ""), "tf_half_pixel_for_nn");
+    for (int d = 0; !e && d < r - 2; d++)
+        if (scale[d] != 1.0 || y->type.dims[d] != x->type.dims[d] ||
+            (x->type.dims[d] >= 0 ? out[d] != x->type.dims[d] || !resize_identity(n, r, x, d)
+                                  : half_on))
+            e = "a leading axis is resized";
+    for (int d = r - 2; !e && d < r; d++)
+        if (x->type.dims[d] <= 0 || x->type.dims[d] > INT32_MAX || out[d] != y->type.dims[d] ||
+            out[d] <= 0 || out[d] > DL_RESIZE_TAP_CAP / 4)
+            e = "the last two axes' sizes are not known";
+    if (e) return ctx ? dl_fail(ctx, DL_ERR_UNSUPPORTED, "resize: %s", e) : DL_ERR_UNSUPPORTED;
+    rp->planes = dl_dims_sexpr(x, 0, r - 2);
+    rp->in_h = x->type.dims[r - 2], rp->in_w = x->type.dims[r - 1];
+    rp->out_h = out[r - 2], rp->out_w = out[r - 1];
+    rp->x_slot = x->id, rp->y_slot = y->id;
+    /* the mode alone sets the taps per coordinate; the workspace needs nh */
+    const char *mode = dl_attr_str(n, "mode", "nearest");
+    rp->nh = rp->nw = !strcmp(mode, "nearest") ? 1 : !strcmp(mode, "cubic") ? 4 : 2;
+    if (!taps) return DL_OK;
+    if ((e = resize_taps(n, r, x->type.dims, r - 2, &rp->nh, &rp->ih, &rp->wh)) ||
+        (e = resize_taps(n, r, x->type.dims, r - 1, &rp->nw, &rp->iw, &rp->ww))) {
+        dl_resize_params_free(rp);
+        return ctx ? dl_fail(ctx, DL_ERR_UNSUPPORTED, "resize: %s", e) : DL_ERR_UNSUPPORTED;
+    }
+    /* the column taps tap-major, as dlrt_resize2d reads them */
+    const int64_t cnt = rp->out_w * rp->nw;
+    int32_t *iw = dl_malloc((size_t)cnt * sizeof *iw + 1);
+    float *ww = dl_malloc((size_t)cnt * sizeof *ww + 1);
+    if (!iw || !ww) {
+        dl_free(iw), dl_free(ww), dl_resize_params_free(rp);
+        return ctx ? dl_fail(ctx, DL_ERR_NOMEM, "resize: out of memory") : DL_ERR_NOMEM;
+    }
+    for (int64_t c = 0; c < rp->out_w; c++)
+        for (int k = 0; k < rp->nw; k++)
+            iw[k * rp->out_w + c] = rp->iw[c * rp->nw + k],
+                               ww[k * rp->out_w + c] = rp->ww[c * rp->nw + k];
+    dl_free(rp->iw), dl_free(rp->ww);
+    rp->iw = iw, rp->ww = ww;
+    return DL_OK;
+}
+
 /* ---- backward of convolution and pooling ---- */
 
 dl_status dl_conv_grad_params_of(dl_ctx *ctx, const dl_group *gr, dl_conv_grad_params *cp) {
@@ -451,6 +560,12 @@ size_t dl_group_workspace(const dl_group *gr, const int64_t *syms) {
         /* the thread count of the generated code is set at run time: size for the most the
          * kernel uses */
         return dlrt_attention_workspace(&a, 0);
+    }
+    if (gr->kind == DL_G_RESIZE) {
+        dl_resize_params rp;
+        if (dl_resize_params_of(NULL, gr->nodes[0], &rp, false) != DL_OK) return 0;
+        const dlrt_resize r = {.in_w = rp.in_w, .nh = rp.nh};
+        return dlrt_resize_workspace(&r);
     }
     if (gr->kind == DL_G_CONV_GRAD || gr->kind == DL_G_CONV_TRANSPOSE) {
         dl_conv_grad_params cg;

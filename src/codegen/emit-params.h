@@ -128,6 +128,22 @@ typedef struct dl_attn_params {
     int slot[DL_ATTN_OPERANDS]; /* value ids; slot[DL_ATTN_MASK] is -1 without a mask */
 } dl_attn_params;
 
+/* A RESIZE group (a Resize or Upsample node n): the planes (the dims before the last two, which
+ * it must leave alone), the last two axes' sizes, and with taps their taps as dlrt_resize
+ * takes them (ih/iw, wh/ww allocated: dl_resize_params_free). Only float32 data whose last two
+ * dims are known, roi/scales/sizes constants, coordinate modes but tf_crop_and_resize, up to
+ * 2^22 taps an axis; otherwise DL_ERR_UNSUPPORTED (ctx may be NULL: no message). */
+typedef struct dl_resize_params {
+    dl_sexpr planes;
+    int64_t in_h, in_w, out_h, out_w;
+    int nh, nw;
+    int32_t *ih, *iw;
+    float *wh, *ww;
+    int x_slot, y_slot;
+} dl_resize_params;
+dl_status dl_resize_params_of(dl_ctx *ctx, const dl_node *n, dl_resize_params *rp, bool taps);
+void dl_resize_params_free(dl_resize_params *rp);
+
 dl_status dl_conv_params_of(dl_ctx *ctx, const dl_group *gr, dl_conv_params *cp);
 dl_status dl_gemm_params_of(dl_ctx *ctx, const dl_group *gr, dl_gemm_params *gp);
 dl_status dl_matmul_params_of(dl_ctx *ctx, const dl_group *gr, dl_matmul_params *mp);

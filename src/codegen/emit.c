@@ -373,6 +373,39 @@ static dl_status emit_conv_grad(dl_ctx *ctx, const dl_group *gr, const dl_target
     return DL_OK;
 }
 
+/* An int32 or float table `name` of n values, static in the kernel. */
+static void emit_table(dl_sbuf *sb, const char *type, const char *name, const int32_t *iv,
+                       const float *fv, int64_t n) {
+    dl_sb_printf(sb, "    static const %s %s[%lld] = {", type, name, (long long)n);
+    for (int64_t i = 0; i < n; i++) {
+        if (i % 16 == 0) dl_sb_put(sb, "\n        ");
+        if (iv)
+            dl_sb_printf(sb, "%d,", iv[i]);
+        else
+            dl_sb_printf(sb, "%.9g,", (double)fv[i]); /* 9 digits: the same float read back */
+    }
+    dl_sb_put(sb, "};\n");
+}
+
+/* A RESIZE group: its taps as static tables, and one dlrt_resize2d call. */
+static dl_status emit_resize(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
+    dl_resize_params rp;
+    DL_TRY(dl_resize_params_of(ctx, gr->nodes[0], &rp, true));
+    char planes[DL_SEXPR_C_LEN];
+    emit_open(sb, name);
+    emit_table(sb, "int32_t", "ih", rp.ih, NULL, rp.out_h * rp.nh);
+    emit_table(sb, "int32_t", "iw", rp.iw, NULL, rp.out_w * rp.nw);
+    emit_table(sb, "float", "wh", NULL, rp.wh, rp.out_h * rp.nh);
+    emit_table(sb, "float", "ww", NULL, rp.ww, rp.out_w * rp.nw);
+    dl_sb_printf(sb,
+                 "    const dlrt_resize r = {%s, %lld, %lld, %lld, %lld, %d, %d, ih, iw, wh, ww};\n"
+                 "    dlrt_resize2d(&r, (const float *)b[%d], (float *)b[%d], b[DLK_WS]);\n}\n",
+                 sexpr_str(&rp.planes, planes), (long long)rp.in_h, (long long)rp.in_w,
+                 (long long)rp.out_h, (long long)rp.out_w, rp.nh, rp.nw, rp.x_slot, rp.y_slot);
+    dl_resize_params_free(&rp);
+    return DL_OK;
+}
+
 static dl_status emit_pool_grad(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
     dl_pool_grad_params pg;
     DL_TRY(dl_pool_grad_params_of(ctx, gr, &pg));
@@ -708,6 +741,8 @@ dl_status dl_emit_group(dl_ctx *ctx, const dl_group *gr, const dl_target *t, con
         return emit_conv_grad(ctx, gr, t, name, packs, sb);
     case DL_G_POOL_GRAD:
         return emit_pool_grad(ctx, gr, name, sb);
+    case DL_G_RESIZE:
+        return emit_resize(ctx, gr, name, sb);
     default:
         return dl_fail(ctx, DL_ERR_INTERNAL, "no code for a %s group", dl_gkind_name(gr->kind));
     }

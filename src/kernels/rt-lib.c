@@ -13,6 +13,7 @@
 #include "rt/gather.c"
 #include "rt/gemm.c"
 #include "rt/pool.c"
+#include "rt/resize.c"
 #include "rt/softmax.c"
 #include "rt/threads.c"
 #include "rt/transpose.c"

@@ -131,6 +131,17 @@ bool dl_slice_geometry(const dl_node *n, int64_t start[DL_MAX_RANK], int64_t ste
  * false for other modes, pads or a constant that are not constants, or malformed ones. */
 bool dl_pad_geometry(const dl_node *n, int64_t pads[2 * DL_MAX_RANK], uint64_t *value);
 
+/* A Resize or Upsample node (resize.c) as its reference kernel computes it on input dims in[]
+ * (rank; a dim < 0 is symbolic), when its roi, scales and sizes are constants and its
+ * coordinate mode is not tf_crop_and_resize: each axis's output dim (-1 where it depends on a
+ * symbol) and scale; with ix and w not NULL, also axis `axis`'s taps, whose input dim must be
+ * known: *n_taps per output coordinate (nearest 1, linear 2, cubic 4), ix[o * n + k] the input
+ * index (clamped to the edge) and w[o * n + k] its weight, at most cap of each. An error
+ * message, or NULL. */
+const char *dl_resize_static(const dl_node *n, int rank, const int64_t *in, int64_t *out,
+                             double *scale, int axis, int64_t cap, int *n_taps, int64_t *ix,
+                             double *w);
+
 /* The words for index v outside [-d, d) on axis (index.c), as the index ops' reference kernels
  * and the executor (for a compiled kernel's report) give them. */
 void dl_bad_index_text(char *buf, size_t n, int64_t v, int64_t d, int64_t axis);

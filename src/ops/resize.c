@@ -300,7 +300,10 @@ static dl_status resize_infer(dl_infer *ic) {
     e = plan_shape(ic->node, &ri, &p, err, sizeof err);
     if (e) return dl_infer_fail(ic, DL_ERR_INVALID, "%s", e);
     int64_t dims[DL_MAX_RANK];
-    for (int d = 0; d < x->rank; d++) dims[d] = p.out[d] >= 0 ? p.out[d] : dl_infer_fresh_dim(ic);
+    for (int d = 0; d < x->rank; d++) /* a symbolic dim scaled by 1 keeps its symbol */
+        dims[d] = p.out[d] >= 0                         ? p.out[d]
+                  : p.scale[d] == 1.0 && x->dims[d] < 0 ? x->dims[d]
+                                                        : dl_infer_fresh_dim(ic);
     return dl_infer_set(ic, 0, x->dtype, x->rank, dims);
 }
 
@@ -488,6 +491,48 @@ static dl_status resize_ref(dl_kernel *kc) {
         dl_free(taps[d].outside);
     }
     return s;
+}
+
+/* ---- for backends ---- */
+
+const char *dl_resize_static(const dl_node *n, int rank, const int64_t *in, int64_t *out,
+                             double *scale, int axis, int64_t cap, int *n_taps, int64_t *ix,
+                             double *w) {
+    resize_plan p;
+    memset(&p, 0, sizeof p);
+    const char *e = plan_attrs(n, n->opset, &p);
+    if (e) return e;
+    /* outside its roi a crop takes the extrapolation value: not a tap of the input */
+    if (p.coord == C_TF_CROP_AND_RESIZE) return "tf_crop_and_resize";
+    if (rank < 1 || rank > DL_MAX_RANK) return "rank";
+    p.rank = rank;
+    p.opset = n->opset;
+    for (int d = 0; d < rank; d++) p.in[d] = in[d];
+    int si[3];
+    input_slots(n, n->opset, &si[0], &si[1], &si[2]);
+    resize_inputs ri;
+    memset(&ri, 0, sizeof ri);
+    const dl_tensor **vals[3] = {&ri.roi, &ri.scales, &ri.sizes};
+    bool *pres[3] = {&ri.roi_present, &ri.scales_present, &ri.sizes_present};
+    for (int k = 0; k < 3; k++) {
+        if (si[k] < 0 || si[k] >= n->n_in || !n->in[si[k]]) continue;
+        const dl_value *v = n->in[si[k]];
+        if (!v->constant) return "roi, scales or sizes not constant";
+        *pres[k] = v->constant->numel > 0;
+        *vals[k] = *pres[k] ? v->constant : NULL;
+    }
+    char err[200];
+    if ((e = plan_shape(n, &ri, &p, err, sizeof err))) return "invalid resize";
+    for (int d = 0; d < rank; d++) out[d] = p.out[d], scale[d] = p.scale[d];
+    if (!ix || !w) return NULL;
+    if (axis < 0 || axis >= rank || p.in[axis] <= 0 || p.out[axis] < 0) return "axis not known";
+    *n_taps = p.mode == M_NEAREST ? 1 : p.mode == M_LINEAR ? 2 : 4;
+    if (p.out[axis] * *n_taps > cap) return "too many taps";
+    axis_taps t = {.ix = ix, .w = w, .outside = dl_malloc((size_t)p.out[axis] + 1)};
+    if (!t.outside) return "out of memory";
+    axis_fill(&p, axis, &t);
+    dl_free(t.outside);
+    return NULL;
 }
 
 /* ---- GridSample (2-D) ---- */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # AOT bundle test: `dlcc compile MODEL --emit c -o DIR` for the bundled small CNN (and a
-# symbolic-batch model bound to batch 3, and an upsampling decoder of ConvTransposes), builds each bundle with plain `cc -std=c11 -O2` (no
+# symbolic-batch model bound to batch 3, and an upsampling decoder of ConvTransposes and a Resize), builds each bundle with plain `cc -std=c11 -O2` (no
 # libdlcc, no threads), runs its example main on the same input as `dlcc run`, and compares the
 # outputs (rtol 1e-5); built again with the runtime's thread pool (-pthread -DDLRT_THREADS), its
 # outputs must be the same bits. Also checks the bundle has no malloc and states its arena size,
@@ -78,8 +78,9 @@ PYEOF
 
 aot_case default_cnn models/default.onnx 1,3,32,32
 aot_case default_cnn_batch3 models/default.onnx 3,3,32,32
-# An upsampling decoder: ConvTranspose 4x4 stride 2 with a bias, ReLU, then a grouped 3x3 stride 2
-# with output_padding and no bias (conv-transpose kernels, planned scratch included).
+# An upsampling decoder: ConvTranspose 4x4 stride 2 with a bias, ReLU, a grouped 3x3 stride 2
+# with output_padding and no bias, then a linear Resize by 1.5 x 2 (conv-transpose and resize
+# kernels, planned scratch and tap tables included).
 mkdir -p "$WORK/decoder"
 "$PY" - "$WORK/decoder" <<'PYEOF'
 import sys, numpy as np, onnx
@@ -91,10 +92,14 @@ b1 = nh.from_array(rng.standard_normal(8).astype(np.float32), 'b1')
 w2 = nh.from_array((rng.standard_normal((8, 2, 3, 3)) * 0.2).astype(np.float32), 'w2')
 nodes = [helper.make_node('ConvTranspose', ['x', 'w1', 'b1'], ['h'], strides=[2, 2], pads=[1, 1, 1, 1]),
          helper.make_node('Relu', ['h'], ['r']),
-         helper.make_node('ConvTranspose', ['r', 'w2'], ['y'], strides=[2, 2], pads=[1, 1, 1, 1],
-                          output_padding=[1, 1], group=2)]
+         helper.make_node('ConvTranspose', ['r', 'w2'], ['t'], strides=[2, 2], pads=[1, 1, 1, 1],
+                          output_padding=[1, 1], group=2),
+         helper.make_node('Resize', ['t', 'roi', 'scales'], ['y'], mode='linear')]
+roi = nh.from_array(np.zeros(0, np.float32), 'roi')
+scales = nh.from_array(np.array([1, 1, 1.5, 2], np.float32), 'scales')
 g = helper.make_graph(nodes, 'decoder', [helper.make_tensor_value_info('x', T.FLOAT, [1, 16, 5, 7])],
-                      [helper.make_tensor_value_info('y', T.FLOAT, [1, 4, 20, 28])], [w1, b1, w2])
+                      [helper.make_tensor_value_info('y', T.FLOAT, [1, 4, 30, 56])],
+                      [w1, b1, w2, roi, scales])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), d + '/m.onnx')
 PYEOF
 aot_case decoder "$WORK/decoder/m.onnx" 1,16,5,7

@@ -12,8 +12,9 @@ Models (default: all of them):
                       Conv+BN folding would otherwise never be exercised)
   conv_decoder        a convolutional decoder (DCGAN-style generator with a U-Net skip):
                       ConvTranspose2d 4x4 stride 2 pad 1, 2x2 stride 2, grouped 3x3 stride 2
-                      with output_padding, stride 1 with dilation, BatchNorm, ReLU, Tanh;
-                      eval, 2x32x6x6, opset 14
+                      with output_padding, stride 1 with dilation, BatchNorm, ReLU, Tanh, and
+                      Resizes (interpolate: nearest x4, bilinear x1.5, bilinear with
+                      align_corners to 50x90); eval, 2x32x6x6, opset 14
   bert_encoder        small BERT-style encoder (plain torch.nn), opset 14 (LayerNorm decomposed)
   bert_encoder_op17   the same model at opset 17 (LayerNorm exported as LayerNormalization);
                       only written when this torch can export opset 17
@@ -95,11 +96,15 @@ class ConvDecoder(nn.Module):
         self.up3 = nn.ConvTranspose2d(16, 8, 3, stride=2, padding=1, output_padding=1,
                                       groups=2)  # 24 -> 48
         self.mix = nn.ConvTranspose2d(8, 3, 3, padding=2, dilation=2)  # stride 1: 48 -> 48
+        self.lat = nn.Conv2d(32, 16, 1)
 
     def forward(self, x):
         h = torch.relu(self.bn1(self.up1(x)))
-        h = torch.relu(self.up2(h) + self.skip(x))
-        return torch.tanh(self.mix(torch.relu(self.up3(h))))
+        lateral = nn.functional.interpolate(self.lat(x), scale_factor=4, mode="nearest")
+        h = torch.relu(self.up2(h) + self.skip(x) + lateral)
+        y = torch.tanh(self.mix(torch.relu(self.up3(h))))
+        y = nn.functional.interpolate(y, scale_factor=1.5, mode="bilinear", align_corners=False)
+        return nn.functional.interpolate(y, size=(50, 90), mode="bilinear", align_corners=True)
 
 
 def make_conv_decoder():

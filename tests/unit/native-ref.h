@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 /* Largest |a - b| / (0.1 + |b|) (allclose with atol = 0.1 * rtol); inf when dtypes or shapes
  * differ. */
@@ -49,6 +50,41 @@ static double native_vs_ref(dl_ctx *ctx, dl_graph *g, dl_program *p, int n_in, d
         dl_tensor_free(got[i]);
     }
     return worst;
+}
+
+/* g compiled with o into *p1 and with o at 2 threads into *p2; false (the message printed,
+ * both NULL) when either fails. */
+static inline bool compile_1_2(dl_ctx *ctx, dl_graph *g, const dl_compile_options *o,
+                               dl_program **p1, dl_program **p2) {
+    dl_compile_options o2 = *o;
+    o2.threads = 2;
+    *p1 = *p2 = NULL;
+    if (dl_graph_status(g) == DL_OK && dl_compile(ctx, g, o, p1) == DL_OK &&
+        dl_compile(ctx, g, &o2, p2) == DL_OK)
+        return true;
+    printf("  %s\n", dl_errmsg(ctx));
+    dl_ctx_clear(ctx);
+    dl_program_free(*p1);
+    *p1 = NULL;
+    return false;
+}
+
+/* p1 and p2 (one graph at two thread counts) run on the same inputs: whether both run and
+ * their first outputs have the same shape and bytes. */
+static inline bool same_bits_1_2(dl_ctx *ctx, dl_program *p1, dl_program *p2, int n_in,
+                                 dl_tensor *const *in) {
+    dl_tensor *y1 = NULL, *y2 = NULL;
+    bool same = dl_program_run(ctx, p1, n_in, NULL, in, &y1) == DL_OK &&
+                dl_program_run(ctx, p2, n_in, NULL, in, &y2) == DL_OK &&
+                dl_tensor_numel(y1) == dl_tensor_numel(y2) &&
+                dl_tensor_dtype(y1) == dl_tensor_dtype(y2);
+    same = same && !memcmp(dl_tensor_data(y1), dl_tensor_data(y2),
+                           (size_t)dl_tensor_numel(y1) * dl_dtype_size(dl_tensor_dtype(y1)));
+    if (!same) printf("  %s\n", dl_errmsg(ctx));
+    dl_ctx_clear(ctx);
+    dl_tensor_free(y1);
+    dl_tensor_free(y2);
+    return same;
 }
 
 #endif

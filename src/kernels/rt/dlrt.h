@@ -337,6 +337,23 @@ int dlrt_conv_algo_ok(const dlrt_conv *p, int algo);
  * "winograd2x2", "direct", "implicit"). */
 const char *dlrt_conv_algo_name(int algo);
 
+/* ---- Resize (resize.c) ---- */
+
+/* Resize of the last two axes of planes x [planes, in_h, in_w] into y [planes, out_h, out_w]:
+ * y[p][o][c] = sum over row taps a and column taps b of wh[o * nh + a] * ww[b * out_w + c] *
+ * x[p][ih[o * nh + a]][iw[b * out_w + c]], the row taps summed first (a row of sums), in tap
+ * order; every index within its axis (the compiler's taps, src/ops/resize.c). Nearest
+ * resizing has one tap of weight 1 (a copy), linear two, cubic four. workspace:
+ * dlrt_resize_workspace(r) bytes (0: may be NULL). */
+typedef struct dlrt_resize {
+    int64_t planes, in_h, in_w, out_h, out_w;
+    int nh, nw;             /* taps per output row / column */
+    const int32_t *ih, *iw; /* [out_h][nh], [nw][out_w] (the column taps tap-major) */
+    const float *wh, *ww;   /* their weights */
+} dlrt_resize;
+size_t dlrt_resize_workspace(const dlrt_resize *r);
+void dlrt_resize2d(const dlrt_resize *r, const float *x, float *y, void *workspace);
+
 /* ---- threads (threads.c) ---- */
 
 #define DLRT_MAX_THREADS 64
