@@ -1,6 +1,6 @@
-/* copy-params.c — what a COPY group moves (Slice, Split, Concat, constant Pad: dlrt_copy_strided
- * calls, and a Pad's dlrt_fill; Gather: one dlrt_gather call), shared by kernel selection (whether
- * a node can be one) and the emitter.
+/* copy-params.c — what a COPY group moves (Slice, Split, Concat, constant Pad, DepthToSpace,
+ * SpaceToDepth: dlrt_copy_strided calls, and a Pad's dlrt_fill; Gather: one dlrt_gather call),
+ * shared by kernel selection (whether a node can be one) and the emitter.
  *
  * Split and Concat move [outer, len * inner] blocks, outer and inner the products of the dims
  * before and after the axis, which may be symbols (a dynamic batch): only the axis's extents must
@@ -74,7 +74,35 @@ static bool join_parts(const dl_node *n, bool split, const dl_value **whole, int
     return true;
 }
 
+/* A DepthToSpace or SpaceToDepth node moving between a space tensor [N, C, H * b, W * b] and a
+ * depth one [N, C * b * b, H, W] (C, H, W known, N a number or a symbol): its block size, its
+ * direction and whether the depth side is in CRD order (c * b * b + i * b + j) rather than
+ * DCR's ((i * b + j) * C + c); false when the dims are not those or the attributes invalid. */
+static bool space_depth(const dl_node *n, int64_t *b, bool *to_space, bool *crd) {
+    *to_space = dl_node_is(n, "DepthToSpace");
+    if (!*to_space && !dl_node_is(n, "SpaceToDepth")) return false;
+    const dl_value *x = n->n_in > 0 ? n->in[0] : NULL, *y = n->n_out > 0 ? n->out[0] : NULL;
+    if (!x || !y || x->type.rank != 4 || y->type.rank != 4 || !esize_ok(x) ||
+        x->type.dtype != y->type.dtype || !product_fits(x) || !product_fits(y) ||
+        !dims_fit(x, 1, 4, 1) || x->type.dims[0] != y->type.dims[0])
+        return false;
+    for (int d = 1; d < 4; d++)
+        if (x->type.dims[d] < 0 || y->type.dims[d] < 0) return false;
+    *b = dl_attr_int(n, "blocksize", 0);
+    const char *mode = *to_space && n->opset >= 11 ? dl_attr_str(n, "mode", "DCR") : "DCR";
+    *crd = !strcmp(mode, "CRD");
+    if (*b < 1 || *b > 65536 || (!*crd && strcmp(mode, "DCR"))) return false;
+    const dl_value *sp = *to_space ? y : x, *dp = *to_space ? x : y;
+    const int64_t bb = *b * *b;
+    return sp->type.dims[1] * bb == dp->type.dims[1] && sp->type.dims[2] == dp->type.dims[2] * *b &&
+           sp->type.dims[3] == dp->type.dims[3] * *b;
+}
+
 int dl_copy_moves(const dl_node *n) {
+    int64_t b;
+    bool to_space, crd;
+    if (dl_node_is(n, "DepthToSpace") || dl_node_is(n, "SpaceToDepth"))
+        return space_depth(n, &b, &to_space, &crd) ? 1 : -1;
     const bool pad = dl_node_is(n, "Pad"), slice = dl_node_is(n, "Slice");
     if (pad || slice) {
         const dl_value *x = n->in[0], *y = n->out[0];
@@ -188,8 +216,41 @@ static bool pad_move(const dl_node *n, dl_copy_move *m) {
     return true;
 }
 
+/* The one move of a DepthToSpace or SpaceToDepth: over (n, c, h, i, j, w), element [n][c][h *
+ * b + i][w * b + j] of the space tensor and its place in the depth one, w last (contiguous in
+ * the depth tensor). */
+static bool space_depth_move(const dl_node *n, dl_copy_move *m) {
+    int64_t b;
+    bool to_space, crd;
+    if (!space_depth(n, &b, &to_space, &crd)) return false;
+    const dl_value *x = n->in[0], *y = n->out[0], *sp = to_space ? y : x, *dp = to_space ? x : y;
+    const int64_t C = sp->type.dims[1], H = dp->type.dims[2], W = dp->type.dims[3];
+    const int64_t plane = H * W, sp_row = W * b;
+    /* strides of (n, c, h, i, j, w) in each tensor */
+    const int64_t ss[6] = {C * b * b * plane, b * b * plane, b * sp_row, sp_row, 1, b};
+    const int64_t ds[6] = {C * b * b * plane,
+                           crd ? b * b * plane : plane,
+                           W,
+                           crd ? b * plane : b * C * plane,
+                           crd ? plane : C * plane,
+                           1};
+    const int64_t dims[6] = {0, C, H, b, b, W};
+    m->rank = 6;
+    for (int d = 0; d < 6; d++) {
+        m->dims[d] = d == 0 ? dl_dims_sexpr(x, 0, 1) : sx(dims[d]);
+        m->ss[d] = sx(to_space ? ds[d] : ss[d]);
+        m->ds[d] = sx(to_space ? ss[d] : ds[d]);
+    }
+    m->src_slot = x->id, m->dst_slot = y->id;
+    m->src_off = m->dst_off = sx(0);
+    m->esize = (int64_t)dl_dtype_size(x->type.dtype);
+    return true;
+}
+
 bool dl_copy_move_of(const dl_node *n, int k, dl_copy_move *m) {
     memset(m, 0, sizeof *m);
+    if (dl_node_is(n, "DepthToSpace") || dl_node_is(n, "SpaceToDepth"))
+        return k == 0 && space_depth_move(n, m);
     if (dl_node_is(n, "Slice")) return k == 0 && dl_copy_moves(n) == 1 && slice_move(n, m);
     if (dl_node_is(n, "Pad")) return k == 0 && dl_copy_moves(n) == 1 && pad_move(n, m);
     const bool split = dl_node_is(n, "Split");

@@ -223,7 +223,7 @@ dl_gkind dl_node_kernel_kind(const dl_node *n) {
     if (dl_node_is(n, "LayerNormalization")) return layernorm_ok(n) ? DL_G_LAYERNORM : DL_G_FALLBACK;
     if (dl_node_is(n, "Transpose")) return transpose_ok(n) ? DL_G_TRANSPOSE : DL_G_FALLBACK;
     if (dl_node_is(n, "Slice") || dl_node_is(n, "Split") || dl_node_is(n, "Concat") ||
-        dl_node_is(n, "Pad"))
+        dl_node_is(n, "Pad") || dl_node_is(n, "DepthToSpace") || dl_node_is(n, "SpaceToDepth"))
         return dl_copy_moves(n) >= 1 ? DL_G_COPY : DL_G_FALLBACK;
     if (dl_node_is(n, "Resize") || dl_node_is(n, "Upsample")) {
         dl_resize_params rp;

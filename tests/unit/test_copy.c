@@ -1,5 +1,6 @@
-/* test_copy.c — Slice, Split, Concat and constant Pad as COPY kernels (dlrt_copy_strided calls, a
- * Pad's dlrt_fill; copy-params.c) against the reference interpreter, bit for bit: clamped, negative
+/* test_copy.c — Slice, Split, Concat, constant Pad, DepthToSpace and SpaceToDepth as COPY kernels
+ * (dlrt_copy_strided calls, a Pad's dlrt_fill; copy-params.c) and Gather (dlrt_gather) against
+ * the reference interpreter, bit for bit: clamped, negative
  * and reversed slices (whose dims merge into one run of stride -1), empty parts, 1-, 2-, 4- and
  * 8-byte elements, a symbolic batch, blocks large enough to be split over threads, pads that add,
  * crop or both with constants of every width, and the nodes that must stay with the reference
@@ -523,6 +524,51 @@ static void test_pads(dl_ctx *ctx) {
     }
 }
 
+/* DepthToSpace (DCR or CRD; opset 13) or SpaceToDepth of x [N, c, h, w] (N symbolic when
+ * sym) with block size b, as one COPY move (`copies` 1) or the reference kernel. */
+static void space_depth_case(dl_ctx *ctx, const char *what, const char *op, const char *mode,
+                             dl_dtype dt, const int64_t *xd, int64_t b, bool sym, int copies) {
+    dl_graph *g = dl_graph_new(ctx);
+    const char *names[1] = {"N"};
+    int64_t d[4] = {sym ? -1 : xd[0], xd[1], xd[2], xd[3]};
+    dl_value *in[1] = {dl_input(g, "x", dt, 4, d, names)}, *y[1] = {NULL};
+    char bs[32], md[32];
+    snprintf(bs, sizeof bs, "blocksize=%lld", (long long)b);
+    snprintf(md, sizeof md, "mode=%s", mode ? mode : "DCR");
+    const char *at[2] = {bs, md};
+    dl_add_node(g, op, 1, in, 1, y, mode ? 2 : 1, at);
+    dl_output(g, y[0], "y");
+    const int64_t batches[] = {1, 3};
+    check_graph(ctx, g, what, copies, 1 - copies, batches, sym ? 2 : 1);
+}
+
+static void test_space_depth(dl_ctx *ctx) {
+    const int64_t d8[] = {2, 8, 3, 5}, d18[] = {1, 18, 4, 3}, s[] = {2, 3, 6, 10};
+    space_depth_case(ctx, "DepthToSpace DCR, block 2", "DepthToSpace", "DCR", DL_F32, d8, 2, false,
+                     1);
+    space_depth_case(ctx, "DepthToSpace CRD, block 2, symbolic batch", "DepthToSpace", "CRD",
+                     DL_F32, d8, 2, true, 1);
+    space_depth_case(ctx, "DepthToSpace CRD, block 3, bytes", "DepthToSpace", "CRD", DL_U8, d18, 3,
+                     false, 1);
+    space_depth_case(ctx, "DepthToSpace DCR (default mode), block 3, int64", "DepthToSpace", NULL,
+                     DL_I64, d18, 3, false, 1);
+    space_depth_case(ctx, "SpaceToDepth, block 2, symbolic batch", "SpaceToDepth", NULL, DL_F32, s,
+                     2, true, 1);
+    space_depth_case(ctx, "SpaceToDepth, block 2, float16", "SpaceToDepth", NULL, DL_F16, s, 2,
+                     false, 1);
+    const int64_t big[] = {1, 256, 32, 32}; /* 1 MiB: moved over the threads */
+    space_depth_case(ctx, "DepthToSpace CRD of [1, 256, 32, 32]", "DepthToSpace", "CRD", DL_F32,
+                     big, 2, false, 1);
+    /* a symbolic channel count: the reference kernel */
+    dl_graph *g = dl_graph_new(ctx);
+    const char *names[2] = {NULL, "C"}; /* by dim */
+    dl_value *in[1] = {dl_input(g, "x", DL_F32, 4, (int64_t[]){1, -1, 3, 5}, names)}, *y[1] = {0};
+    const char *at[1] = {"blocksize=2"};
+    dl_add_node(g, "DepthToSpace", 1, in, 1, y, 1, at);
+    dl_output(g, y[0], "y");
+    check_graph(ctx, g, "DepthToSpace of a symbolic channel count", 0, 1, NULL, 0);
+}
+
 int main(void) {
     char dir[] = "/tmp/dlcc-test-copy-XXXXXX";
     if (!test_cache_open(dir, &opts)) return 1;
@@ -533,6 +579,7 @@ int main(void) {
     test_split_num_outputs(ctx);
     test_gathers(ctx);
     test_pads(ctx);
+    test_space_depth(ctx);
     dl_ctx_free(ctx);
     test_cache_remove(dir);
     printf("%d passed, %d failed\n", passed, failed);
