@@ -266,6 +266,32 @@ dl_status dl_pool_params_of(dl_ctx *ctx, const dl_group *gr, dl_pool_params *pp)
     return DL_OK;
 }
 
+/* ---- group normalization ---- */
+
+bool dl_groupnorm_params_of(const dl_node *n, int64_t *G, bool *per_group) {
+    const bool inst = dl_node_is(n, "InstanceNormalization");
+    if (!inst && !dl_node_is(n, "GroupNormalization")) return false;
+    const dl_value *x = n->in[0], *y = n->out[0];
+    if (n->n_in < 3 || !x || !y || !n->in[1] || !n->in[2] || x->type.dtype != DL_F32 ||
+        y->type.dtype != DL_F32 || x->type.rank < 2 || y->type.rank != x->type.rank)
+        return false;
+    for (int i = 1; i < n->n_out; i++)
+        if (n->out[i]) return false;
+    for (int d = 1; d < x->type.rank; d++)
+        if (x->type.dims[d] < 0) return false;
+    const int64_t C = x->type.dims[1];
+    *G = inst ? C : dl_attr_int(n, "num_groups", -1);
+    if (C <= 0 || *G < 1 || C % *G) return false;
+    int64_t len[2];
+    for (int i = 0; i < 2; i++) {
+        const dl_value *v = n->in[1 + i];
+        if (v->type.dtype != DL_F32 || v->type.rank != 1) return false;
+        len[i] = v->type.dims[0];
+    }
+    *per_group = len[0] == *G && len[1] == *G;
+    return *per_group || (len[0] == C && len[1] == C);
+}
+
 /* ---- resize ---- */
 
 enum { DL_RESIZE_TAP_CAP = 1 << 22 };

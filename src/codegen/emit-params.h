@@ -128,6 +128,12 @@ typedef struct dl_attn_params {
     int slot[DL_ATTN_OPERANDS]; /* value ids; slot[DL_ATTN_MASK] is -1 without a mask */
 } dl_attn_params;
 
+/* An InstanceNormalization or GroupNormalization node as dlrt_groupnorm computes it (a
+ * LAYERNORM group): float32 data with every dim known but the batch, its groups (G = C for
+ * InstanceNormalization) dividing its C > 0 channels, a scale and a bias of G (per group) or C
+ * values; false otherwise. */
+bool dl_groupnorm_params_of(const dl_node *n, int64_t *G, bool *per_group);
+
 /* A RESIZE group (a Resize or Upsample node n): the planes (the dims before the last two, which
  * it must leave alone), the last two axes' sizes, and with taps their taps as dlrt_resize
  * takes them (ih/iw, wh/ww allocated: dl_resize_params_free). Only float32 data whose last two

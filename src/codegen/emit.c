@@ -446,9 +446,31 @@ static dl_status emit_softmax(dl_ctx *ctx, const dl_group *gr, const char *name,
     return DL_OK;
 }
 
+/* dlrt_groupnorm for an InstanceNormalization or GroupNormalization node. */
+static dl_status emit_groupnorm(dl_ctx *ctx, const dl_node *n, const char *name, dl_sbuf *sb) {
+    int64_t G;
+    bool per_group;
+    if (!dl_groupnorm_params_of(n, &G, &per_group))
+        return dl_fail(ctx, DL_ERR_UNSUPPORTED, "not a group normalization kernel");
+    const dl_value *x = n->in[0];
+    char f[48];
+    emit_open(sb, name);
+    dl_sb_put(sb, "    dlrt_groupnorm(");
+    prod_c(sb, x, 0, 1);
+    dl_sb_printf(sb, ", %lld, %lld, ", (long long)x->type.dims[1], (long long)G);
+    prod_c(sb, x, 2, x->type.rank);
+    dl_sb_printf(sb,
+                 ", (const float *)b[%d], (const float *)b[%d], (const float *)b[%d], %d, %s, "
+                 "(float *)b[%d]);\n}\n",
+                 x->id, n->in[1]->id, n->in[2]->id, per_group,
+                 fmt_float(dl_attr_float(n, "epsilon", 1e-5f), f, sizeof f), n->out[0]->id);
+    return DL_OK;
+}
+
+/* dlrt_layernorm for a LayerNormalization node, dlrt_groupnorm for the others. */
 static dl_status emit_layernorm(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
-    DL_UNUSED(ctx);
     const dl_node *n = gr->nodes[0];
+    if (!dl_node_is(n, "LayerNormalization")) return emit_groupnorm(ctx, n, name, sb);
     const dl_value *x = n->in[0];
     int r = x->type.rank;
     int64_t axis = dl_attr_int(n, "axis", -1);

@@ -221,6 +221,11 @@ dl_gkind dl_node_kernel_kind(const dl_node *n) {
     if (dl_node_is(n, "Softmax") || dl_node_is(n, "LogSoftmax"))
         return f32(n->in[0]) && only_first_output(n) ? DL_G_SOFTMAX : DL_G_FALLBACK;
     if (dl_node_is(n, "LayerNormalization")) return layernorm_ok(n) ? DL_G_LAYERNORM : DL_G_FALLBACK;
+    if (dl_node_is(n, "InstanceNormalization") || dl_node_is(n, "GroupNormalization")) {
+        int64_t groups;
+        bool per_group;
+        return dl_groupnorm_params_of(n, &groups, &per_group) ? DL_G_LAYERNORM : DL_G_FALLBACK;
+    }
     if (dl_node_is(n, "Transpose")) return transpose_ok(n) ? DL_G_TRANSPOSE : DL_G_FALLBACK;
     if (dl_node_is(n, "Slice") || dl_node_is(n, "Split") || dl_node_is(n, "Concat") ||
         dl_node_is(n, "Pad") || dl_node_is(n, "DepthToSpace") || dl_node_is(n, "SpaceToDepth"))

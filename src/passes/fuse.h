@@ -23,7 +23,8 @@ typedef enum dl_gkind {
     DL_G_MATMUL,    /* MatMul (batched, broadcast): dlrt_sgemm per matrix + epilogue */
     DL_G_POOL,      /* MaxPool / AveragePool / LpPool: dlrt_pool_forward */
     DL_G_SOFTMAX,   /* Softmax / LogSoftmax: dlrt_softmax */
-    DL_G_LAYERNORM, /* LayerNormalization: dlrt_layernorm */
+    DL_G_LAYERNORM, /* LayerNormalization: dlrt_layernorm; Instance-, GroupNormalization:
+                     * dlrt_groupnorm */
     DL_G_ATTENTION, /* MatMul(q, k') [scale] [mask] Softmax MatMul(., v): dlrt_attention */
     DL_G_CONV_GRAD, /* ai.dlcc.ConvGradInput / ConvGradWeight: dlrt_conv_grad_input / _weight */
     /* ConvTranspose: dlrt_conv_transpose (a ConvGradInput and its bias) */

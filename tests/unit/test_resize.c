@@ -22,6 +22,7 @@
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #include "test-cache.h"
 #include "native-ref.h"
+#include "kernel-case.h"
 #include "test-rng.h"
 /* test-graph.h's scalar constant is not needed here */
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -29,12 +30,6 @@
 
 static dl_compile_options opts;
 static char dir[] = "/tmp/dlcc-test-resize-XXXXXX";
-
-static int count_kind(const dl_program *p, dl_gkind k) {
-    int n = 0;
-    for (int gi = 0; gi < p->fusion->n; gi++) n += p->fusion->groups[gi].kind == k;
-    return n;
-}
 
 /* One Resize (or Upsample) node on x [dims, dim 0 symbolic when sym], its scales or sizes
  * constants (NULL: absent) or, with scales_input, a graph input. */
@@ -137,16 +132,8 @@ static void check_case(dl_ctx *ctx, const rcase *c, bool native, bool exact) {
     char nm[256];
     dl_graph *g = case_graph(ctx, c);
     dl_program *p = NULL, *p2 = NULL;
-    snprintf(nm, sizeof nm, "%s: compiles", c->name);
-    if (!compile_1_2(ctx, g, &opts, &p, &p2)) {
-        CHECK(nm, false);
-        dl_graph_free(g);
+    if (!compile_case(ctx, g, &opts, c->name, DL_G_RESIZE, "a resize kernel", native, &p, &p2))
         return;
-    }
-    snprintf(nm, sizeof nm, "%s: %s", c->name,
-             native ? "a resize kernel" : "stays with the reference kernel");
-    CHECK(nm, native ? count_kind(p, DL_G_RESIZE) == 1 && count_kind(p, DL_G_FALLBACK) == 0
-                     : count_kind(p, DL_G_RESIZE) == 0 && count_kind(p, DL_G_FALLBACK) == 1);
     const int n_in = c->scales_input ? 2 : 1;
     for (int64_t batch = 1; batch <= (c->sym ? 3 : 1); batch += 2) {
         dl_tensor *in[2] = {case_input(ctx, c, batch, 0),

@@ -245,6 +245,13 @@ void dlrt_softmax(int64_t outer, int64_t n, int64_t inner, const float *x, float
 void dlrt_layernorm(int64_t outer, int64_t n, const float *x, const float *scale, const float *bias,
                     float eps, float *y, float *mean, float *inv_std);
 
+/* GroupNormalization (and InstanceNormalization: G = C) of x [N, C, inner...]: each image's C / G
+ * channels of a group normalized together by their mean and population variance (summed in
+ * double, as dlrt_layernorm), then y = v * scale[p] + bias[p], p the channel, or the group with
+ * per_group. y may be x. */
+void dlrt_groupnorm(int64_t N, int64_t C, int64_t G, int64_t inner, const float *x,
+                    const float *scale, const float *bias, int per_group, float eps, float *y);
+
 /* Scaled dot-product attention for a batch of heads (attention.c): for each head h in [0, bh),
  *   y_h = softmax(scale * q_h k_h^T + mask_h) v_h
  * q_h is [tq, d], k_h [tk, d], v_h [tk, dv], y_h [tq, dv]. Each operand is addressed through
