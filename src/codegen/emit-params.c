@@ -294,26 +294,35 @@ bool dl_groupnorm_params_of(const dl_node *n, int64_t *G, bool *per_group) {
 
 /* ---- resize ---- */
 
-enum { DL_RESIZE_TAP_CAP = 1 << 22 };
+/* the longest output axis the kernel takes (its tables: up to 4 taps a coordinate) */
+enum { DL_RESIZE_MAX_OUT = 1 << 20 };
 
-/* Axis `axis`'s taps into int32 indices and float weights of *ix / *w (allocated). */
+/* Axis `axis`'s taps into int32 indices and float weights of *ix / *w (allocated); refused
+ * when a weight is not a finite float (a cubic_coeff_a of NaN, or one so large the weights
+ * overflow). */
 static const char *resize_taps(const dl_node *n, int r, const int64_t *in, int axis, int *nt,
                                int32_t **ix, float **w) {
     int64_t out[DL_MAX_RANK];
     double scale[DL_MAX_RANK];
-    const size_t cap = DL_RESIZE_TAP_CAP;
-    int64_t *ix64 = dl_malloc(cap * sizeof *ix64);
-    double *w64 = dl_malloc(cap * sizeof *w64);
-    const char *e = !ix64 || !w64
-                        ? "out of memory"
-                        : dl_resize_static(n, r, in, out, scale, axis, (int64_t)cap, nt, ix64, w64);
+    *ix = NULL, *w = NULL;
+    const char *e = dl_resize_static(n, r, in, out, scale, 0, 0, NULL, NULL, NULL);
+    if (e) return e;
+    const int64_t cap = out[axis] * 4; /* the most taps any mode gives */
+    int64_t *ix64 = dl_malloc((size_t)cap * sizeof *ix64 + 1);
+    double *w64 = dl_malloc((size_t)cap * sizeof *w64 + 1);
+    e = !ix64 || !w64 ? "out of memory"
+                      : dl_resize_static(n, r, in, out, scale, axis, cap, nt, ix64, w64);
     const int64_t cnt = e ? 0 : out[axis] * *nt;
     *ix = e ? NULL : dl_malloc((size_t)cnt * sizeof **ix + 1);
     *w = e ? NULL : dl_malloc((size_t)cnt * sizeof **w + 1);
     if (!e && (!*ix || !*w)) e = "out of memory";
-    for (int64_t i = 0; !e && i < cnt; i++) (*ix)[i] = (int32_t)ix64[i], (*w)[i] = (float)w64[i];
+    for (int64_t i = 0; !e && i < cnt; i++) {
+        (*ix)[i] = (int32_t)ix64[i], (*w)[i] = (float)w64[i];
+        if (!isfinite((*w)[i])) e = "a tap's weight is not a finite float";
+    }
     dl_free(ix64);
     dl_free(w64);
+    if (e) dl_free(*ix), dl_free(*w), *ix = NULL, *w = NULL;
     return e;
 }
 
@@ -366,10 +375,15 @@ dl_status dl_resize_params_of(dl_ctx *ctx, const dl_node *n, dl_resize_params *r
             (x->type.dims[d] >= 0 ? out[d] != x->type.dims[d] || !resize_identity(n, r, x, d)
                                   : half_on))
             e = "a leading axis is resized";
+    /* float sums of a cubic's taps: weights of about 20 a at most, kept far from overflow */
+    if (!e && !strcmp(dl_attr_str(n, "mode", "nearest"), "cubic") &&
+        !(fabs(dl_attr_float(n, "cubic_coeff_a", -0.75f)) <= 1e6))
+        e = "cubic_coeff_a is not a number of reasonable size";
     for (int d = r - 2; !e && d < r; d++)
-        if (x->type.dims[d] <= 0 || x->type.dims[d] > INT32_MAX || out[d] != y->type.dims[d] ||
-            out[d] <= 0 || out[d] > DL_RESIZE_TAP_CAP / 4)
-            e = "the last two axes' sizes are not known";
+        if (x->type.dims[d] <= 0 || out[d] != y->type.dims[d] || out[d] <= 0)
+            e = "the last two axes' sizes are not known (or 0)";
+        else if (x->type.dims[d] > INT32_MAX || out[d] > DL_RESIZE_MAX_OUT)
+            e = "an axis is too long for the kernel's int32 tap tables";
     if (e) return ctx ? dl_fail(ctx, DL_ERR_UNSUPPORTED, "resize: %s", e) : DL_ERR_UNSUPPORTED;
     rp->planes = dl_dims_sexpr(x, 0, r - 2);
     rp->in_h = x->type.dims[r - 2], rp->in_w = x->type.dims[r - 1];
@@ -590,7 +604,7 @@ size_t dl_group_workspace(const dl_group *gr, const int64_t *syms) {
     if (gr->kind == DL_G_RESIZE) {
         dl_resize_params rp;
         if (dl_resize_params_of(NULL, gr->nodes[0], &rp, false) != DL_OK) return 0;
-        const dlrt_resize r = {.in_w = rp.in_w, .nh = rp.nh};
+        const dlrt_resize r = {.in_w = rp.in_w};
         return dlrt_resize_workspace(&r);
     }
     if (gr->kind == DL_G_CONV_GRAD || gr->kind == DL_G_CONV_TRANSPOSE) {

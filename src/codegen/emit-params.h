@@ -137,8 +137,9 @@ bool dl_groupnorm_params_of(const dl_node *n, int64_t *G, bool *per_group);
 /* A RESIZE group (a Resize or Upsample node n): the planes (the dims before the last two, which
  * it must leave alone), the last two axes' sizes, and with taps their taps as dlrt_resize
  * takes them (ih/iw, wh/ww allocated: dl_resize_params_free). Only float32 data whose last two
- * dims are known, roi/scales/sizes constants, coordinate modes but tf_crop_and_resize, up to
- * 2^22 taps an axis; otherwise DL_ERR_UNSUPPORTED (ctx may be NULL: no message). */
+ * dims are known, roi/scales/sizes constants, coordinate modes but tf_crop_and_resize, output
+ * axes up to 2^20 long, tap weights that are finite floats; otherwise DL_ERR_UNSUPPORTED (ctx
+ * may be NULL: no message). */
 typedef struct dl_resize_params {
     dl_sexpr planes;
     int64_t in_h, in_w, out_h, out_w;

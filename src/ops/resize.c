@@ -65,6 +65,7 @@ typedef struct resize_plan {
     int64_t in[DL_MAX_RANK], out[DL_MAX_RANK]; /* out -1 when not known yet */
     double scale[DL_MAX_RANK];
     double roi_start[DL_MAX_RANK], roi_end[DL_MAX_RANK];
+    bool scales_read; /* scale[] came from scales (the input's values, or Upsample-7's attribute) */
 } resize_plan;
 
 static bool is_upsample(const dl_node *n) {
@@ -183,6 +184,7 @@ static const char *plan_shape(const dl_node *n, const resize_inputs *ri, resize_
             p->scale[d] = fs[d];
             p->out[d] = p->in[d] < 0 ? -1 : (int64_t)floor(p->in[d] * p->scale[d]);
         }
+        p->scales_read = true;
         return NULL;
     }
     if (ri->roi && p->coord == C_TF_CROP_AND_RESIZE) {
@@ -257,6 +259,7 @@ static const char *plan_shape(const dl_node *n, const resize_inputs *ri, resize_
             p->out[d] = -1;
         }
     }
+    p->scales_read = true;
     return NULL;
 }
 
@@ -300,10 +303,11 @@ static dl_status resize_infer(dl_infer *ic) {
     e = plan_shape(ic->node, &ri, &p, err, sizeof err);
     if (e) return dl_infer_fail(ic, DL_ERR_INVALID, "%s", e);
     int64_t dims[DL_MAX_RANK];
-    for (int d = 0; d < x->rank; d++) /* a symbolic dim scaled by 1 keeps its symbol */
-        dims[d] = p.out[d] >= 0                         ? p.out[d]
-                  : p.scale[d] == 1.0 && x->dims[d] < 0 ? x->dims[d]
-                                                        : dl_infer_fresh_dim(ic);
+    /* a symbolic dim that scales (known values, not sizes) multiply by 1 keeps its symbol */
+    for (int d = 0; d < x->rank; d++)
+        dims[d] = p.out[d] >= 0 ? p.out[d]
+                  : p.scales_read && p.scale[d] == 1.0 && x->dims[d] < 0 ? x->dims[d]
+                                                                         : dl_infer_fresh_dim(ic);
     return dl_infer_set(ic, 0, x->dtype, x->rank, dims);
 }
 
@@ -521,8 +525,8 @@ const char *dl_resize_static(const dl_node *n, int rank, const int64_t *in, int6
         *pres[k] = v->constant->numel > 0;
         *vals[k] = *pres[k] ? v->constant : NULL;
     }
-    char err[200];
-    if ((e = plan_shape(n, &ri, &p, err, sizeof err))) return "invalid resize";
+    static _Thread_local char err[200]; /* the message outlives the call */
+    if ((e = plan_shape(n, &ri, &p, err, sizeof err))) return e;
     for (int d = 0; d < rank; d++) out[d] = p.out[d], scale[d] = p.scale[d];
     if (!ix || !w) return NULL;
     if (axis < 0 || axis >= rank || p.in[axis] <= 0 || p.out[axis] < 0) return "axis not known";

@@ -11,7 +11,7 @@
 
 /* Largest |a - b| / (0.1 + |b|) (allclose with atol = 0.1 * rtol); inf when dtypes or shapes
  * differ. */
-static double max_rel(const dl_tensor *a, const dl_tensor *b) {
+static inline double max_rel(const dl_tensor *a, const dl_tensor *b) {
     if (!a || !b || a->rank != b->rank || a->numel != b->numel || a->dtype != b->dtype)
         return INFINITY;
     for (int d = 0; d < a->rank; d++)
@@ -27,7 +27,8 @@ static double max_rel(const dl_tensor *a, const dl_tensor *b) {
 
 /* Runs g on the reference backend and p (compiled from g) on the same inputs; the worst max_rel
  * over the outputs (inf on an error, printed, or more than 8 outputs). */
-static double native_vs_ref(dl_ctx *ctx, dl_graph *g, dl_program *p, int n_in, dl_tensor **in) {
+static inline double native_vs_ref(dl_ctx *ctx, dl_graph *g, dl_program *p, int n_in,
+                                   dl_tensor **in) {
     int n_out = dl_graph_num_outputs(g);
     dl_tensor *want[8] = {0}, *got[8] = {0};
     double worst = INFINITY;

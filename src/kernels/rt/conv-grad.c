@@ -1,7 +1,10 @@
 /* conv-grad.c — the backward of convolution and pooling for training (dlrt.h:
  * dlrt_conv_grad_input / _weight / _workspace, dlrt_maxpool_grad, dlrt_avgpool_grad), with the
  * semantics of the reference kernels of ai.dlcc.ConvGradInput, ConvGradWeight, MaxPoolGrad and
- * AveragePoolGrad (src/ops/grad-ops.c).
+ * AveragePoolGrad (src/ops/grad-ops.c), and ConvTranspose for inference (dlrt_conv_transpose):
+ * the input gradient of the convolution it transposes, its weights optionally packed once at
+ * load for the GEMM below (dlrt_conv_transpose_packs_weights), then its bias in a pass of its
+ * own.
  *
  * Convolution, per image and group, W_g being the forward's [cog, cig * k_sp] weights:
  *   - input gradient: where it pays (dlrt_grad_input_as_conv: stride 1, group 1 with 32 input
@@ -194,7 +197,7 @@ static inline void dlrt_add_row(float *restrict d, const float *restrict s, int6
 static inline void dlrt_add_pair(float *restrict d, const float *restrict s0,
                                  const float *restrict s1, int64_t lo, int64_t hi) {
     int64_t ow = lo;
-#if defined(__GNUC__) && __GNUC__ >= 12
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12) /* __builtin_shufflevector */
     typedef float f8 __attribute__((vector_size(32)));
     for (; ow + 8 <= hi; ow += 8) {
         f8 a, b = {0}, lo8, hi8;

@@ -349,8 +349,9 @@ const char *dlrt_conv_algo_name(int algo);
 /* Resize of the last two axes of planes x [planes, in_h, in_w] into y [planes, out_h, out_w]:
  * y[p][o][c] = sum over row taps a and column taps b of wh[o * nh + a] * ww[b * out_w + c] *
  * x[p][ih[o * nh + a]][iw[b * out_w + c]], the row taps summed first (a row of sums), in tap
- * order; every index within its axis (the compiler's taps, src/ops/resize.c). Nearest
- * resizing has one tap of weight 1 (a copy), linear two, cubic four. workspace:
+ * order, taps of weight 0 left out and the sums from +0, as the reference kernel; every index
+ * within its axis (the compiler's taps, src/ops/resize.c). Nearest resizing has one tap (of
+ * weight 1, or 0 outside with exclude_outside), linear two, cubic four. workspace:
  * dlrt_resize_workspace(r) bytes (0: may be NULL). */
 typedef struct dlrt_resize {
     int64_t planes, in_h, in_w, out_h, out_w;

@@ -1067,6 +1067,16 @@ int dlrt_sgemm_transposes(int64_t M, int64_t N, int64_t K) {
     return dlrt_sgemm_transposes_for(DLRT_GEMM_VBYTES, M, N, K);
 }
 
+/* Multiples of every build's row and column panels (dlrt_gemm_packed_bytes). */
+enum { DLRT_GEMM_ANY_MR = 12, DLRT_GEMM_ANY_NR = 64 };
+_Static_assert(DLRT_GEMM_ANY_MR % DLRT_TILE_AVX512_MR == 0 &&
+                   DLRT_GEMM_ANY_MR % DLRT_TILE_AVX2_MR == 0 &&
+                   DLRT_GEMM_ANY_MR % DLRT_TILE_GENERIC_MR == 0 &&
+                   DLRT_GEMM_ANY_NR % DLRT_TILE_AVX512_NR == 0 &&
+                   DLRT_GEMM_ANY_NR % DLRT_TILE_AVX2_NR == 0 &&
+                   DLRT_GEMM_ANY_NR % DLRT_TILE_GENERIC_NR == 0,
+               "packed operands are sized for every tile");
+
 size_t dlrt_gemm_packed_bytes(int operand, int64_t lines, int64_t K) {
     if (lines <= 0 || K <= 0) return 0;
 #ifdef DLRT_GEMM_BF16
@@ -1074,7 +1084,11 @@ size_t dlrt_gemm_packed_bytes(int operand, int64_t lines, int64_t K) {
         return dlrt_bf16_packed_units(operand == DLRT_B_PAIRS, lines, K) * sizeof(uint32_t);
 #endif
     if (operand == DLRT_A_PAIRS) operand = 0;
-    const int64_t w = operand == 0 ? DLRT_GEMM_MR : DLRT_GEMM_NR;
+    /* lines rounded to whole panels of every instruction set's tile, not only this build's:
+     * the host (libdlcc, built for the baseline) sizes the scratch memory in which a module
+     * built for AVX-512 packs per call (an implicit-GEMM or Winograd convolution whose weights
+     * are not packed at load: a stride-1 ConvTranspose's flipped filters had overrun it) */
+    const int64_t w = operand == 0 ? DLRT_GEMM_ANY_MR : DLRT_GEMM_ANY_NR;
     return (size_t)((lines + w - 1) / w * w) * (size_t)K * sizeof(float);
 }
 
@@ -1154,8 +1168,9 @@ _Static_assert(64 % DLRT_TILE_AVX512_NR == 0 && 64 % DLRT_TILE_AVX2_NR == 0 &&
                "a workspace operand's padding covers every tile");
 static size_t dlrt_gemm_ws_operand(int64_t lines, int64_t other, int64_t K) {
     if (other <= 96 || lines <= 0 || K <= 0) return 0;
-    const int64_t by_nr = (lines + 63) / 64 * 64, by_mr = (lines + DLRT_TILE_AVX512_MR - 1) /
-                                                          DLRT_TILE_AVX512_MR * DLRT_TILE_AVX512_MR;
+    /* as dlrt_gemm_packed_bytes sizes either operand */
+    const int64_t by_nr = (lines + DLRT_GEMM_ANY_NR - 1) / DLRT_GEMM_ANY_NR * DLRT_GEMM_ANY_NR,
+                  by_mr = (lines + DLRT_GEMM_ANY_MR - 1) / DLRT_GEMM_ANY_MR * DLRT_GEMM_ANY_MR;
     return (size_t)DLRT_MAX(by_nr, by_mr) * (size_t)K * sizeof(float);
 }
 

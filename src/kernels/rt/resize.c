@@ -9,10 +9,11 @@
 
 #include <string.h>
 
-/* y[c] = w[c] * row[ix[c]] for c in [0, n) (w NULL: weight 1), or with add y[c] += that: one
- * tap across an output row. Vector gathers where the build has them (gcc does not make them
- * here of itself: its tuning for AMD cores keeps gathers off), the product rounded before the
- * sum, as in the scalar tail. */
+/* y[c] = w[c] * row[ix[c]] for c in [0, n), or with add y[c] += that: one
+ * tap across an output row. As in the reference kernel, a tap of weight 0 adds nothing (an inf
+ * or NaN it names does not turn into NaN), and a sum starts from +0 (so -0 becomes +0). Vector
+ * gathers where the build has them (gcc does not make them here of itself: its tuning for AMD
+ * cores keeps gathers off), the product rounded before the sum, as in the scalar tail. */
 static inline void dlrt_resize_tap(float *restrict y, const float *restrict row,
                                    const int32_t *restrict ix, const float *restrict w, int64_t n,
                                    int add) {
@@ -20,22 +21,24 @@ static inline void dlrt_resize_tap(float *restrict y, const float *restrict row,
 #if defined(__AVX512F__)
     for (; c + 16 <= n; c += 16) {
         __m512 v = _mm512_i32gather_ps(_mm512_loadu_si512(ix + c), row, 4);
-        if (w) v = _mm512_mul_ps(v, _mm512_loadu_ps(w + c));
-        if (add) v = _mm512_add_ps(_mm512_loadu_ps(y + c), v);
+        const __m512 wv = _mm512_loadu_ps(w + c);
+        v = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(wv, _mm512_setzero_ps(), _CMP_NEQ_OQ), v, wv);
+        v = _mm512_add_ps(add ? _mm512_loadu_ps(y + c) : _mm512_setzero_ps(), v);
         _mm512_storeu_ps(y + c, v);
     }
 #elif defined(__AVX2__)
     for (; c + 8 <= n; c += 8) {
         __m256 v = _mm256_i32gather_ps(row, _mm256_loadu_si256((const __m256i *)(ix + c)), 4);
-        if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + c));
-        if (add) v = _mm256_add_ps(_mm256_loadu_ps(y + c), v);
+        const __m256 wv = _mm256_loadu_ps(w + c);
+        v = _mm256_and_ps(_mm256_cmp_ps(wv, _mm256_setzero_ps(), _CMP_NEQ_OQ),
+                          _mm256_mul_ps(v, wv));
+        v = _mm256_add_ps(add ? _mm256_loadu_ps(y + c) : _mm256_setzero_ps(), v);
         _mm256_storeu_ps(y + c, v);
     }
 #endif
     for (; c < n; c++) {
-        float v = row[ix[c]];
-        if (w) v = v * w[c];
-        y[c] = add ? y[c] + v : v;
+        const float v = w[c] != 0.0f ? row[ix[c]] * w[c] : 0.0f;
+        y[c] = (add ? y[c] : 0.0f) + v;
     }
 }
 
@@ -70,28 +73,39 @@ static void dlrt_resize_rows(void *ctx, int64_t lo, int64_t hi, int slot) {
             continue;
         }
         const float *xp = j->x + plane * r->in_h * in_w;
-        const float *restrict row = xp + (int64_t)r->ih[o * r->nh] * in_w;
-        if (r->nh > 1) { /* the input rows' weighted sum, in tap order */
-            const float w0 = r->wh[o * r->nh];
-            for (int64_t c = 0; c < in_w; c++) t[c] = w0 * row[c];
-            for (int k = 1; k < r->nh; k++) {
-                const float wk = r->wh[o * r->nh + k];
-                const float *restrict rk = xp + (int64_t)r->ih[o * r->nh + k] * in_w;
+        /* the input rows' weighted sum, in tap order, over the taps that weigh something; a
+         * single one of weight 1 (an axis left as it is, an exact position) is that row */
+        const float *row = NULL;
+        int used = 0;
+        for (int k = 0; k < r->nh; k++) {
+            const float wk = r->wh[o * r->nh + k];
+            if (wk == 0.0f) continue;
+            const float *restrict rk = xp + (int64_t)r->ih[o * r->nh + k] * in_w;
+            if (used++ == 0) {
+                row = rk;
+                if (wk == 1.0f) continue;
+                for (int64_t c = 0; c < in_w; c++) t[c] = wk * rk[c];
+            } else {
+                if (row != t)
+                    for (int64_t c = 0; c < in_w; c++) t[c] = row[c]; /* weight 1 so far */
                 for (int64_t c = 0; c < in_w; c++) t[c] += wk * rk[c];
             }
+            row = t;
+        }
+        if (!used) { /* every tap weighs 0 (a cubic's exclude_outside): zeros */
+            for (int64_t c = 0; c < in_w; c++) t[c] = 0.0f;
             row = t;
         }
         /* a tap at a time across the row (its indices and weights contiguous), the sums in
          * tap order */
         for (int k = 0; k < r->nw; k++)
-            dlrt_resize_tap(yr, row, r->iw + k * out_w, r->nw > 1 ? r->ww + k * out_w : NULL, out_w,
-                            k > 0);
+            dlrt_resize_tap(yr, row, r->iw + k * out_w, r->ww + k * out_w, out_w, k > 0);
     }
 }
 
 size_t dlrt_resize_workspace(const dlrt_resize *r) {
-    return r->nh > 1 && r->in_w > 0 ? (size_t)DLRT_MAX_THREADS * (size_t)r->in_w * sizeof(float)
-                                    : 0;
+    /* a row of sums, or of zeros where every row tap weighs 0 (nearest's exclude_outside) */
+    return r->in_w > 0 ? (size_t)DLRT_MAX_THREADS * (size_t)r->in_w * sizeof(float) : 0;
 }
 
 void dlrt_resize2d(const dlrt_resize *r, const float *x, float *y, void *workspace) {
