@@ -266,6 +266,21 @@ dl_status dl_pool_params_of(dl_ctx *ctx, const dl_group *gr, dl_pool_params *pp)
     return DL_OK;
 }
 
+/* ---- ArgMax, ArgMin ---- */
+
+bool dl_argmax_axis(const dl_node *n, int *axis) {
+    if (!dl_node_is(n, "ArgMax") && !dl_node_is(n, "ArgMin")) return false;
+    const dl_value *x = n->n_in > 0 ? n->in[0] : NULL, *y = n->n_out > 0 ? n->out[0] : NULL;
+    if (!x || !y || x->type.dtype != DL_F32 || y->type.dtype != DL_I64 || x->type.rank < 1 ||
+        y->type.rank < 0)
+        return false;
+    const int r = x->type.rank;
+    int64_t a = dl_attr_int(n, "axis", 0);
+    if (a < -r || a >= r) return false;
+    *axis = (int)(a < 0 ? a + r : a);
+    return true;
+}
+
 /* ---- group normalization ---- */
 
 bool dl_groupnorm_params_of(const dl_node *n, int64_t *G, bool *per_group) {

@@ -134,6 +134,10 @@ typedef struct dl_attn_params {
  * values; false otherwise. */
 bool dl_groupnorm_params_of(const dl_node *n, int64_t *G, bool *per_group);
 
+/* An ArgMax or ArgMin node over float32 data of known rank into int64 indices (an ARGMAX group):
+ * its axis, counted from 0; false otherwise. Its dims may be numbers or symbols. */
+bool dl_argmax_axis(const dl_node *n, int *axis);
+
 /* A RESIZE group (a Resize or Upsample node n): the planes (the dims before the last two, which
  * it must leave alone), the last two axes' sizes, and with taps their taps as dlrt_resize
  * takes them (ih/iw, wh/ww allocated: dl_resize_params_free). Only float32 data whose last two

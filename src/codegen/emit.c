@@ -373,6 +373,25 @@ static dl_status emit_conv_grad(dl_ctx *ctx, const dl_group *gr, const dl_target
     return DL_OK;
 }
 
+/* An ARGMAX group: one dlrt_argmax call over x seen as [outer, n, inner]. */
+static dl_status emit_argmax(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
+    const dl_node *n = gr->nodes[0];
+    int axis;
+    if (!dl_argmax_axis(n, &axis)) return dl_fail(ctx, DL_ERR_UNSUPPORTED, "not an argmax kernel");
+    const dl_value *x = n->in[0];
+    emit_open(sb, name);
+    dl_sb_put(sb, "    dlrt_argmax(");
+    prod_c(sb, x, 0, axis);
+    dl_sb_put(sb, ", ");
+    prod_c(sb, x, axis, axis + 1);
+    dl_sb_put(sb, ", ");
+    prod_c(sb, x, axis + 1, x->type.rank);
+    dl_sb_printf(sb, ", (const float *)b[%d], (int64_t *)b[%d], %d, %d);\n}\n", x->id,
+                 n->out[0]->id, dl_node_is(n, "ArgMax"),
+                 dl_attr_int(n, "select_last_index", 0) != 0);
+    return DL_OK;
+}
+
 /* An int32 or float table `name` of n values, static in the kernel. */
 static void emit_table(dl_sbuf *sb, const char *type, const char *name, const int32_t *iv,
                        const float *fv, int64_t n) {
@@ -765,6 +784,8 @@ dl_status dl_emit_group(dl_ctx *ctx, const dl_group *gr, const dl_target *t, con
         return emit_pool_grad(ctx, gr, name, sb);
     case DL_G_RESIZE:
         return emit_resize(ctx, gr, name, sb);
+    case DL_G_ARGMAX:
+        return emit_argmax(ctx, gr, name, sb);
     default:
         return dl_fail(ctx, DL_ERR_INTERNAL, "no code for a %s group", dl_gkind_name(gr->kind));
     }

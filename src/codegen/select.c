@@ -230,6 +230,10 @@ dl_gkind dl_node_kernel_kind(const dl_node *n) {
     if (dl_node_is(n, "Slice") || dl_node_is(n, "Split") || dl_node_is(n, "Concat") ||
         dl_node_is(n, "Pad") || dl_node_is(n, "DepthToSpace") || dl_node_is(n, "SpaceToDepth"))
         return dl_copy_moves(n) >= 1 ? DL_G_COPY : DL_G_FALLBACK;
+    if (dl_node_is(n, "ArgMax") || dl_node_is(n, "ArgMin")) {
+        int axis;
+        return dl_argmax_axis(n, &axis) ? DL_G_ARGMAX : DL_G_FALLBACK;
+    }
     if (dl_node_is(n, "Resize") || dl_node_is(n, "Upsample")) {
         dl_resize_params rp;
         return dl_resize_params_of(NULL, n, &rp, false) == DL_OK ? DL_G_RESIZE : DL_G_FALLBACK;
@@ -252,6 +256,6 @@ const char *dl_gkind_name(dl_gkind k) {
     static const char *names[DL_G_KIND_COUNT] = {
         "elementwise", "reduce", "transpose", "conv", "gemm", "matmul",
         "pool", "softmax", "layernorm", "attention", "conv-grad", "conv-transpose",
-        "pool-grad", "resize", "copy", "view", "fallback"};
+        "pool-grad", "resize", "argmax", "copy", "view", "fallback"};
     return k >= 0 && k < DL_G_KIND_COUNT ? names[k] : "?";
 }

@@ -1,6 +1,7 @@
 /* rt-lib.c — the runtime kernels (src/kernels/rt/) compiled into libdlcc as well, so the host can
  * size their scratch memory (dlrt_conv_workspace) and call them directly. Generated code gets
  * its own copy, built with the model's flags. */
+#include "rt/argmax.c"
 #include "rt/attention.c"
 #include "rt/conv-direct.c"
 #include "rt/conv-grad.c"

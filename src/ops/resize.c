@@ -305,7 +305,7 @@ static dl_status resize_infer(dl_infer *ic) {
     int64_t dims[DL_MAX_RANK];
     /* a symbolic dim that scales (known values, not sizes) multiply by 1 keeps its symbol */
     for (int d = 0; d < x->rank; d++)
-        dims[d] = p.out[d] >= 0 ? p.out[d]
+        dims[d] = p.out[d] >= 0                                          ? p.out[d]
                   : p.scales_read && p.scale[d] == 1.0 && x->dims[d] < 0 ? x->dims[d]
                                                                          : dl_infer_fresh_dim(ic);
     return dl_infer_set(ic, 0, x->dtype, x->rank, dims);

@@ -31,6 +31,7 @@ typedef enum dl_gkind {
     DL_G_CONV_TRANSPOSE,
     DL_G_POOL_GRAD, /* ai.dlcc.MaxPoolGrad / AveragePoolGrad: dlrt_maxpool_grad / _avgpool_grad */
     DL_G_RESIZE,    /* Resize, Upsample: dlrt_resize2d */
+    DL_G_ARGMAX,    /* ArgMax, ArgMin: dlrt_argmax */
     DL_G_COPY,      /* Slice, Split, Concat, Pad, DepthToSpace, SpaceToDepth:
                      * dlrt_copy_strided per input or output; Gather: dlrt_gather */
     DL_G_VIEW,      /* Reshape, Flatten, Squeeze, Unsqueeze, Identity: same bytes, new shape */

@@ -195,6 +195,7 @@ static double node_flops(const cost_ctx *c, const dl_group *gr, const dl_node *n
     case DL_G_EW:
         return numel_of(out);
     case DL_G_REDUCE:
+    case DL_G_ARGMAX:
     case DL_G_POOL:
         return a ? numel_of(a) : 0;
     case DL_G_SOFTMAX:

@@ -130,14 +130,14 @@ static bool ref_same(dl_ctx *ctx, dl_graph *g, dl_program *p, int n_in, dl_tenso
                 dl_program_run(ctx, p, n_in, NULL, in, &got) == DL_OK &&
                 dl_tensor_numel(want) == dl_tensor_numel(got) &&
                 dl_tensor_dtype(want) == dl_tensor_dtype(got);
+    const size_t es = same ? dl_dtype_size(dl_tensor_dtype(got)) : 0;
     for (int64_t i = 0; same && i < dl_tensor_numel(got); i++) {
         const double a = dl_get_f64(got, i), b = dl_get_f64(want, i);
         if (isnan(a) || isnan(b))
             same = isnan(a) && isnan(b);
         else if (tol == 0 || isinf(a) || isinf(b))
-            same = !memcmp((const char *)dl_tensor_data(got) + i * 4,
-                           (const char *)dl_tensor_data(want) + i * 4, 4) ||
-                   (dl_tensor_dtype(got) != DL_F32 && a == b);
+            same = !memcmp((const char *)dl_tensor_data(got) + (size_t)i * es,
+                           (const char *)dl_tensor_data(want) + (size_t)i * es, es);
         else
             same = fabs(a - b) <= tol * (0.1 + fabs(b));
         if (!same) printf("  [%lld] got %.9g want %.9g\n", (long long)i, a, b);
@@ -161,8 +161,8 @@ static void check_case(dl_ctx *ctx, const rcase *c, bool native, bool exact) {
     for (int64_t batch = 1; batch <= (c->sym ? 3 : 1); batch += 2) {
         dl_tensor *in[2] = {case_input(ctx, c, batch, 0),
                             n_in > 1 ? case_input(ctx, c, batch, 1) : NULL};
-        snprintf(nm, sizeof nm, "%s, batch %lld: native equals ref (%s)", c->name,
-                 (long long)batch, exact ? "bit for bit" : "within 1e-5");
+        snprintf(nm, sizeof nm, "%s, batch %lld: native equals ref (%s)", c->name, (long long)batch,
+                 exact ? "bit for bit" : "within 1e-5");
         CHECK(nm, ref_same(ctx, g, p, n_in, in, exact ? 0 : 1e-5));
         snprintf(nm, sizeof nm, "%s, batch %lld: the same bits with 2 threads", c->name,
                  (long long)batch);

@@ -344,6 +344,12 @@ int dlrt_conv_algo_ok(const dlrt_conv *p, int algo);
  * "winograd2x2", "direct", "implicit"). */
 const char *dlrt_conv_algo_name(int algo);
 
+/* ArgMax (is_max) or ArgMin of x [outer, n, inner] along n into y [outer, inner] (argmax.c): NaN
+ * counts as the largest value, -0 equals 0, and of equal values the first index wins (the last
+ * with `last`), as in the reference kernel. */
+void dlrt_argmax(int64_t outer, int64_t n, int64_t inner, const float *x, int64_t *y, int is_max,
+                 int last);
+
 /* ---- Resize (resize.c) ---- */
 
 /* Resize of the last two axes of planes x [planes, in_h, in_w] into y [planes, out_h, out_w]:
