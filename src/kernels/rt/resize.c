@@ -42,6 +42,11 @@ static inline void dlrt_resize_tap(float *restrict y, const float *restrict row,
     }
 }
 
+/* A thread's row of sums: whole cache lines, so that two threads never write one. */
+static inline size_t dlrt_resize_row_floats(int64_t in_w) {
+    return ((size_t)in_w + 15) / 16 * 16;
+}
+
 typedef struct dlrt_resize_job {
     const dlrt_resize *r;
     const float *x;
@@ -64,7 +69,7 @@ static void dlrt_resize_rows(void *ctx, int64_t lo, int64_t hi, int slot) {
     const dlrt_resize_job *j = ctx;
     const dlrt_resize *r = j->r;
     const int64_t in_w = r->in_w, out_w = r->out_w;
-    float *restrict t = j->ws + (size_t)slot * (size_t)in_w;
+    float *restrict t = j->ws + (size_t)slot * dlrt_resize_row_floats(in_w);
     for (int64_t i = lo; i < hi; i++) {
         const int64_t plane = i / r->out_h, o = i % r->out_h;
         float *restrict yr = j->y + i * out_w;
@@ -105,7 +110,7 @@ static void dlrt_resize_rows(void *ctx, int64_t lo, int64_t hi, int slot) {
 
 size_t dlrt_resize_workspace(const dlrt_resize *r) {
     /* a row of sums, or of zeros where every row tap weighs 0 (nearest's exclude_outside) */
-    return r->in_w > 0 ? (size_t)DLRT_MAX_THREADS * (size_t)r->in_w * sizeof(float) : 0;
+    return r->in_w > 0 ? DLRT_MAX_THREADS * dlrt_resize_row_floats(r->in_w) * sizeof(float) : 0;
 }
 
 void dlrt_resize2d(const dlrt_resize *r, const float *x, float *y, void *workspace) {
