@@ -15,7 +15,7 @@ enum { DLRT_ARG_LANES = 16, DLRT_ARG_BLOCK = 256 };
 
 /* Whether v takes b's place in a scan in order: beats it (ArgMax: larger, or NaN over a number;
  * ArgMin: smaller, or a number over NaN) or, with last, ties it (equal, or both NaN). Bitwise,
- * so the scans below stay branch-free (and vectorize); is_max and last are constants where it
+ * so the scans below stay branch-free, and so vectorize; is_max and last are constants where it
  * is inlined. */
 static inline int dlrt_arg_takes(float v, float b, int is_max, int last) {
     const int beats = is_max ? (v > b) | ((v != v) & (b == b)) : (v < b) | ((v == v) & (b != b));
