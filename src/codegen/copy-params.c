@@ -84,7 +84,7 @@ static bool space_depth(const dl_node *n, int64_t *b, bool *to_space, bool *crd)
     const dl_value *x = n->n_in > 0 ? n->in[0] : NULL, *y = n->n_out > 0 ? n->out[0] : NULL;
     if (!x || !y || x->type.rank != 4 || y->type.rank != 4 || !esize_ok(x) ||
         x->type.dtype != y->type.dtype || !product_fits(x) || !product_fits(y) ||
-        !dims_fit(x, 1, 4, 1) || x->type.dims[0] != y->type.dims[0])
+        x->type.dims[0] != y->type.dims[0])
         return false;
     for (int d = 1; d < 4; d++)
         if (x->type.dims[d] < 0 || y->type.dims[d] < 0) return false;

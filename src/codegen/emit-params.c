@@ -404,9 +404,6 @@ dl_status dl_resize_params_of(dl_ctx *ctx, const dl_node *n, dl_resize_params *r
     rp->in_h = x->type.dims[r - 2], rp->in_w = x->type.dims[r - 1];
     rp->out_h = out[r - 2], rp->out_w = out[r - 1];
     rp->x_slot = x->id, rp->y_slot = y->id;
-    /* the mode alone sets the taps per coordinate; the workspace needs nh */
-    const char *mode = dl_attr_str(n, "mode", "nearest");
-    rp->nh = rp->nw = !strcmp(mode, "nearest") ? 1 : !strcmp(mode, "cubic") ? 4 : 2;
     if (!taps) return DL_OK;
     if ((e = resize_taps(n, r, x->type.dims, r - 2, &rp->nh, &rp->ih, &rp->wh)) ||
         (e = resize_taps(n, r, x->type.dims, r - 1, &rp->nw, &rp->iw, &rp->ww))) {

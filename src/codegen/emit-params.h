@@ -147,7 +147,7 @@ bool dl_argmax_axis(const dl_node *n, int *axis);
 typedef struct dl_resize_params {
     dl_sexpr planes;
     int64_t in_h, in_w, out_h, out_w;
-    int nh, nw;
+    int nh, nw; /* taps a row / column coordinate (with taps only) */
     int32_t *ih, *iw;
     float *wh, *ww;
     int x_slot, y_slot;

@@ -143,6 +143,14 @@ static const dl_type *vtype_or(const cost_ctx *c, const dl_value *v, const dl_gr
     return t ? t : vtype(c, gr->out[0]);
 }
 
+/* The product of a convolution weight's dims after the first: the taps each output (Conv, a
+ * gradient) or input (ConvTranspose) element meets. */
+static double weight_taps(const dl_type *w) {
+    double taps = 1;
+    for (int d = 1; d < w->rank; d++) taps *= (double)w->dims[d];
+    return taps;
+}
+
 static double node_flops(const cost_ctx *c, const dl_group *gr, const dl_node *n) {
     if (!n->n_out || !n->out[0] || !n->n_in || !n->in[0]) return 0;
     const dl_type *out = vtype_or(c, n->out[0], gr), *a = vtype(c, n->in[0]);
@@ -152,18 +160,14 @@ static double node_flops(const cost_ctx *c, const dl_group *gr, const dl_node *n
          * after the first are Cin/group and the kernel */
         const dl_type *w = n->n_in > 1 ? vtype(c, n->in[1]) : NULL;
         if (!w || w->rank < 1) return 0;
-        double per_out = 1;
-        for (int d = 1; d < w->rank; d++) per_out *= (double)w->dims[d];
-        return 2 * numel_of(out) * per_out;
+        return 2 * numel_of(out) * weight_taps(w);
     }
     if (dl_node_is(n, "ConvTranspose")) {
         /* each input element meets (Cout / group) * prod(kernel) weights, the weight's dims
          * after the first: 2 * numel(X) * that */
         const dl_type *w = n->n_in > 1 ? vtype(c, n->in[1]) : NULL;
         if (!w || !a || w->rank < 1) return 0;
-        double per_in = 1;
-        for (int d = 1; d < w->rank; d++) per_in *= (double)w->dims[d];
-        return 2 * numel_of(a) * per_in;
+        return 2 * numel_of(a) * weight_taps(w);
     }
     if (dl_node_is(n, "Gemm")) {
         if (!a || a->rank != 2) return 0;
@@ -183,9 +187,7 @@ static double node_flops(const cost_ctx *c, const dl_group *gr, const dl_node *n
             const dl_type *w = gi ? (n->n_in > 1 ? vtype(c, n->in[1]) : NULL) : out;
             const dl_type *dy = gi ? a : n->n_in > 1 ? vtype(c, n->in[1]) : NULL;
             if (!w || !dy || w->rank < 1) return 0;
-            double per_out = 1;
-            for (int d = 1; d < w->rank; d++) per_out *= (double)w->dims[d];
-            return 2 * numel_of(dy) * per_out;
+            return 2 * numel_of(dy) * weight_taps(w);
         }
         return !strcmp(n->op->name, "MaxPoolGrad") || !strcmp(n->op->name, "AveragePoolGrad")
                    ? numel_of(out)

@@ -13,13 +13,18 @@
 
 enum { DLRT_ARG_LANES = 16, DLRT_ARG_BLOCK = 256 };
 
+/* Whether v and b tie: equal (-0 and 0 too), or both NaN. */
+static inline int dlrt_arg_ties(float v, float b) {
+    return (v == b) | ((v != v) & (b != b));
+}
+
 /* Whether v takes b's place in a scan in order: beats it (ArgMax: larger, or NaN over a number;
  * ArgMin: smaller, or a number over NaN) or, with last, ties it (equal, or both NaN). Bitwise,
  * so the scans below stay branch-free, and so vectorize; is_max and last are constants where it
  * is inlined. */
 static inline int dlrt_arg_takes(float v, float b, int is_max, int last) {
     const int beats = is_max ? (v > b) | ((v != v) & (b == b)) : (v < b) | ((v == v) & (b != b));
-    return beats | (last & ((v == b) | ((v != v) & (b != b))));
+    return beats | (last & dlrt_arg_ties(v, b));
 }
 
 typedef struct dlrt_arg_job {
@@ -79,8 +84,7 @@ static DLRT_INLINE void dlrt_arg_row(const dlrt_arg_job *j, int64_t r, int is_ma
     float b = bv[0];
     for (int l = 1; l < lanes; l++) /* a tie goes to the index a scan in order would keep */
         if (dlrt_arg_takes(bv[l], b, is_max, 0) ||
-            (dlrt_arg_takes(bv[l], b, 1, 1) && dlrt_arg_takes(b, bv[l], 1, 1) &&
-             (last ? bi[l] > best : bi[l] < best)))
+            (dlrt_arg_ties(bv[l], b) && (last ? bi[l] > best : bi[l] < best)))
             b = bv[l], best = bi[l];
     j->y[r] = best;
 }
@@ -106,42 +110,26 @@ static DLRT_INLINE void dlrt_arg_block(const dlrt_arg_job *j, int64_t t, int is_
     for (int64_t i = 0; i < m; i++) j->y[o * inner + i0 + i] = bi[i];
 }
 
+/* Row (inner 1) or block t, is_max and last constants where it is inlined. */
+static DLRT_INLINE void dlrt_arg_one(const dlrt_arg_job *j, int64_t t, int is_max, int last) {
+    if (j->inner == 1)
+        dlrt_arg_row(j, t, is_max, last);
+    else
+        dlrt_arg_block(j, t, is_max, last);
+}
+
 /* Rows, or blocks, [lo, hi), the scan specialized for each of the four modes. */
 static void dlrt_arg_range(void *ctx, int64_t lo, int64_t hi) {
     const dlrt_arg_job *j = ctx;
-    const int mode = j->is_max * 2 + j->last;
     for (int64_t t = lo; t < hi; t++) {
-        if (j->inner == 1) {
-            switch (mode) {
-            case 0:
-                dlrt_arg_row(j, t, 0, 0);
-                break;
-            case 1:
-                dlrt_arg_row(j, t, 0, 1);
-                break;
-            case 2:
-                dlrt_arg_row(j, t, 1, 0);
-                break;
-            default:
-                dlrt_arg_row(j, t, 1, 1);
-                break;
-            }
-        } else {
-            switch (mode) {
-            case 0:
-                dlrt_arg_block(j, t, 0, 0);
-                break;
-            case 1:
-                dlrt_arg_block(j, t, 0, 1);
-                break;
-            case 2:
-                dlrt_arg_block(j, t, 1, 0);
-                break;
-            default:
-                dlrt_arg_block(j, t, 1, 1);
-                break;
-            }
-        }
+        if (j->is_max && j->last)
+            dlrt_arg_one(j, t, 1, 1);
+        else if (j->is_max)
+            dlrt_arg_one(j, t, 1, 0);
+        else if (j->last)
+            dlrt_arg_one(j, t, 0, 1);
+        else
+            dlrt_arg_one(j, t, 0, 0);
     }
 }
 
