@@ -338,11 +338,29 @@ static void test_piece_counts_in_turn(void) {
 
 /* ---- sleeping workers wake for the next job */
 
+/* The caller's pieces wait, until a deadline, for a worker to have run one, so that a worker slow
+ * to be scheduled on a loaded machine is not mistaken for one that never woke: with short pieces
+ * the caller could otherwise run all eight before the woken worker got a core. */
+static struct timespec patience_end;
+
+static void patient_record(void *ctx, int64_t lo, int64_t hi, int slot) {
+    seen *s = ctx;
+    for (struct timespec now; slot == 0 && atomic_load(&s->slot_max) < 1;) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > patience_end.tv_sec ||
+            (now.tv_sec == patience_end.tv_sec && now.tv_nsec >= patience_end.tv_nsec))
+            break;
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    record(ctx, lo, hi, slot);
+}
+
 static void test_sleep_wake(void) {
     dlrt_set_threads(2);
     many_jobs(10);
     int asleep = 0, woke = 1;
-    for (int r = 0; r < 20; r++) {
+    for (int r = 0; r < 20 && woke; r++) {
         /* past the spin the workers sleep: waited for up to 0.5 s on a loaded machine */
         for (int w = 0; w < 100 && atomic_load(&dlrt_the_tpool.sleepers) != dlrt_the_tpool.workers;
              w++) {
@@ -351,12 +369,14 @@ static void test_sleep_wake(void) {
         }
         asleep += atomic_load(&dlrt_the_tpool.sleepers) == dlrt_the_tpool.workers;
         seen_reset(&big);
-        dlrt_parallel_slots(8, 8, 1, 0, slow_record, &big);
+        clock_gettime(CLOCK_MONOTONIC, &patience_end);
+        patience_end.tv_sec += 2;
+        dlrt_parallel_slots(8, 8, 1, 0, patient_record, &big);
         woke = woke && seen_ok(&big, 8, 8, 1);
         woke = woke && atomic_load(&big.slot_max) == 1; /* the worker took pieces */
     }
-    CHECK("idle workers go to sleep", asleep == 20);
     CHECK("sleeping workers wake and take pieces", woke);
+    CHECK("idle workers go to sleep", asleep == 20);
 }
 
 /* ---- two host threads, one pool */
