@@ -3,6 +3,8 @@
 #include "../ops/spatial.h"
 
 #include <math.h>
+#include <string.h>
+#include <strings.h>
 
 /* Strides of v (rank <= 2 after right alignment) broadcast over an M x N result: 0 where v has
  * size 1 or lacks the dim. */
@@ -278,6 +280,93 @@ bool dl_argmax_axis(const dl_node *n, int *axis) {
     int64_t a = dl_attr_int(n, "axis", 0);
     if (a < -r || a >= r) return false;
     *axis = (int)(a < 0 ? a + r : a);
+    return true;
+}
+
+/* ---- LSTM, GRU, RNN ---- */
+
+/* The id of n's input or output k, -1 when absent. */
+static int rnn_slot(dl_value *const *v, int count, int k) {
+    return k < count && v[k] ? v[k]->id : -1;
+}
+
+/* Whether n's input k, if present, is float32 of rank r with every dim a number. */
+static bool rnn_input_ok(const dl_node *n, int k, int r) {
+    if (k >= n->n_in || !n->in[k]) return true;
+    const dl_type *t = &n->in[k]->type;
+    if (t->dtype != DL_F32 || t->rank != r) return false;
+    for (int d = 0; d < r; d++)
+        if (t->dims[d] < 0) return false;
+    return true;
+}
+
+bool dl_rnn_params_of(const dl_node *n, dl_rnn_params *rp) {
+    static const char *const defaults[3][3] = {
+        {"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
+    memset(rp, 0, sizeof *rp);
+    const int kind = dl_node_is(n, "LSTM")  ? DLRT_RNN_LSTM
+                     : dl_node_is(n, "GRU") ? DLRT_RNN_GRU
+                     : dl_node_is(n, "RNN") ? DLRT_RNN_SIMPLE
+                                            : -1;
+    if (kind < 0 || n->n_in < 3 || !n->in[0] || !n->in[1] || !n->in[2]) return false;
+    const char *dir = dl_attr_str(n, "direction", "forward");
+    int dirs = 0;
+    if (!strcmp(dir, "bidirectional")) dirs = 2;
+    if (!strcmp(dir, "forward") || !strcmp(dir, "reverse")) dirs = 1;
+    /* what the kernel leaves to the reference: other layouts and activations, clip, peepholes,
+     * input_forget, per-row sequence lengths */
+    if (!dirs || dl_attr_int(n, "layout", 0) != 0 || dl_node_attr(n, "clip") ||
+        dl_node_attr(n, "activation_alpha") || dl_node_attr(n, "activation_beta") ||
+        dl_attr_int(n, "input_forget", 0) != 0 || (n->n_in > 4 && n->in[4]) ||
+        (n->n_in > 7 && n->in[7]))
+        return false;
+    const int lbr = (int)dl_attr_int(n, "linear_before_reset", 0);
+    if (kind == DLRT_RNN_GRU && lbr != 0 && lbr != 1) return false;
+    const int per_dir = kind == DLRT_RNN_SIMPLE ? 1 : kind == DLRT_RNN_GRU ? 2 : 3;
+    const dl_attr *acts = dl_node_attr(n, "activations");
+    if (acts && acts->n > 0) {
+        if (acts->n != per_dir * dirs && !(dirs == 2 && acts->n == per_dir)) return false;
+        for (int i = 0; i < acts->n; i++)
+            if (!acts->strings[i] || strcasecmp(acts->strings[i], defaults[kind][i % per_dir]))
+                return false;
+    }
+    const dl_type *x = &n->in[0]->type, *w = &n->in[1]->type, *r = &n->in[2]->type;
+    if (x->dtype != DL_F32 || x->rank != 3 || x->dims[2] < 0 || !rnn_input_ok(n, 1, 3) ||
+        !rnn_input_ok(n, 2, 3) || !rnn_input_ok(n, 3, 2))
+        return false;
+    const int64_t G = kind == DLRT_RNN_LSTM ? 4 : kind == DLRT_RNN_GRU ? 3 : 1;
+    const int64_t I = x->dims[2], H = r->dims[2];
+    if (H < 1 || w->dims[0] != dirs || w->dims[1] != G * H || w->dims[2] != I ||
+        r->dims[0] != dirs || r->dims[1] != G * H)
+        return false;
+    if (n->n_in > 3 && n->in[3] &&
+        (n->in[3]->type.dims[0] != dirs || n->in[3]->type.dims[1] != 2 * G * H))
+        return false;
+    for (int k = 5; k <= 6; k++) /* initial_h, initial_c: [dirs, B, H], B as X's */
+        if (k < n->n_in && n->in[k]) {
+            const dl_type *t = &n->in[k]->type;
+            if (t->dtype != DL_F32 || t->rank != 3 || t->dims[0] != dirs ||
+                t->dims[1] != x->dims[1] || t->dims[2] != H)
+                return false;
+        }
+    if (kind != DLRT_RNN_LSTM && n->n_in > 6 && n->in[6]) return false;
+    rp->p = (dlrt_rnn){.kind = kind,
+                       .dirs = dirs,
+                       .reverse = !strcmp(dir, "reverse"),
+                       .linear_before_reset = kind == DLRT_RNN_GRU && lbr,
+                       .T = x->dims[0] < 0 ? 0 : x->dims[0],
+                       .B = x->dims[1] < 0 ? 0 : x->dims[1],
+                       .I = I,
+                       .H = H};
+    rp->t_sym = x->dims[0] < 0 ? (int)(-x->dims[0] - 1) : -1;
+    rp->b_sym = x->dims[1] < 0 ? (int)(-x->dims[1] - 1) : -1;
+    rp->x = n->in[0]->id, rp->w = n->in[1]->id, rp->r = n->in[2]->id;
+    rp->bias = rnn_slot(n->in, n->n_in, 3);
+    rp->h0 = rnn_slot(n->in, n->n_in, 5);
+    rp->c0 = rnn_slot(n->in, n->n_in, 6);
+    rp->y = rnn_slot(n->out, n->n_out, 0);
+    rp->yh = rnn_slot(n->out, n->n_out, 1);
+    rp->yc = kind == DLRT_RNN_LSTM ? rnn_slot(n->out, n->n_out, 2) : -1;
     return true;
 }
 
@@ -612,6 +701,13 @@ size_t dl_group_workspace(const dl_group *gr, const int64_t *syms) {
         /* the thread count of the generated code is set at run time: size for the most the
          * kernel uses */
         return dlrt_attention_workspace(&a, 0);
+    }
+    if (gr->kind == DL_G_RNN) {
+        dl_rnn_params rp;
+        if (!dl_rnn_params_of(gr->nodes[0], &rp)) return 0;
+        if (rp.t_sym >= 0) rp.p.T = syms[rp.t_sym];
+        if (rp.b_sym >= 0) rp.p.B = syms[rp.b_sym];
+        return dlrt_rnn_workspace(&rp.p);
     }
     if (gr->kind == DL_G_RESIZE) {
         dl_resize_params rp;

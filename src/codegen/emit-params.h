@@ -138,6 +138,17 @@ bool dl_groupnorm_params_of(const dl_node *n, int64_t *G, bool *per_group);
  * its axis, counted from 0; false otherwise. Its dims may be numbers or symbols. */
 bool dl_argmax_axis(const dl_node *n, int *axis);
 
+/* An RNN group: an LSTM, GRU or RNN node that dlrt_rnn_forward runs (float32, layout 0, the
+ * default activations, no clip, peepholes, input_forget or sequence_lens; T and B numbers or
+ * symbols, I and H numbers): the kernel's parameters (T or B 0 where t_sym or b_sym names the
+ * symbol) and the value ids of its inputs and outputs (-1 where absent). */
+typedef struct dl_rnn_params {
+    dlrt_rnn p;
+    int t_sym, b_sym;
+    int x, w, r, bias, h0, c0, y, yh, yc;
+} dl_rnn_params;
+bool dl_rnn_params_of(const dl_node *n, dl_rnn_params *rp);
+
 /* A RESIZE group (a Resize or Upsample node n): the planes (the dims before the last two, which
  * it must leave alone), the last two axes' sizes, and with taps their taps as dlrt_resize
  * takes them (ih/iw, wh/ww allocated: dl_resize_params_free). Only float32 data whose last two

@@ -392,6 +392,43 @@ static dl_status emit_argmax(dl_ctx *ctx, const dl_group *gr, const char *name, 
     return DL_OK;
 }
 
+/* b[slot] as a float pointer, or NULL where the value is absent. */
+static void emit_slot_or_null(dl_sbuf *sb, const char *type, int slot) {
+    if (slot >= 0)
+        dl_sb_printf(sb, ", (%s *)b[%d]", type, slot);
+    else
+        dl_sb_put(sb, ", NULL");
+}
+
+/* An RNN group: one dlrt_rnn_forward call over the node's inputs and outputs. */
+static dl_status emit_rnn(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
+    dl_rnn_params rp;
+    if (!dl_rnn_params_of(gr->nodes[0], &rp))
+        return dl_fail(ctx, DL_ERR_UNSUPPORTED, "not an rnn kernel");
+    const dl_value *x = gr->nodes[0]->in[0];
+    emit_open(sb, name);
+    dl_sb_printf(sb,
+                 "    const dlrt_rnn p = {.kind = %d, .dirs = %d, .reverse = %d, "
+                 ".linear_before_reset = %d, .T = ",
+                 rp.p.kind, rp.p.dirs, rp.p.reverse, rp.p.linear_before_reset);
+    prod_c(sb, x, 0, 1);
+    dl_sb_put(sb, ", .B = ");
+    prod_c(sb, x, 1, 2);
+    dl_sb_printf(sb, ", .I = %lld, .H = %lld};\n    dlrt_rnn_forward(&p", (long long)rp.p.I,
+                 (long long)rp.p.H);
+    emit_slot_or_null(sb, "const float", rp.x);
+    emit_slot_or_null(sb, "const float", rp.w);
+    emit_slot_or_null(sb, "const float", rp.r);
+    emit_slot_or_null(sb, "const float", rp.bias);
+    emit_slot_or_null(sb, "const float", rp.h0);
+    emit_slot_or_null(sb, "const float", rp.c0);
+    emit_slot_or_null(sb, "float", rp.y);
+    emit_slot_or_null(sb, "float", rp.yh);
+    emit_slot_or_null(sb, "float", rp.yc);
+    dl_sb_put(sb, ", b[DLK_WS]);\n}\n");
+    return DL_OK;
+}
+
 /* An int32 or float table `name` of n values, static in the kernel. */
 static void emit_table(dl_sbuf *sb, const char *type, const char *name, const int32_t *iv,
                        const float *fv, int64_t n) {
@@ -786,6 +823,8 @@ dl_status dl_emit_group(dl_ctx *ctx, const dl_group *gr, const dl_target *t, con
         return emit_resize(ctx, gr, name, sb);
     case DL_G_ARGMAX:
         return emit_argmax(ctx, gr, name, sb);
+    case DL_G_RNN:
+        return emit_rnn(ctx, gr, name, sb);
     default:
         return dl_fail(ctx, DL_ERR_INTERNAL, "no code for a %s group", dl_gkind_name(gr->kind));
     }

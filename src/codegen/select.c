@@ -234,6 +234,10 @@ dl_gkind dl_node_kernel_kind(const dl_node *n) {
         int axis;
         return dl_argmax_axis(n, &axis) ? DL_G_ARGMAX : DL_G_FALLBACK;
     }
+    if (dl_node_is(n, "LSTM") || dl_node_is(n, "GRU") || dl_node_is(n, "RNN")) {
+        dl_rnn_params rp;
+        return dl_rnn_params_of(n, &rp) ? DL_G_RNN : DL_G_FALLBACK;
+    }
     if (dl_node_is(n, "Resize") || dl_node_is(n, "Upsample")) {
         dl_resize_params rp;
         return dl_resize_params_of(NULL, n, &rp, false) == DL_OK ? DL_G_RESIZE : DL_G_FALLBACK;
@@ -256,6 +260,6 @@ const char *dl_gkind_name(dl_gkind k) {
     static const char *names[DL_G_KIND_COUNT] = {
         "elementwise", "reduce", "transpose", "conv", "gemm", "matmul",
         "pool", "softmax", "layernorm", "attention", "conv-grad", "conv-transpose",
-        "pool-grad", "resize", "argmax", "copy", "view", "fallback"};
+        "pool-grad", "resize", "argmax", "rnn", "copy", "view", "fallback"};
     return k >= 0 && k < DL_G_KIND_COUNT ? names[k] : "?";
 }

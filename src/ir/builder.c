@@ -117,6 +117,30 @@ static dl_status parse_attr(dl_graph *g, const dl_op_def *op, const char *text, 
         end = (char *)p + 1;
         break;
     }
+    case DL_ATTR_STRINGS: { /* "[a, b, c]": the items trimmed of spaces, none of them empty */
+        if (*val != '[' || !strchr(val, ']') || strchr(val, ']')[1]) goto bad;
+        int cap = 1;
+        for (const char *p = val; *p; p++) cap += *p == ',';
+        a->strings = dl_arena_alloc(&g->arena, sizeof(char *) * (size_t)cap);
+        if (!a->strings) return dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory");
+        const char *p = val + 1;
+        while (isspace((unsigned char)*p)) p++;
+        while (*p != ']') {
+            const char *stop = p;
+            while (*stop != ',' && *stop != ']') stop++;
+            const char *last = stop;
+            while (last > p && isspace((unsigned char)last[-1])) last--;
+            if (last == p || a->n >= cap) goto bad;
+            char *item = dl_arena_alloc(&g->arena, (size_t)(last - p) + 1);
+            if (!item) return dl_fail(g->ctx, DL_ERR_NOMEM, "out of memory");
+            memcpy(item, p, (size_t)(last - p));
+            item[last - p] = 0;
+            a->strings[a->n++] = item;
+            p = *stop == ',' ? stop + 1 : stop;
+            while (isspace((unsigned char)*p)) p++;
+        }
+        return DL_OK;
+    }
     default: goto bad;
     }
     if (errno || *end) goto bad;

@@ -15,6 +15,7 @@
 #include "rt/gemm.c"
 #include "rt/pool.c"
 #include "rt/resize.c"
+#include "rt/rnn.c"
 #include "rt/softmax.c"
 #include "rt/threads.c"
 #include "rt/transpose.c"

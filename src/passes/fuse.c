@@ -829,7 +829,8 @@ dl_status dl_pass_fuse(dl_pass_ctx *pc) {
             }
             gi = fu.f->n - 1;
         }
-        bool all_outs = kind == DL_G_FALLBACK || kind == DL_G_LAYERNORM || kind == DL_G_COPY;
+        bool all_outs = kind == DL_G_FALLBACK || kind == DL_G_LAYERNORM || kind == DL_G_COPY ||
+                        kind == DL_G_RNN;
         s = kind == DL_G_EW ? add_ew_node(&fu, gi, n, k) : add_node(&fu, gi, n, k, all_outs);
         if (s != DL_OK) break;
         if (kind == DL_G_MATMUL) fu.f->groups[gi].mm.mm = n;

@@ -32,6 +32,7 @@ typedef enum dl_gkind {
     DL_G_POOL_GRAD, /* ai.dlcc.MaxPoolGrad / AveragePoolGrad: dlrt_maxpool_grad / _avgpool_grad */
     DL_G_RESIZE,    /* Resize, Upsample: dlrt_resize2d */
     DL_G_ARGMAX,    /* ArgMax, ArgMin: dlrt_argmax */
+    DL_G_RNN,       /* LSTM, GRU, RNN: dlrt_rnn_forward */
     DL_G_COPY,      /* Slice, Split, Concat, Pad, DepthToSpace, SpaceToDepth:
                      * dlrt_copy_strided per input or output; Gather: dlrt_gather */
     DL_G_VIEW,      /* Reshape, Flatten, Squeeze, Unsqueeze, Identity: same bytes, new shape */
@@ -79,7 +80,8 @@ typedef struct dl_group {
      * without absorbed Transposes (dl_group_anchor) */
     dl_node **nodes;
     int n_out;
-    dl_value **out; /* materialized results (all outputs of a fallback node, else one value) */
+    dl_value **out; /* materialized results (all outputs of a FALLBACK, LAYERNORM, COPY or RNN
+                     * group's node, else one value) */
     int n_in;
     dl_value **in; /* the values it reads and does not compute itself (no duplicates, no NULLs) */
     dl_gepi epi;

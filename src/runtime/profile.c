@@ -3,6 +3,7 @@
  * measurement costs ~20 ns per step), with the estimated FLOPs and bytes each fusion group
  * moves, for GFLOP/s, GB/s and the roofline. */
 #include "profile.h"
+#include "../codegen/emit-params.h"
 #include "../ops/op-impl.h"
 
 #include <math.h>
@@ -194,6 +195,13 @@ static double node_flops(const cost_ctx *c, const dl_group *gr, const dl_node *n
                    : 0;
     }
     switch (dl_node_kernel_kind(n)) {
+    case DL_G_RNN: { /* the products: 2 * T * B * dirs * G*H * (I + H) */
+        dl_rnn_params rp;
+        if (!dl_rnn_params_of(n, &rp) || !a || rp.p.I < 1) return 0;
+        const int64_t G = rp.p.kind == DLRT_RNN_LSTM ? 4 : rp.p.kind == DLRT_RNN_GRU ? 3 : 1;
+        return 2 * (numel_of(a) / (double)rp.p.I) * rp.p.dirs * (double)(G * rp.p.H) *
+               (double)(rp.p.I + rp.p.H);
+    }
     case DL_G_EW:
         return numel_of(out);
     case DL_G_REDUCE:

@@ -350,6 +350,24 @@ const char *dlrt_conv_algo_name(int algo);
 void dlrt_argmax(int64_t outer, int64_t n, int64_t inner, const float *x, int64_t *y, int is_max,
                  int last);
 
+/* ---- LSTM, GRU, RNN (rnn.c) ---- */
+
+enum { DLRT_RNN_SIMPLE = 0, DLRT_RNN_GRU = 1, DLRT_RNN_LSTM = 2 };
+/* ONNX's recurrent ops in layout 0 with their default activations (sigmoid gates, tanh cell
+ * and output), no clip, peepholes or sequence lengths: x [T, B, I], w [dirs, G*H, I], r [dirs,
+ * G*H, H], bias [dirs, 2*G*H] or NULL, h0 and c0 [dirs, B, H] or NULL (zeros); outputs y [T,
+ * dirs, B, H], yh and yc [dirs, B, H], each may be NULL. G is 1 (RNN), 3 (GRU: z r h) or 4
+ * (LSTM: i o f c). reverse runs a single direction backward; with dirs 2 the second runs
+ * backward. workspace: dlrt_rnn_workspace(p) bytes. */
+typedef struct dlrt_rnn {
+    int kind, dirs, reverse, linear_before_reset;
+    int64_t T, B, I, H;
+} dlrt_rnn;
+size_t dlrt_rnn_workspace(const dlrt_rnn *p);
+void dlrt_rnn_forward(const dlrt_rnn *p, const float *x, const float *w, const float *r,
+                      const float *bias, const float *h0, const float *c0, float *y, float *yh,
+                      float *yc, void *workspace);
+
 /* ---- Resize (resize.c) ---- */
 
 /* Resize of the last two axes of planes x [planes, in_h, in_w] into y [planes, out_h, out_w]:
