@@ -13,6 +13,9 @@ Models (default: all), written to DIR/<model>.onnx (DIR defaults to bench/models
                [1,100,1,1] through five ConvTranspose2d 4x4 (stride 1 then 2, 512-256-128-64
                channels, BatchNorm and ReLU after each but the last, Tanh) to [1,3,64,64],
                opset 13. Not among bench/models.sh's default models (pass --models dcgan)
+  lstm         a two-layer nn.LSTM of 256 (a speech or text encoder's shape): input "input"
+               float32 [64,8,256] (64 steps of 8 sequences), output "output" [64,8,256],
+               opset 14. Not among the default models (pass --models lstm)
   bert_base    BERT-base encoder in plain nn.Modules: vocab 30522, 12 layers, d 768, 12 heads,
                FFN 3072 with exact (erf) GELU, post-LayerNorm, token + position embeddings and
                an embedding LayerNorm, opset 14. Inputs: input_ids int64 [1,128] and
@@ -27,10 +30,10 @@ Models (default: all), written to DIR/<model>.onnx (DIR defaults to bench/models
 
 --opset N exports every model at opset N instead (13..17; at 17 torch 1.13 writes
 LayerNormalization nodes, below it decomposes LayerNorm into ReduceMean/Sub/Pow/Sqrt/Div).
-All shapes are static (batch 1). Weights come from torch.manual_seed(0) (LayerNorm affine
-parameters are randomized too, so they are not the trivial 1/0; the CNNs' BatchNorm statistics
-are those of one random batch, so activations keep a realistic scale). Files that exist are skipped
-unless --force; each file is written under a temporary name and renamed when complete, then
+All shapes are static (batch 1; lstm: 8 sequences). Weights come from torch.manual_seed(0)
+(LayerNorm affine parameters are randomized too, so they are not the trivial 1/0; the CNNs'
+BatchNorm statistics are those of one random batch, so activations keep a realistic scale).
+Files that exist are skipped unless --force; each file is written under a temporary name and renamed when complete, then
 checked with onnx.checker.
 """
 import argparse
@@ -95,6 +98,19 @@ def make_dcgan():
     with torch.no_grad():
         m(torch.randn(16, 100, 1, 1))
     return m, {"input": torch.randn(1, 100, 1, 1)}, ["output"]
+
+
+class LstmEncoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(256, 256, num_layers=2)
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
+def make_lstm():
+    return LstmEncoder(), {"input": torch.randn(64, 8, 256)}, ["output"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -225,6 +241,7 @@ MODELS = {
     "resnet50": (make_resnet50, 13),
     "mobilenetv2": (make_mobilenetv2, 13),
     "dcgan": (make_dcgan, 13),
+    "lstm": (make_lstm, 14),
     "bert_base": (make_bert_base, 14),
     "gpt2_small": (make_gpt2_small, 14),
 }

@@ -204,7 +204,7 @@ done
 # sized run again with their generated modules sanitized too: the host's sanitizer alone does not
 # see a module overrun its scratch (a stride-1 ConvTranspose's per-call packing had).
 if [[ ${DLCC_SANITIZED:-0} == 1 ]]; then
-    for t in convtranspose resize groupnorm argmax copy; do
+    for t in convtranspose resize groupnorm argmax copy rnn; do
         DLCC_CFLAGS="-O1 -march=native -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
             run_suite "unit-$t-modules-sanitized" "$BUILD/tests/test_$t"
     done

@@ -71,20 +71,21 @@ static inline bool compile_1_2(dl_ctx *ctx, dl_graph *g, const dl_compile_option
 }
 
 /* p1 and p2 (one graph at two thread counts) run on the same inputs: whether both run and
- * their first outputs have the same shape and bytes. */
+ * their outputs (up to 8) have the same shapes and bytes. */
 static inline bool same_bits_1_2(dl_ctx *ctx, dl_program *p1, dl_program *p2, int n_in,
                                  dl_tensor *const *in) {
-    dl_tensor *y1 = NULL, *y2 = NULL;
-    bool same = dl_program_run(ctx, p1, n_in, NULL, in, &y1) == DL_OK &&
-                dl_program_run(ctx, p2, n_in, NULL, in, &y2) == DL_OK &&
-                dl_tensor_numel(y1) == dl_tensor_numel(y2) &&
-                dl_tensor_dtype(y1) == dl_tensor_dtype(y2);
-    same = same && !memcmp(dl_tensor_data(y1), dl_tensor_data(y2),
-                           (size_t)dl_tensor_numel(y1) * dl_dtype_size(dl_tensor_dtype(y1)));
+    dl_tensor *y1[8] = {0}, *y2[8] = {0};
+    const int n_out = dl_graph_num_outputs(dl_program_graph(p1));
+    bool same = n_out <= 8 && dl_program_run(ctx, p1, n_in, NULL, in, y1) == DL_OK &&
+                dl_program_run(ctx, p2, n_in, NULL, in, y2) == DL_OK;
+    for (int i = 0; same && i < n_out; i++)
+        same = dl_tensor_numel(y1[i]) == dl_tensor_numel(y2[i]) &&
+               dl_tensor_dtype(y1[i]) == dl_tensor_dtype(y2[i]) &&
+               !memcmp(dl_tensor_data(y1[i]), dl_tensor_data(y2[i]),
+                       (size_t)dl_tensor_numel(y1[i]) * dl_dtype_size(dl_tensor_dtype(y1[i])));
     if (!same) printf("  %s\n", dl_errmsg(ctx));
     dl_ctx_clear(ctx);
-    dl_tensor_free(y1);
-    dl_tensor_free(y2);
+    for (int i = 0; i < 8; i++) dl_tensor_free(y1[i]), dl_tensor_free(y2[i]);
     return same;
 }
 

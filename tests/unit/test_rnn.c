@@ -4,7 +4,9 @@
  * states; GRU with and without linear_before_reset; every output or only Y; the default
  * activations spelled out; sizes off the vector width; a symbolic batch and a symbolic sequence
  * at two sizes each; a sequence longer than the input shares held at once, both ways; enough
- * work to be split over the threads (1 vs 2 threads bit for bit). Nodes the kernel does not take
+ * work to be split over the threads: a step's gate pass, the recurrent product of one row, and
+ * the directions of a bidirectional layer side by side (1 vs 2 threads bit for bit). Nodes the
+ * kernel does not take
  * (other activations, clip, sequence_lens, layout 1, peepholes, input_forget) keep the reference
  * kernel. */
 #include "../../src/runtime/program-impl.h"
@@ -137,6 +139,7 @@ int main(void) {
         {"one step, one row, hidden 1", "LSTM", "forward", 1, 1, 3, 1, false, false, true, true, true, 3, NULL, NULL, false, false, true},
         {"default activations spelled out", "LSTM", "bidirectional", 4, 2, 6, 10, false, false, true, false, false, 3, "activations=[sigmoid,tanh,tanh]", NULL, false, false, true},
         {"300 steps (two products of input shares), bidirectional", "LSTM", "bidirectional", 300, 16, 8, 64, false, false, true, true, true, 3, NULL, NULL, false, false, true},
+        {"batch 1, hidden 128 (threads: the recurrent product's panels)", "LSTM", "reverse", 9, 1, 16, 128, false, false, true, true, true, 3, NULL, NULL, false, false, true},
         {"batch 8, hidden 256 (threads)", "LSTM", "forward", 12, 8, 64, 256, false, false, true, false, false, 2, NULL, NULL, false, false, true},
         {"forward, all inputs and outputs", "GRU", "forward", 7, 3, 5, 20, false, false, true, true, false, 2, NULL, NULL, false, false, true},
         {"linear_before_reset", "GRU", "forward", 7, 3, 5, 20, false, false, true, true, false, 2, "linear_before_reset=1", NULL, false, false, true},

@@ -49,14 +49,30 @@ static size_t dlrt_rnn_packed_floats(const dlrt_rnn *p) {
     return dlrt_rnn_round(dlrt_gemm_packed_bytes(1, G * H, H) / sizeof(float));
 }
 
-size_t dlrt_rnn_workspace(const dlrt_rnn *p) {
+/* Bytes of the products' own workspace (dlrt_sgemm_ws), where an operand several of their tiles
+ * read is packed once: the input rows of the input shares' product, the state of each step's
+ * (packed by every column tile instead, the state took 8% of a 64-step LSTM of 256 at batch 8
+ * with its padding). */
+static size_t dlrt_rnn_gemm_ws(const dlrt_rnn *p) {
+    const int64_t GH = dlrt_rnn_gates(p->kind) * p->H;
+    const size_t a = dlrt_gemm_workspace(dlrt_rnn_chunk(p) * p->B, GH, p->I, 0, 0);
+    const size_t b = dlrt_gemm_workspace(p->B, GH, p->H, 0, 1);
+    return a > b ? a : b;
+}
+
+/* Floats of one direction's part of the workspace. */
+static size_t dlrt_rnn_dir_floats(const dlrt_rnn *p) {
     const size_t GH = (size_t)(dlrt_rnn_gates(p->kind) * p->H), BH = (size_t)(p->B * p->H);
-    return sizeof(float) *
-           (dlrt_rnn_round((size_t)(dlrt_rnn_chunk(p) * p->B) * GH) /* the input's share */
-            + dlrt_rnn_packed_floats(p)                             /* R's panels */
-            + dlrt_rnn_round((size_t)p->B * GH)                     /* a step's product h R^T */
-            + 3 * dlrt_rnn_round(BH) /* h, c, and a row of temporaries */
-            + dlrt_rnn_round(GH) + dlrt_rnn_round((size_t)p->H)); /* the biases */
+    return dlrt_rnn_round((size_t)(dlrt_rnn_chunk(p) * p->B) * GH) /* the input's share */
+           + dlrt_rnn_packed_floats(p)                             /* R's panels */
+           + dlrt_rnn_round((size_t)p->B * GH)                     /* a step's product h R^T */
+           + 3 * dlrt_rnn_round(BH)                            /* h, c, and a row of temporaries */
+           + dlrt_rnn_round(GH) + dlrt_rnn_round((size_t)p->H) /* the biases */
+           + dlrt_rnn_round(dlrt_rnn_gemm_ws(p) / sizeof(float));
+}
+
+size_t dlrt_rnn_workspace(const dlrt_rnn *p) {
+    return sizeof(float) * (size_t)p->dirs * dlrt_rnn_dir_floats(p);
 }
 
 /* Carves n floats off *at. */
@@ -66,128 +82,195 @@ static float *dlrt_rnn_take(float **at, size_t n) {
     return p;
 }
 
-/* One LSTM step (gates i, o, f, c): g holds h R^T, xt the input's share; updates h and c. */
-static void dlrt_rnn_lstm_step(const dlrt_rnn *p, float *g, const float *xt, float *h, float *c,
-                               float *tmp) {
-    const int64_t H = p->H, GH = 4 * H;
-    for (int64_t b = 0; b < p->B; b++) {
-        float *row = g + b * GH, *cb = c + b * H, *tb = tmp + b * H;
-        const float *xr = xt + b * GH;
-        for (int64_t j = 0; j < GH; j++) row[j] += xr[j];
-        dlrt_act_apply(DLRT_ACT_SIGMOID, 0, 0, row, 3 * H);
-        dlrt_act_apply(DLRT_ACT_TANH, 0, 0, row + 3 * H, H);
-        for (int64_t j = 0; j < H; j++)
-            tb[j] = cb[j] = row[2 * H + j] * cb[j] + row[j] * row[3 * H + j];
+/* One direction's run: its operands, its outputs' place, and its scratch. */
+typedef struct dlrt_rnn_dir {
+    const dlrt_rnn *p;
+    int d, backward;
+    const float *x, *w, *r, *wb, *rb, *h0, *c0;
+    float *y, *yh, *yc;
+    float *xw, *rp, *rp_h, *g, *h, *c, *tmp, *bx, *rbh;
+    void *gw; /* the products' workspace, gw_bytes */
+    size_t gw_bytes;
+    const float *xt; /* the current step's input shares */
+    int phase;       /* of a GRU step without linear_before_reset: 0 the gates, 1 the rest */
+} dlrt_rnn_dir;
+
+enum { DLRT_RNN_COLS = 64 }; /* the state values of a row one unit of a step's gate pass takes */
+
+/* LSTM (gates i, o, f, c), columns [j0, j0 + n) of row b: g holds h R^T; updates h and c. */
+static void dlrt_rnn_lstm_cols(const dlrt_rnn_dir *s, int64_t b, int64_t j0, int64_t n) {
+    const int64_t H = s->p->H, GH = 4 * H;
+    float *row = s->g + b * GH, *cb = s->c + b * H + j0, *tb = s->tmp + b * H + j0;
+    float *hb = s->h + b * H + j0;
+    const float *xr = s->xt + b * GH;
+    for (int q = 0; q < 4; q++) {
+        float *gq = row + q * H + j0;
+        for (int64_t j = 0; j < n; j++) gq[j] += xr[q * H + j0 + j];
+        dlrt_act_apply(q == 3 ? DLRT_ACT_TANH : DLRT_ACT_SIGMOID, 0, 0, gq, n);
     }
-    dlrt_act_apply(DLRT_ACT_TANH, 0, 0, tmp, p->B * H);
-    for (int64_t b = 0; b < p->B; b++)
-        for (int64_t j = 0; j < H; j++) h[b * H + j] = g[b * GH + H + j] * tmp[b * H + j];
+    const float *ig = row + j0, *og = row + H + j0, *fg = row + 2 * H + j0, *cc = row + 3 * H + j0;
+    for (int64_t j = 0; j < n; j++) tb[j] = cb[j] = fg[j] * cb[j] + ig[j] * cc[j];
+    dlrt_act_apply(DLRT_ACT_TANH, 0, 0, tb, n);
+    for (int64_t j = 0; j < n; j++) hb[j] = og[j] * tb[j];
 }
 
-/* The end of a GRU step: z from g's first H values a row, the candidate in cand; h moves
- * towards it. */
-static void dlrt_rnn_gru_update(const dlrt_rnn *p, const float *g, const float *cand, float *h) {
-    const int64_t H = p->H, GH = 3 * H;
-    for (int64_t b = 0; b < p->B; b++)
-        for (int64_t j = 0; j < H; j++) {
-            const float z = g[b * GH + j];
-            h[b * H + j] = (1.0f - z) * cand[b * H + j] + z * h[b * H + j];
+/* GRU (gates z, r, h), columns [j0, j0 + n) of row b. Without linear_before_reset, phase 0
+ * makes the z and r gates and r * h (the candidate's product then reads it), phase 1 the
+ * candidate from that product and the update; with it, one phase does all, the reset gate
+ * scaling h R_h^T plus its bias. */
+static void dlrt_rnn_gru_cols(const dlrt_rnn_dir *s, int64_t b, int64_t j0, int64_t n) {
+    const int64_t H = s->p->H, GH = 3 * H;
+    const int split = !s->p->linear_before_reset;
+    float *row = s->g + b * GH, *tb = s->tmp + b * H + j0, *hb = s->h + b * H + j0;
+    const float *xr = s->xt + b * GH;
+    float *zg = row + j0, *rg = row + H + j0, *hg = row + 2 * H + j0;
+    if (!split || s->phase == 0)
+        for (int q = 0; q < 2; q++) {
+            float *gq = row + q * H + j0;
+            for (int64_t j = 0; j < n; j++) gq[j] += xr[q * H + j0 + j];
+            dlrt_act_apply(DLRT_ACT_SIGMOID, 0, 0, gq, n);
         }
+    if (split && s->phase == 0) {
+        for (int64_t j = 0; j < n; j++) tb[j] = rg[j] * hb[j];
+        return;
+    }
+    const float *xh = xr + 2 * H + j0;
+    if (split)
+        for (int64_t j = 0; j < n; j++) tb[j] = xh[j] + hg[j];
+    else
+        for (int64_t j = 0; j < n; j++) tb[j] = xh[j] + rg[j] * (hg[j] + s->rbh[j0 + j]);
+    dlrt_act_apply(DLRT_ACT_TANH, 0, 0, tb, n);
+    for (int64_t j = 0; j < n; j++) hb[j] = (1.0f - zg[j]) * tb[j] + zg[j] * hb[j];
 }
 
-/* The z and r gates of a GRU step: g's first 2H values a row plus the input's share. */
-static void dlrt_rnn_gru_gates(const dlrt_rnn *p, float *g, const float *xt) {
-    const int64_t H = p->H, GH = 3 * H;
-    for (int64_t b = 0; b < p->B; b++) {
-        float *row = g + b * GH;
-        for (int64_t j = 0; j < 2 * H; j++) row[j] += xt[b * GH + j];
-        dlrt_act_apply(DLRT_ACT_SIGMOID, 0, 0, row, 2 * H);
+/* RNN, columns [j0, j0 + n) of row b. */
+static void dlrt_rnn_simple_cols(const dlrt_rnn_dir *s, int64_t b, int64_t j0, int64_t n) {
+    const int64_t H = s->p->H;
+    float *gb = s->g + b * H + j0, *hb = s->h + b * H + j0;
+    const float *xr = s->xt + b * H + j0;
+    for (int64_t j = 0; j < n; j++) gb[j] += xr[j];
+    dlrt_act_apply(DLRT_ACT_TANH, 0, 0, gb, n);
+    memcpy(hb, gb, (size_t)n * sizeof(float));
+}
+
+/* Units [lo, hi) of a step's gate pass: unit u is row u / blocks, its block u % blocks of
+ * DLRT_RNN_COLS state values. */
+static void dlrt_rnn_units(void *ctx, int64_t lo, int64_t hi) {
+    const dlrt_rnn_dir *s = ctx;
+    const int64_t H = s->p->H, blocks = (H + DLRT_RNN_COLS - 1) / DLRT_RNN_COLS;
+    for (int64_t u = lo; u < hi; u++) {
+        const int64_t b = u / blocks, j0 = u % blocks * DLRT_RNN_COLS;
+        const int64_t n = H - j0 < DLRT_RNN_COLS ? H - j0 : DLRT_RNN_COLS;
+        if (s->p->kind == DLRT_RNN_LSTM)
+            dlrt_rnn_lstm_cols(s, b, j0, n);
+        else if (s->p->kind == DLRT_RNN_GRU)
+            dlrt_rnn_gru_cols(s, b, j0, n);
+        else
+            dlrt_rnn_simple_cols(s, b, j0, n);
     }
+}
+
+/* A step's gate pass over every row, shared over the threads when there is enough of it (the
+ * units are fixed, so the results are the same whatever the thread count). */
+static void dlrt_rnn_gate_pass(dlrt_rnn_dir *s) {
+    const int64_t B = s->p->B, H = s->p->H;
+    const int64_t units = B * ((H + DLRT_RNN_COLS - 1) / DLRT_RNN_COLS);
+    dlrt_parallel_for(units, units > 1 && B * dlrt_rnn_gates(s->p->kind) * H >= 4096,
+                      dlrt_rnn_units, s);
+}
+
+/* Direction s->d over every step. */
+static void dlrt_rnn_direction(dlrt_rnn_dir *s) {
+    const dlrt_rnn *p = s->p;
+    const int64_t T = p->T, B = p->B, I = p->I, H = p->H, G = dlrt_rnn_gates(p->kind);
+    const int64_t GH = G * H, BH = B * H, chunk = dlrt_rnn_chunk(p);
+    const int split = dlrt_rnn_split_r(p);
+    /* the biases that add to the input's share: both, but for the candidate of a GRU with
+     * linear_before_reset, whose recurrent bias is inside the reset gate's product */
+    const int lbr = p->kind == DLRT_RNN_GRU && p->linear_before_reset;
+    for (int64_t j = 0; j < GH; j++)
+        s->bx[j] = s->wb ? (lbr && j >= 2 * H ? s->wb[j] : s->wb[j] + s->rb[j]) : 0.0f;
+    for (int64_t j = 0; j < H; j++) s->rbh[j] = lbr && s->rb ? s->rb[2 * H + j] : 0.0f;
+    const dlrt_epilogue ep = {.alpha = 1, .beta = 1, .bias = s->bx, .bias_rs = 0, .bias_cs = 1};
+    if (split) {
+        dlrt_gemm_pack_operand(1, 2 * H, H, s->r, H, 1, s->rp);
+        dlrt_gemm_pack_operand(1, H, H, s->r + 2 * H * H, H, 1, s->rp_h);
+    } else {
+        dlrt_gemm_pack_operand(1, GH, H, s->r, H, 1, s->rp);
+    }
+    if (s->h0)
+        memcpy(s->h, s->h0, (size_t)BH * sizeof(float));
+    else
+        memset(s->h, 0, (size_t)BH * sizeof(float));
+    if (s->c0)
+        memcpy(s->c, s->c0, (size_t)BH * sizeof(float));
+    else
+        memset(s->c, 0, (size_t)BH * sizeof(float));
+    int64_t t_lo = 0; /* the first time step of the input shares in xw */
+    for (int64_t st = 0; st < T; st++) {
+        const int64_t t = s->backward ? T - 1 - st : st;
+        if (st % chunk == 0) { /* the next steps' input shares: times [t_lo, t_lo + n) */
+            const int64_t n = T - st < chunk ? T - st : chunk;
+            t_lo = s->backward ? T - st - n : st;
+            dlrt_sgemm_ws(n * B, GH, I, s->x + t_lo * B * I, I, 0, 0, s->w, I, 1, 0, s->xw, GH, &ep,
+                          s->gw, s->gw_bytes);
+        }
+        s->xt = s->xw + (t - t_lo) * B * GH;
+        /* h R^T: all the gates, or a GRU's z and r first, then (r * h) R_h^T */
+        dlrt_sgemm_ws(B, split ? 2 * H : GH, H, s->h, H, 0, 0, s->rp, 0, 0, 1, s->g, GH, NULL,
+                      s->gw, s->gw_bytes);
+        s->phase = 0;
+        dlrt_rnn_gate_pass(s);
+        if (split) {
+            dlrt_sgemm_ws(B, H, H, s->tmp, H, 0, 0, s->rp_h, 0, 0, 1, s->g + 2 * H, GH, NULL, s->gw,
+                          s->gw_bytes);
+            s->phase = 1;
+            dlrt_rnn_gate_pass(s);
+        }
+        if (s->y) memcpy(s->y + t * p->dirs * BH, s->h, (size_t)BH * sizeof(float));
+    }
+    if (s->yh) memcpy(s->yh, s->h, (size_t)BH * sizeof(float));
+    if (s->yc) memcpy(s->yc, s->c, (size_t)BH * sizeof(float));
+}
+
+static void dlrt_rnn_directions(void *ctx, int64_t lo, int64_t hi) {
+    dlrt_rnn_dir *dirs = ctx;
+    for (int64_t d = lo; d < hi; d++) dlrt_rnn_direction(&dirs[d]);
 }
 
 void dlrt_rnn_forward(const dlrt_rnn *p, const float *x, const float *w, const float *r,
                       const float *bias, const float *h0, const float *c0, float *y, float *yh,
                       float *yc, void *workspace) {
-    const int64_t T = p->T, B = p->B, I = p->I, H = p->H, G = dlrt_rnn_gates(p->kind);
-    const int64_t GH = G * H, BH = B * H;
-    const int split = dlrt_rnn_split_r(p);
+    const int64_t B = p->B, I = p->I, H = p->H, GH = dlrt_rnn_gates(p->kind) * H, BH = B * H;
+    dlrt_rnn_dir dirs[2];
     float *at = workspace;
-    const int64_t chunk = dlrt_rnn_chunk(p);
-    float *xw = dlrt_rnn_take(&at, (size_t)(chunk * B * GH));
-    float *rp = dlrt_rnn_take(&at, dlrt_rnn_packed_floats(p));
-    float *g = dlrt_rnn_take(&at, (size_t)(B * GH));
-    float *h = dlrt_rnn_take(&at, (size_t)BH), *c = dlrt_rnn_take(&at, (size_t)BH);
-    float *tmp = dlrt_rnn_take(&at, (size_t)BH);
-    float *bx = dlrt_rnn_take(&at, (size_t)GH), *rbh = dlrt_rnn_take(&at, (size_t)H);
-    float *rp_h =
-        split ? rp + dlrt_rnn_round(dlrt_gemm_packed_bytes(1, 2 * H, H) / sizeof(float)) : NULL;
-    for (int d = 0; d < p->dirs; d++) {
-        const int backward = p->reverse || d == 1;
-        const float *wd = w + d * GH * I, *rd = r + d * GH * H;
-        const float *wb = bias ? bias + d * 2 * GH : NULL, *rb = wb ? wb + GH : NULL;
-        /* the biases that add to the input's share: both, but for the candidate of a GRU with
-         * linear_before_reset, whose recurrent bias is inside the reset gate's product */
-        const int lbr = p->kind == DLRT_RNN_GRU && p->linear_before_reset;
-        for (int64_t j = 0; j < GH; j++)
-            bx[j] = wb ? (lbr && j >= 2 * H ? wb[j] : wb[j] + rb[j]) : 0.0f;
-        for (int64_t j = 0; j < H; j++) rbh[j] = lbr && rb ? rb[2 * H + j] : 0.0f;
-        const dlrt_epilogue ep = {.alpha = 1, .beta = 1, .bias = bx, .bias_rs = 0, .bias_cs = 1};
-        if (split) {
-            dlrt_gemm_pack_operand(1, 2 * H, H, rd, H, 1, rp);
-            dlrt_gemm_pack_operand(1, H, H, rd + 2 * H * H, H, 1, rp_h);
-        } else {
-            dlrt_gemm_pack_operand(1, GH, H, rd, H, 1, rp);
-        }
-        if (h0)
-            memcpy(h, h0 + d * BH, (size_t)BH * sizeof(float));
-        else
-            memset(h, 0, (size_t)BH * sizeof(float));
-        if (c0)
-            memcpy(c, c0 + d * BH, (size_t)BH * sizeof(float));
-        else
-            memset(c, 0, (size_t)BH * sizeof(float));
-        int64_t t_lo = 0; /* the first time step of the input shares in xw */
-        for (int64_t s = 0; s < T; s++) {
-            const int64_t t = backward ? T - 1 - s : s;
-            if (s % chunk == 0) { /* the next steps' input shares: times [t_lo, t_lo + n) */
-                const int64_t n = T - s < chunk ? T - s : chunk;
-                t_lo = backward ? T - s - n : s;
-                dlrt_sgemm(n * B, GH, I, x + t_lo * B * I, I, 0, wd, I, 1, xw, GH, &ep);
-            }
-            const float *xt = xw + (t - t_lo) * B * GH;
-            if (p->kind == DLRT_RNN_LSTM) {
-                dlrt_sgemm_ex(B, GH, H, h, H, 0, 0, rp, 0, 0, 1, g, GH, NULL);
-                dlrt_rnn_lstm_step(p, g, xt, h, c, tmp);
-            } else if (p->kind == DLRT_RNN_GRU && split) {
-                dlrt_sgemm_ex(B, 2 * H, H, h, H, 0, 0, rp, 0, 0, 1, g, GH, NULL);
-                dlrt_rnn_gru_gates(p, g, xt);
-                for (int64_t b = 0; b < B; b++) /* r * h */
-                    for (int64_t j = 0; j < H; j++)
-                        tmp[b * H + j] = g[b * GH + H + j] * h[b * H + j];
-                dlrt_sgemm_ex(B, H, H, tmp, H, 0, 0, rp_h, 0, 0, 1, g + 2 * H, GH, NULL);
-                for (int64_t b = 0; b < B; b++)
-                    for (int64_t j = 0; j < H; j++)
-                        tmp[b * H + j] = xt[b * GH + 2 * H + j] + g[b * GH + 2 * H + j];
-                dlrt_act_apply(DLRT_ACT_TANH, 0, 0, tmp, BH);
-                dlrt_rnn_gru_update(p, g, tmp, h);
-            } else if (p->kind == DLRT_RNN_GRU) {
-                dlrt_sgemm_ex(B, GH, H, h, H, 0, 0, rp, 0, 0, 1, g, GH, NULL);
-                dlrt_rnn_gru_gates(p, g, xt);
-                for (int64_t b = 0; b < B; b++)
-                    for (int64_t j = 0; j < H; j++)
-                        tmp[b * H + j] = xt[b * GH + 2 * H + j] +
-                                         g[b * GH + H + j] * (g[b * GH + 2 * H + j] + rbh[j]);
-                dlrt_act_apply(DLRT_ACT_TANH, 0, 0, tmp, BH);
-                dlrt_rnn_gru_update(p, g, tmp, h);
-            } else {
-                dlrt_sgemm_ex(B, H, H, h, H, 0, 0, rp, 0, 0, 1, g, H, NULL);
-                for (int64_t k = 0; k < BH; k++) g[k] += xt[k];
-                dlrt_act_apply(DLRT_ACT_TANH, 0, 0, g, BH);
-                memcpy(h, g, (size_t)BH * sizeof(float));
-            }
-            if (y) memcpy(y + (t * p->dirs + d) * BH, h, (size_t)BH * sizeof(float));
-        }
-        if (yh) memcpy(yh + d * BH, h, (size_t)BH * sizeof(float));
-        if (yc) memcpy(yc + d * BH, c, (size_t)BH * sizeof(float));
+    for (int d = 0; d < p->dirs && d < 2; d++) {
+        dlrt_rnn_dir *s = &dirs[d];
+        *s = (dlrt_rnn_dir){.p = p,
+                            .d = d,
+                            .backward = p->reverse || d == 1,
+                            .x = x,
+                            .w = w + d * GH * I,
+                            .r = r + d * GH * H,
+                            .wb = bias ? bias + d * 2 * GH : NULL,
+                            .rb = bias ? bias + d * 2 * GH + GH : NULL,
+                            .h0 = h0 ? h0 + d * BH : NULL,
+                            .c0 = c0 ? c0 + d * BH : NULL,
+                            .y = y ? y + d * BH : NULL,
+                            .yh = yh ? yh + d * BH : NULL,
+                            .yc = yc ? yc + d * BH : NULL};
+        s->xw = dlrt_rnn_take(&at, (size_t)(dlrt_rnn_chunk(p) * B * GH));
+        s->rp = dlrt_rnn_take(&at, dlrt_rnn_packed_floats(p));
+        s->rp_h = s->rp + dlrt_rnn_round(dlrt_gemm_packed_bytes(1, 2 * H, H) / sizeof(float));
+        s->g = dlrt_rnn_take(&at, (size_t)(B * GH));
+        s->h = dlrt_rnn_take(&at, (size_t)BH), s->c = dlrt_rnn_take(&at, (size_t)BH);
+        s->tmp = dlrt_rnn_take(&at, (size_t)BH);
+        s->bx = dlrt_rnn_take(&at, (size_t)GH), s->rbh = dlrt_rnn_take(&at, (size_t)H);
+        s->gw_bytes = dlrt_rnn_gemm_ws(p);
+        s->gw = dlrt_rnn_take(&at, dlrt_rnn_round(s->gw_bytes / sizeof(float)));
     }
+    /* the two directions of a bidirectional layer are independent: one thread each, whose
+     * products then run in it, each direction's R in its own core's cache, and no step waits
+     * for another thread */
+    dlrt_parallel_for(p->dirs, p->dirs > 1 && dlrt_threads() > 1, dlrt_rnn_directions, dirs);
 }
