@@ -138,6 +138,7 @@ static dl_status parse_attr(dl_graph *g, const dl_op_def *op, const char *text, 
             a->strings[a->n++] = item;
             p = *stop == ',' ? stop + 1 : stop;
             while (isspace((unsigned char)*p)) p++;
+            if (*stop == ',' && *p == ']') goto bad; /* "[a,]" */
         }
         return DL_OK;
     }

@@ -124,6 +124,48 @@ static void check_case(dl_ctx *ctx, const rcase *c) {
     dl_graph_free(g);
 }
 
+/* The C API's string-list attributes (the activations): items trimmed of spaces; malformed lists
+ * refused with a message, never half read. */
+static void test_string_lists(dl_ctx *ctx) {
+    static const char *const bad[] = {"[",       "[Tanh",   "[Tanh,,Tanh]", "Tanh]",
+                                      "[Tanh]x", "[Tanh,]", "[,Tanh]",      ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        dl_graph *g = dl_graph_new(ctx);
+        const int64_t xd[3] = {2, 1, 3}, wd[3] = {1, 4, 3}, rd[3] = {1, 4, 4};
+        dl_value *in[3] = {dl_input(g, "x", DL_F32, 3, xd, NULL),
+                           dl_input(g, "w", DL_F32, 3, wd, NULL),
+                           dl_input(g, "r", DL_F32, 3, rd, NULL)};
+        char a[64], nm[120];
+        snprintf(a, sizeof a, "activations=%s", bad[i]);
+        const char *at[1] = {a};
+        dl_value *y = NULL;
+        const dl_status st = dl_add_node(g, "RNN", 3, in, 1, &y, 1, at);
+        snprintf(nm, sizeof nm, "attribute '%s' refused with a message", a);
+        CHECK(nm, st != DL_OK && strstr(dl_errmsg(ctx), "cannot parse attribute"));
+        dl_ctx_clear(ctx);
+        dl_graph_free(g);
+    }
+    const rcase spaced = {"activations with spaces",
+                          "RNN",
+                          "bidirectional",
+                          3,
+                          2,
+                          3,
+                          4,
+                          false,
+                          false,
+                          true,
+                          false,
+                          false,
+                          2,
+                          "activations=[ Tanh , tanh ]",
+                          NULL,
+                          false,
+                          false,
+                          true};
+    check_case(ctx, &spaced);
+}
+
 int main(void) {
     if (!test_cache_open(dir, &opts)) return 1;
     opts.threads = 1;
@@ -159,6 +201,7 @@ int main(void) {
     };
     /* clang-format on */
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_case(ctx, &cases[i]);
+    test_string_lists(ctx);
     dl_ctx_free(ctx);
     test_cache_remove(dir);
     printf("%d passed, %d failed\n", passed, failed);

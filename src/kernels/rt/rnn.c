@@ -261,7 +261,9 @@ void dlrt_rnn_forward(const dlrt_rnn *p, const float *x, const float *w, const f
                             .yc = yc ? yc + d * BH : NULL};
         s->xw = dlrt_rnn_take(&at, (size_t)(dlrt_rnn_chunk(p) * B * GH));
         s->rp = dlrt_rnn_take(&at, dlrt_rnn_packed_floats(p));
-        s->rp_h = s->rp + dlrt_rnn_round(dlrt_gemm_packed_bytes(1, 2 * H, H) / sizeof(float));
+        s->rp_h = dlrt_rnn_split_r(p) /* (only this layout has room for it) */
+                      ? s->rp + dlrt_rnn_round(dlrt_gemm_packed_bytes(1, 2 * H, H) / sizeof(float))
+                      : NULL;
         s->g = dlrt_rnn_take(&at, (size_t)(B * GH));
         s->h = dlrt_rnn_take(&at, (size_t)BH), s->c = dlrt_rnn_take(&at, (size_t)BH);
         s->tmp = dlrt_rnn_take(&at, (size_t)BH);
