@@ -4,7 +4,6 @@
 
 #include <math.h>
 #include <string.h>
-#include <strings.h>
 
 /* Strides of v (rank <= 2 after right alignment) broadcast over an M x N result: 0 where v has
  * size 1 or lacks the dim. */
@@ -301,41 +300,28 @@ static bool rnn_input_ok(const dl_node *n, int k, int r) {
 }
 
 bool dl_rnn_params_of(const dl_node *n, dl_rnn_params *rp) {
-    static const char *const defaults[3][3] = {
-        {"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
     memset(rp, 0, sizeof *rp);
     const int kind = dl_node_is(n, "LSTM")  ? DLRT_RNN_LSTM
                      : dl_node_is(n, "GRU") ? DLRT_RNN_GRU
                      : dl_node_is(n, "RNN") ? DLRT_RNN_SIMPLE
                                             : -1;
     if (kind < 0 || n->n_in < 3 || !n->in[0] || !n->in[1] || !n->in[2]) return false;
-    const char *dir = dl_attr_str(n, "direction", "forward");
-    int dirs = 0;
-    if (!strcmp(dir, "bidirectional")) dirs = 2;
-    if (!strcmp(dir, "forward") || !strcmp(dir, "reverse")) dirs = 1;
+    bool default_acts;
+    const int dirs = dl_rnn_directions(n, &default_acts);
     /* what the kernel leaves to the reference: other layouts and activations, clip, peepholes,
      * input_forget, per-row sequence lengths */
-    if (!dirs || dl_attr_int(n, "layout", 0) != 0 || dl_node_attr(n, "clip") ||
+    if (!dirs || !default_acts || dl_attr_int(n, "layout", 0) != 0 || dl_node_attr(n, "clip") ||
         dl_node_attr(n, "activation_alpha") || dl_node_attr(n, "activation_beta") ||
         dl_attr_int(n, "input_forget", 0) != 0 || (n->n_in > 4 && n->in[4]) ||
         (n->n_in > 7 && n->in[7]))
         return false;
     const int lbr = (int)dl_attr_int(n, "linear_before_reset", 0);
     if (kind == DLRT_RNN_GRU && lbr != 0 && lbr != 1) return false;
-    const int per_dir = kind == DLRT_RNN_SIMPLE ? 1 : kind == DLRT_RNN_GRU ? 2 : 3;
-    const dl_attr *acts = dl_node_attr(n, "activations");
-    if (acts && acts->n > 0) {
-        if (acts->n != per_dir * dirs && !(dirs == 2 && acts->n == per_dir)) return false;
-        for (int i = 0; i < acts->n; i++)
-            if (!acts->strings[i] || strcasecmp(acts->strings[i], defaults[kind][i % per_dir]))
-                return false;
-    }
     const dl_type *x = &n->in[0]->type, *w = &n->in[1]->type, *r = &n->in[2]->type;
     if (x->dtype != DL_F32 || x->rank != 3 || x->dims[2] < 0 || !rnn_input_ok(n, 1, 3) ||
         !rnn_input_ok(n, 2, 3) || !rnn_input_ok(n, 3, 2))
         return false;
-    const int64_t G = kind == DLRT_RNN_LSTM ? 4 : kind == DLRT_RNN_GRU ? 3 : 1;
-    const int64_t I = x->dims[2], H = r->dims[2];
+    const int64_t G = dlrt_rnn_gates(kind), I = x->dims[2], H = r->dims[2];
     if (H < 1 || w->dims[0] != dirs || w->dims[1] != G * H || w->dims[2] != I ||
         r->dims[0] != dirs || r->dims[1] != G * H)
         return false;
@@ -352,7 +338,7 @@ bool dl_rnn_params_of(const dl_node *n, dl_rnn_params *rp) {
     if (kind != DLRT_RNN_LSTM && n->n_in > 6 && n->in[6]) return false;
     rp->p = (dlrt_rnn){.kind = kind,
                        .dirs = dirs,
-                       .reverse = !strcmp(dir, "reverse"),
+                       .reverse = !strcmp(dl_attr_str(n, "direction", "forward"), "reverse"),
                        .linear_before_reset = kind == DLRT_RNN_GRU && lbr,
                        .T = x->dims[0] < 0 ? 0 : x->dims[0],
                        .B = x->dims[1] < 0 ? 0 : x->dims[1],

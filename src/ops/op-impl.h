@@ -142,6 +142,11 @@ const char *dl_resize_static(const dl_node *n, int rank, const int64_t *in, int6
                              double *scale, int axis, int64_t cap, int *n_taps, int64_t *ix,
                              double *w);
 
+/* An RNN, GRU or LSTM node's directions (rnn.c): 1 (forward, reverse) or 2 (bidirectional), 0
+ * for another direction; *defaults whether its activations (given or not) are its op's
+ * defaults, sigmoid gates and tanh elsewhere, as the reference kernel parses them. */
+int dl_rnn_directions(const dl_node *n, bool *defaults);
+
 /* The words for index v outside [-d, d) on axis (index.c), as the index ops' reference kernels
  * and the executor (for a compiled kernel's report) give them. */
 void dl_bad_index_text(char *buf, size_t n, int64_t v, int64_t d, int64_t axis);

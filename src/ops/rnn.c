@@ -182,6 +182,21 @@ static int rnn_dirs(const char *dir) {
     return 0;
 }
 
+int dl_rnn_directions(const dl_node *n, bool *defaults) {
+    const char *op = n->op ? n->op->name : "";
+    const rnn_kind kind = !strcmp(op, "LSTM")  ? RNN_LSTM
+                          : !strcmp(op, "GRU") ? RNN_GRU
+                                               : RNN_SIMPLE;
+    const int dirs = rnn_dirs(dl_attr_str(n, "direction", "forward"));
+    act_fn acts[RNN_MAX_ACTS];
+    char err[160];
+    *defaults = dirs && rnn_parse_acts(n, kind, dirs, acts, err, sizeof err);
+    for (int k = 0; *defaults && k < dirs * acts_per_dir(kind); k++) /* sigmoid, then tanh */
+        *defaults = acts[k].kind ==
+                    (k % acts_per_dir(kind) == 0 && kind != RNN_SIMPLE ? ACT_SIGMOID : ACT_TANH);
+    return dirs;
+}
+
 /* ---- inference ---- */
 
 /* Fails when two dims are both known and differ. */

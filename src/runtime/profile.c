@@ -198,9 +198,8 @@ static double node_flops(const cost_ctx *c, const dl_group *gr, const dl_node *n
     case DL_G_RNN: { /* the products: 2 * T * B * dirs * G*H * (I + H) */
         dl_rnn_params rp;
         if (!dl_rnn_params_of(n, &rp) || !a || rp.p.I < 1) return 0;
-        const int64_t G = rp.p.kind == DLRT_RNN_LSTM ? 4 : rp.p.kind == DLRT_RNN_GRU ? 3 : 1;
-        return 2 * (numel_of(a) / (double)rp.p.I) * rp.p.dirs * (double)(G * rp.p.H) *
-               (double)(rp.p.I + rp.p.H);
+        return 2 * (numel_of(a) / (double)rp.p.I) * rp.p.dirs *
+               (double)(dlrt_rnn_gates(rp.p.kind) * rp.p.H) * (double)(rp.p.I + rp.p.H);
     }
     case DL_G_EW:
         return numel_of(out);

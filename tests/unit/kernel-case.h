@@ -30,4 +30,17 @@ static inline bool compile_case(dl_ctx *ctx, dl_graph *g, const dl_compile_optio
     return true;
 }
 
+/* One run of a compiled case on inputs in: "WHAT: native equals ref (ERR)", native_vs_ref within
+ * tol, and "WHAT: the same bits with 2 threads" (p2 is the program at 2 threads). */
+static inline void check_run(dl_ctx *ctx, dl_graph *g, dl_program *p, dl_program *p2, int n_in,
+                             dl_tensor **in, double tol, const char *what) {
+    char nm[320];
+    const double err = native_vs_ref(ctx, g, p, n_in, in);
+    snprintf(nm, sizeof nm, "%s: native equals ref (%.2g)", what, err);
+    CHECK(nm, err <= tol);
+    dl_ctx_clear(ctx);
+    snprintf(nm, sizeof nm, "%s: the same bits with 2 threads", what);
+    CHECK(nm, same_bits_1_2(ctx, p, p2, n_in, in));
+}
+
 #endif

@@ -79,14 +79,8 @@ static void check_layer(dl_ctx *ctx, const layer *l, bool native) {
         return;
     for (int64_t batch = 1; batch <= 3; batch += 2) {
         dl_tensor *x = input_for(ctx, l, batch);
-        const double err = native_vs_ref(ctx, g, p, 1, &x);
-        snprintf(nm, sizeof nm, "%s, batch %lld: native equals ref (%.2g)", l->name,
-                 (long long)batch, err);
-        CHECK(nm, err <= 1e-4);
-        snprintf(nm, sizeof nm, "%s, batch %lld: the same bits with 2 threads", l->name,
-                 (long long)batch);
-        CHECK(nm, same_bits_1_2(ctx, p, p2, 1, &x));
-        dl_ctx_clear(ctx);
+        snprintf(nm, sizeof nm, "%s, batch %lld", l->name, (long long)batch);
+        check_run(ctx, g, p, p2, 1, &x, 1e-4, nm);
         dl_tensor_free(x);
     }
     dl_program_free(p);

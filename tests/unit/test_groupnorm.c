@@ -76,13 +76,8 @@ static void check_case(dl_ctx *ctx, const ncase *c, bool native) {
         int64_t d[5];
         for (int k = 0; k < c->rank; k++) d[k] = k == 0 && c->sym ? batch : c->dims[k];
         dl_tensor *x = tensor_of(ctx, c->dtype ? c->dtype : DL_F32, c->rank, d, c->offset);
-        const double err = native_vs_ref(ctx, g, p, 1, &x);
-        snprintf(nm, sizeof nm, "%s, batch %lld: native equals ref (%.2g)", c->name,
-                 (long long)batch, err);
-        CHECK(nm, err <= 1e-5);
-        snprintf(nm, sizeof nm, "%s, batch %lld: the same bits with 2 threads", c->name,
-                 (long long)batch);
-        CHECK(nm, same_bits_1_2(ctx, p, p2, 1, &x));
+        snprintf(nm, sizeof nm, "%s, batch %lld", c->name, (long long)batch);
+        check_run(ctx, g, p, p2, 1, &x, 1e-5, nm);
         dl_tensor_free(x);
     }
     dl_program_free(p);

@@ -363,6 +363,8 @@ typedef struct dlrt_rnn {
     int kind, dirs, reverse, linear_before_reset;
     int64_t T, B, I, H;
 } dlrt_rnn;
+/* G for a kind: 1, 3 or 4 gates. */
+int64_t dlrt_rnn_gates(int kind);
 size_t dlrt_rnn_workspace(const dlrt_rnn *p);
 void dlrt_rnn_forward(const dlrt_rnn *p, const float *x, const float *w, const float *r,
                       const float *bias, const float *h0, const float *c0, float *y, float *yh,

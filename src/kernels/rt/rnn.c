@@ -19,7 +19,7 @@ enum {
     DLRT_RNN_CHUNK = 1 << 20 /* floats of the input's share held at once (4 MiB) */
 };
 
-static int64_t dlrt_rnn_gates(int kind) {
+int64_t dlrt_rnn_gates(int kind) {
     return kind == DLRT_RNN_LSTM ? 4 : kind == DLRT_RNN_GRU ? 3 : 1;
 }
 
@@ -85,7 +85,7 @@ static float *dlrt_rnn_take(float **at, size_t n) {
 /* One direction's run: its operands, its outputs' place, and its scratch. */
 typedef struct dlrt_rnn_dir {
     const dlrt_rnn *p;
-    int d, backward;
+    int backward;
     const float *x, *w, *r, *wb, *rb, *h0, *c0;
     float *y, *yh, *yc;
     float *xw, *rp, *rp_h, *g, *h, *c, *tmp, *bx, *rbh;
@@ -179,7 +179,7 @@ static void dlrt_rnn_gate_pass(dlrt_rnn_dir *s) {
                       dlrt_rnn_units, s);
 }
 
-/* Direction s->d over every step. */
+/* One direction over every step. */
 static void dlrt_rnn_direction(dlrt_rnn_dir *s) {
     const dlrt_rnn *p = s->p;
     const int64_t T = p->T, B = p->B, I = p->I, H = p->H, G = dlrt_rnn_gates(p->kind);
@@ -247,7 +247,6 @@ void dlrt_rnn_forward(const dlrt_rnn *p, const float *x, const float *w, const f
     for (int d = 0; d < p->dirs && d < 2; d++) {
         dlrt_rnn_dir *s = &dirs[d];
         *s = (dlrt_rnn_dir){.p = p,
-                            .d = d,
                             .backward = p->reverse || d == 1,
                             .x = x,
                             .w = w + d * GH * I,
