@@ -81,14 +81,6 @@ typedef struct dlrt_gemm_index {
 void dlrt_sgemm_indexed(int64_t M, int64_t N, int64_t K, const float *a_packed_t,
                         const dlrt_gemm_index *ax, float *C, int64_t ldc, const dlrt_epilogue *ep);
 
-/* a * b + c, fused where the build has FMA (one rounding, one instruction), else two operations
- * (a library call per element would not vectorize). */
-#if defined(__FMA__) || defined(__AVX512F__) /* (gcc's -mavx512f alone defines no __FMA__) */
-#define DLRT_FMAF(a, b, c) fmaf(a, b, c)
-#else
-#define DLRT_FMAF(a, b, c) ((a) * (b) + (c))
-#endif
-
 /* exp(x) for x <= 0 (a softmax score minus its row's maximum), branch-free so that loops over
  * it vectorize with any compiler and without a vector math library: x = k ln2 + r with |r| <=
  * ln2/2 (Cody-Waite), e^r by Cephes' expf polynomial (about 1 ulp), 2^k written into the
@@ -113,42 +105,6 @@ static inline float dlrt_exp_neg(float x) {
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return x < -87.33654f ? 0.0f : p * scale;
-}
-
-/* erf(t) as t P(t^2) / Q(t^2), |t| clamped to 3.92 (erf is 1 in float beyond) and the result
- * to [-1, 1], for the GELU epilogue. P and Q (6 coefficients each, lowest first) are a fit of
- * least maximum relative error on (0, 3.92] (1.9e-8 in exact arithmetic). Evaluated in float
- * with FMA: at most 6 ulp from erf, 3.6e-7 absolute (all floats checked against double erf;
- * 3.9 ulp under 0.5, 4.7 under 2); with separate multiply and add (no FMA in the build): 7.7
- * ulp, 4.6e-7 absolute. About 3x the speed of glibc's vector erff, which cost BERT-base 1.7 ms
- * a run. The vector forms below do the same operations in the same order, so each value has
- * the same bits whichever form computed it (a row's tail runs the scalar one). */
-static const float dlrt_erf_p[6] = {1.1283791462e+00f, 1.9040497492e-01f, 5.2748525668e-02f,
-                                    3.7655537584e-03f, 2.8488145562e-04f, 2.0501002735e-06f};
-static const float dlrt_erf_q[6] = {1.0f,
-                                    5.0207475676e-01f,
-                                    1.1410849515e-01f,
-                                    1.4969088841e-02f,
-                                    1.1625205303e-03f,
-                                    3.8091784091e-05f};
-#define DLRT_ERF_CLAMP 3.92f
-/* maxps / minps order: a > b ? a : b, a < b ? a : b (so a NaN b comes out) */
-static inline float dlrt_maxf(float a, float b) {
-    return a > b ? a : b;
-}
-static inline float dlrt_minf(float a, float b) {
-    return a < b ? a : b;
-}
-
-static inline float dlrt_erf(float x) {
-    const float t = dlrt_minf(DLRT_ERF_CLAMP, dlrt_maxf(-DLRT_ERF_CLAMP, x)); /* NaN stays */
-    const float s = t * t;
-    float p = dlrt_erf_p[5], q = dlrt_erf_q[5];
-    for (int k = 4; k >= 0; k--) {
-        p = DLRT_FMAF(p, s, dlrt_erf_p[k]);
-        q = DLRT_FMAF(q, s, dlrt_erf_q[k]);
-    }
-    return dlrt_minf(1.0f, dlrt_maxf(-1.0f, t * p / q));
 }
 
 /* GELU's y = x (erf(x / d) + 1) / 2 as h (erf(x inv_d) + 1), h = x / 2 and inv_d = 1 / d (the
