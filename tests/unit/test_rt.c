@@ -279,6 +279,15 @@ static void packed_case(int64_t M, int64_t N, int64_t K, int ta, int tb, int pa,
     snprintf(what, sizeof what, "sgemm packed M=%lld N=%lld K=%lld ta=%d tb=%d packed A=%d B=%d",
              (long long)M, (long long)N, (long long)K, ta, tb, pa, pb);
     check(ok, what);
+    if (pb) { /* B marked as in cache (not prefetched): the same bits */
+        float *hot = malloc((size_t)(M * N) * sizeof(float));
+        dlrt_sgemm_ex(M, N, K, pa ? ap : a, lda, ta, pa, bp, ldb, tb, DLRT_B_PACKED_HOT, hot, N,
+                      &ep);
+        snprintf(what, sizeof what, "sgemm packed M=%lld N=%lld K=%lld ta=%d packed A=%d: B hot",
+                 (long long)M, (long long)N, (long long)K, ta, pa);
+        check(!memcmp(c, hot, (size_t)(M * N) * sizeof(float)), what);
+        free(hot);
+    }
     free(a), free(b), free(bias), free(res), free(c), free(ap), free(bp);
 }
 
@@ -753,8 +762,9 @@ static void test_gemm(void) {
      * blocks of KC_STREAM) */
     /* (the last two: A prepacked and one panel of B take all of K in one pass, which the tile
      * buffer allows while K * NR <= KC * NC) */
-    static const int64_t pk[][3] = {{7, 37, 19},   {1, 300, 411},  {133, 65, 200},
-                                    {300, 2, 411}, {300, 60, 500}, {130, 60, 512}};
+    /* (the last: an LSTM step's h R^T, batch 8, hidden 256) */
+    static const int64_t pk[][3] = {{7, 37, 19},    {1, 300, 411},  {133, 65, 200}, {300, 2, 411},
+                                    {300, 60, 500}, {130, 60, 512}, {8, 1024, 256}};
     check(!dlrt_sgemm_transposes_for(64, 300, 60, 500) &&
               !dlrt_sgemm_transposes_for(64, 130, 60, 512) &&
               512 * DLRT_GEMM_NR <= DLRT_GEMM_KC * DLRT_GEMM_NC,
@@ -769,7 +779,7 @@ static void test_gemm(void) {
               dlrt_gemm_transposes_b(64, 1100, 196, 576, 1) ==
                   dlrt_gemm_transposes_b(64, 1100, 196, 576, 0),
           "gemm: transposing pays when B's columns are read in place");
-    for (int s = 0; s < 6; s++)
+    for (int s = 0; s < 7; s++)
         for (int mode = 1; mode < 4; mode++)
             for (int t = 0; t < 4; t++)
                 packed_case(pk[s][0], pk[s][1], pk[s][2], t >> 1, t & 1, mode & 1, mode >> 1);

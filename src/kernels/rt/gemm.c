@@ -242,6 +242,8 @@ typedef struct dlrt_gemm_args {
     int64_t lda, ldb;
     int trans_a, trans_b, c_trans;
     int a_packed, b_packed; /* A / B already in panels over all of K (dlrt_gemm_pack_operand) */
+    /* prepacked B in cache (DLRT_B_PACKED_HOT): not prefetched */
+    int b_hot;
     const dlrt_gemm_gather *a_gather, *b_gather; /* else made while packed, when not NULL */
     const dlrt_gemm_index *a_index; /* else op(A) read in place through this (transposed only) */
     int one_pass;                   /* all of K in one block (dlrt_gemm_run) */
@@ -427,9 +429,9 @@ static void dlrt_gemm_tile(const dlrt_gemm_args *g, int64_t K, int64_t i0, int m
             const size_t bbytes = (size_t)kc * DLRT_GEMM_NR * sizeof(float);
             const int row_tiles = (mc + DLRT_GEMM_MR - 1) / DLRT_GEMM_MR;
             const size_t share = (bbytes / (size_t)row_tiles + 63) & ~(size_t)63;
-            if (g->b_packed && c + DLRT_GEMM_NR < nc)
+            if (g->b_packed && !g->b_hot && c + DLRT_GEMM_NR < nc)
                 bnext = bp + (size_t)DLRT_GEMM_NR * (size_t)K;
-            else if (g->b_packed && p0 + kc < K)
+            else if (g->b_packed && !g->b_hot && p0 + kc < K)
                 bnext = g->B + (size_t)j0 * (size_t)K + (size_t)(p0 + kc) * DLRT_GEMM_NR;
             for (int r = 0; r < mc; r += DLRT_GEMM_MR) {
                 float *pt = part + ((size_t)c * DLRT_GEMM_MC + (size_t)r * DLRT_GEMM_NR);
@@ -1204,7 +1206,7 @@ static void dlrt_sgemm_any(int64_t M, int64_t N, int64_t K, const float *A, int6
     /* B packed in pairs (dlrt_gemm_pack_operand(DLRT_B_PAIRS, ...)): float32 panels where the
      * build has no bfloat16 products; A in pairs (DLRT_A_PAIRS, or DLRT_A_PAIRS_T: as the
      * transposed product's B) likewise */
-    const int b_pairs = b_packed == DLRT_B_PAIRS && bf16;
+    const int b_pairs = b_packed == DLRT_B_PAIRS && bf16, b_hot = b_packed == DLRT_B_PACKED_HOT;
     const int a_pairs = a_packed == DLRT_A_PAIRS && bf16, a_pairs_t = a_packed == DLRT_A_PAIRS_T;
     if (b_packed) b_packed = 1;
     if (a_packed == DLRT_A_PAIRS) a_packed = DLRT_A_PACKED;
@@ -1217,6 +1219,7 @@ static void dlrt_sgemm_any(int64_t M, int64_t N, int64_t K, const float *A, int6
                         .ldb = ldb,
                         .trans_b = trans_b,
                         .b_packed = b_packed,
+                        .b_hot = b_hot,
                         .b_gather = bg,
                         .C = C,
                         .ldc = ldc,

@@ -216,14 +216,15 @@ static void dlrt_rnn_direction(dlrt_rnn_dir *s) {
                           s->gw, s->gw_bytes);
         }
         s->xt = s->xw + (t - t_lo) * B * GH;
-        /* h R^T: all the gates, or a GRU's z and r first, then (r * h) R_h^T */
-        dlrt_sgemm_ws(B, split ? 2 * H : GH, H, s->h, H, 0, 0, s->rp, 0, 0, 1, s->g, GH, NULL,
-                      s->gw, s->gw_bytes);
+        /* h R^T: all the gates, or a GRU's z and r first, then (r * h) R_h^T; R, read every
+         * step, is in cache, not prefetched (DLRT_B_PACKED_HOT) */
+        dlrt_sgemm_ws(B, split ? 2 * H : GH, H, s->h, H, 0, 0, s->rp, 0, 0, DLRT_B_PACKED_HOT, s->g,
+                      GH, NULL, s->gw, s->gw_bytes);
         s->phase = 0;
         dlrt_rnn_gate_pass(s);
         if (split) {
-            dlrt_sgemm_ws(B, H, H, s->tmp, H, 0, 0, s->rp_h, 0, 0, 1, s->g + 2 * H, GH, NULL, s->gw,
-                          s->gw_bytes);
+            dlrt_sgemm_ws(B, H, H, s->tmp, H, 0, 0, s->rp_h, 0, 0, DLRT_B_PACKED_HOT, s->g + 2 * H,
+                          GH, NULL, s->gw, s->gw_bytes);
             s->phase = 1;
             dlrt_rnn_gate_pass(s);
         }
