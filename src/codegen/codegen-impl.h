@@ -39,10 +39,12 @@ static inline int dl_slot_pack(const dl_graph *g, int k) {
  * emit-params.h) finds it at b[DLK_WS]. */
 /* Weights the module packs once into the GEMM microkernel's layout (module.h: dlk_pack*): the
  * kernel of request k reads the packed copy at b[DLK_PACK + k] (NULL: pack per call, as in AOT
- * bundles). src is the constant's value id; the rest are dlrt_gemm_pack_operand's arguments. */
+ * bundles). src is the constant's value id, offset the element of it where the operand starts
+ * (one direction's matrix of an RNN's weights); the rest are dlrt_gemm_pack_operand's
+ * arguments. */
 typedef struct dl_pack_req {
     int src, operand, trans;
-    int64_t lines, K, ld;
+    int64_t lines, K, ld, offset;
 } dl_pack_req;
 typedef struct dl_packs {
     dl_pack_req *items;

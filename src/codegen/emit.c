@@ -92,16 +92,17 @@ static void emit_batch(dl_sbuf *sb, int n_sym, int64_t n) {
 /* Registers a constant weight for packing once as GEMM operand `operand` (0: op(A), lines = M
  * rows; 1: op(B), lines = N columns; stored with ld/trans), or, with a Winograd packing mode
  * (DLRT_WG_PACKED...) as operand, as a 3x3 convolution's transformed weights (lines = c_out, K =
- * c_in); *index is the request, -1 when there is no registry or the weight is not a float
- * constant. */
-static dl_status request_pack(dl_ctx *ctx, dl_packs *pk, const dl_value *v, int operand,
-                              int64_t lines, int64_t K, int64_t ld, int trans, int *index) {
+ * c_in), from element `offset` of the constant on; *index is the request, -1 when there is no
+ * registry or the weight is not a float constant. */
+static dl_status request_pack_at(dl_ctx *ctx, dl_packs *pk, const dl_value *v, int operand,
+                                 int64_t lines, int64_t K, int64_t ld, int trans, int64_t offset,
+                                 int *index) {
     *index = -1;
     if (!pk || !dl_gemm_packed_weight(v) || lines <= 0 || K <= 0) return DL_OK;
     for (int i = 0; i < pk->n; i++) { /* one weight read by several products is packed once */
         const dl_pack_req *r = &pk->items[i];
         if (r->src == v->id && r->operand == operand && r->lines == lines && r->K == K &&
-            r->ld == ld && r->trans == trans) {
+            r->ld == ld && r->trans == trans && r->offset == offset) {
             *index = i;
             return DL_OK;
         }
@@ -113,10 +114,20 @@ static dl_status request_pack(dl_ctx *ctx, dl_packs *pk, const dl_value *v, int 
         pk->items = items;
         pk->cap = cap;
     }
-    pk->items[pk->n] = (dl_pack_req){
-        .src = v->id, .operand = operand, .trans = trans, .lines = lines, .K = K, .ld = ld};
+    pk->items[pk->n] = (dl_pack_req){.src = v->id,
+                                     .operand = operand,
+                                     .trans = trans,
+                                     .lines = lines,
+                                     .K = K,
+                                     .ld = ld,
+                                     .offset = offset};
     *index = pk->n++;
     return DL_OK;
+}
+/* The same for an operand at the constant's start. */
+static dl_status request_pack(dl_ctx *ctx, dl_packs *pk, const dl_value *v, int operand,
+                              int64_t lines, int64_t K, int64_t ld, int trans, int *index) {
+    return request_pack_at(ctx, pk, v, operand, lines, K, ld, trans, 0, index);
 }
 
 /* "    dlrt_conv p = {...};" with the batch s[n_sym] when n_sym >= 0. */
@@ -400,13 +411,35 @@ static void emit_slot_or_null(dl_sbuf *sb, const char *type, int slot) {
         dl_sb_put(sb, ", NULL");
 }
 
-/* An RNN group: one dlrt_rnn_forward call over the node's inputs and outputs. */
-static dl_status emit_rnn(dl_ctx *ctx, const dl_group *gr, const char *name, dl_sbuf *sb) {
+/* An RNN group: one dlrt_rnn_forward call over the node's inputs and outputs. Constant weights
+ * are packed at load, each direction's W and R as the right operands of the products that read
+ * them (R of a GRU without linear_before_reset in two parts: the z and r rows, then the
+ * candidate's), in the order dlrt_rnn_forward's `packed` takes them; NULL where not packed. */
+static dl_status emit_rnn(dl_ctx *ctx, const dl_group *gr, const char *name, dl_packs *packs,
+                          dl_sbuf *sb) {
     dl_rnn_params rp;
     if (!dl_rnn_params_of(gr->nodes[0], &rp))
         return dl_fail(ctx, DL_ERR_UNSUPPORTED, "not an rnn kernel");
-    const dl_value *x = gr->nodes[0]->in[0];
+    const dl_value *x = gr->nodes[0]->in[0], *w = gr->nodes[0]->in[1], *r = gr->nodes[0]->in[2];
+    const int64_t H = rp.p.H, I = rp.p.I, GH = dlrt_rnn_gates(rp.p.kind) * H;
+    const bool split = rp.p.kind == DLRT_RNN_GRU && !rp.p.linear_before_reset;
+    int pk[6] = {-1, -1, -1, -1, -1, -1};
+    for (int d = 0; d < rp.p.dirs; d++) {
+        DL_TRY(request_pack_at(ctx, packs, w, 1, GH, I, I, 1, d * GH * I, &pk[3 * d]));
+        DL_TRY(request_pack_at(ctx, packs, r, 1, split ? 2 * H : GH, H, H, 1, d * GH * H,
+                               &pk[3 * d + 1]));
+        if (split)
+            DL_TRY(request_pack_at(ctx, packs, r, 1, H, H, H, 1, d * GH * H + 2 * H * H,
+                                   &pk[3 * d + 2]));
+    }
     emit_open(sb, name);
+    dl_sb_put(sb, "    const float *const pk[6] = {");
+    for (int i = 0; i < 6; i++)
+        if (pk[i] < 0)
+            dl_sb_printf(sb, "%sNULL", i ? ", " : "");
+        else
+            dl_sb_printf(sb, "%s(const float *)b[DLK_PACK + %d]", i ? ", " : "", pk[i]);
+    dl_sb_put(sb, "};\n");
     dl_sb_printf(sb,
                  "    const dlrt_rnn p = {.kind = %d, .dirs = %d, .reverse = %d, "
                  ".linear_before_reset = %d, .T = ",
@@ -425,7 +458,7 @@ static dl_status emit_rnn(dl_ctx *ctx, const dl_group *gr, const char *name, dl_
     emit_slot_or_null(sb, "float", rp.y);
     emit_slot_or_null(sb, "float", rp.yh);
     emit_slot_or_null(sb, "float", rp.yc);
-    dl_sb_put(sb, ", b[DLK_WS]);\n}\n");
+    dl_sb_put(sb, ", pk, b[DLK_WS]);\n}\n");
     return DL_OK;
 }
 
@@ -824,7 +857,7 @@ dl_status dl_emit_group(dl_ctx *ctx, const dl_group *gr, const dl_target *t, con
     case DL_G_ARGMAX:
         return emit_argmax(ctx, gr, name, sb);
     case DL_G_RNN:
-        return emit_rnn(ctx, gr, name, sb);
+        return emit_rnn(ctx, gr, name, packs, sb);
     default:
         return dl_fail(ctx, DL_ERR_INTERNAL, "no code for a %s group", dl_gkind_name(gr->kind));
     }

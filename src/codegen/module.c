@@ -12,12 +12,13 @@ static void emit_packs(dl_sbuf *sb, const dl_packs *pk) {
     dl_sb_printf(sb, "const int dlk_n_packs = %d;\nconst int dlk_pack_src[%d] = {", pk->n,
                  pk->n > 0 ? pk->n : 1);
     for (int i = 0; i < pk->n; i++) dl_sb_printf(sb, "%s%d", i ? ", " : "", pk->items[i].src);
-    dl_sb_printf(sb, "%s};\nstatic const int64_t dlk_pack_args[%d][5] = {", pk->n ? "" : "0",
+    dl_sb_printf(sb, "%s};\nstatic const int64_t dlk_pack_args[%d][6] = {", pk->n ? "" : "0",
                  pk->n > 0 ? pk->n : 1);
     for (int i = 0; i < pk->n; i++) {
         const dl_pack_req *r = &pk->items[i];
-        dl_sb_printf(sb, "%s{%d, %lld, %lld, %lld, %d}", i ? ", " : "", r->operand,
-                     (long long)r->lines, (long long)r->K, (long long)r->ld, r->trans);
+        dl_sb_printf(sb, "%s{%d, %lld, %lld, %lld, %d, %lld}", i ? ", " : "", r->operand,
+                     (long long)r->lines, (long long)r->K, (long long)r->ld, r->trans,
+                     (long long)r->offset);
     }
     dl_sb_printf(sb, "%s};\n", pk->n ? "" : "{0}");
     /* a[0] is a GEMM operand (0, 1, DLRT_B_PAIRS, DLRT_A_PAIRS) or a Winograd packing mode
@@ -34,8 +35,8 @@ static void emit_packs(dl_sbuf *sb, const dl_packs *pk) {
               "        dlrt_conv_winograd_pack((int)a[0], a[1], a[2], (const float *)src, "
               "(float *)dst);\n"
               "    else\n"
-              "        dlrt_gemm_pack_operand((int)a[0], a[1], a[2], (const float *)src, a[3], "
-              "(int)a[4], (float *)dst);\n}\n\n");
+              "        dlrt_gemm_pack_operand((int)a[0], a[1], a[2], (const float *)src + a[5], "
+              "a[3], (int)a[4], (float *)dst);\n}\n\n");
 }
 
 dl_status dl_module_emit(dl_ctx *ctx, dl_graph *g, dl_fusion *f, const dl_target *t, dl_sbuf *sb,

@@ -40,6 +40,7 @@ typedef struct rcase {
     const char *extra2;      /* and another */
     bool seq_lens, peephole; /* inputs the kernel leaves to the reference */
     bool native;
+    bool const_wr; /* W and R constants (initializers), packed at load */
 } rcase;
 
 static int gates(const char *op) {
@@ -70,8 +71,14 @@ static void check_case(dl_ctx *ctx, const rcase *c) {
     const int64_t hd[3] = {D, c->sym_b ? -1 : B, H}, pd[2] = {D, 3 * H}, sd[1] = {B};
     dl_value *in[8] = {0};
     in[0] = dl_input(g, "x", DL_F32, 3, xd, sym_x);
-    in[1] = dl_input(g, "w", DL_F32, 3, wd, NULL);
-    in[2] = dl_input(g, "r", DL_F32, 3, rd, NULL);
+    const double ws = 1.0 / sqrt((double)H); /* PyTorch's initial scale */
+    if (c->const_wr) {
+        in[1] = dl_constant(g, "w", rand_tensor(ctx, D, G * H, I, ws));
+        in[2] = dl_constant(g, "r", rand_tensor(ctx, D, G * H, H, ws));
+    } else {
+        in[1] = dl_input(g, "w", DL_F32, 3, wd, NULL);
+        in[2] = dl_input(g, "r", DL_F32, 3, rd, NULL);
+    }
     if (c->bias) in[3] = dl_input(g, "b", DL_F32, 2, bd, NULL);
     if (c->seq_lens) in[4] = dl_input(g, "seq", DL_I32, 1, sd, NULL);
     if (c->h0) in[5] = dl_input(g, "h0", DL_F32, 3, hd, sym_h);
@@ -91,14 +98,21 @@ static void check_case(dl_ctx *ctx, const rcase *c) {
     snprintf(nm, sizeof nm, "%s %s", c->op, c->name);
     dl_program *p = NULL, *p2 = NULL;
     if (!compile_case(ctx, g, &opts, nm, DL_G_RNN, "an rnn kernel", c->native, &p, &p2)) return;
-    const double ws = 1.0 / sqrt((double)H); /* PyTorch's initial scale */
+    if (c->const_wr) { /* each direction's W and R (a split GRU's R in two) packed at load */
+        const int want = D * (!strcmp(c->op, "GRU") && !c->extra ? 3 : 2);
+        snprintf(nm, sizeof nm, "%s %s: %d weights packed at load (%d)", c->op, c->name, want,
+                 p->n_packs);
+        CHECK(nm, p->n_packs == want && p2->n_packs == want);
+    }
     for (int run = 0; run < (c->sym_b || c->sym_t ? 2 : 1); run++) {
         const int64_t t_run = c->sym_t && run ? T + 3 : T, b_run = c->sym_b && run ? B + 2 : B;
         dl_tensor *t[8] = {0};
         int n = 0;
         t[n++] = rand_tensor(ctx, t_run, b_run, I, 1.0);
-        t[n++] = rand_tensor(ctx, D, G * H, I, ws);
-        t[n++] = rand_tensor(ctx, D, G * H, H, ws);
+        if (!c->const_wr) {
+            t[n++] = rand_tensor(ctx, D, G * H, I, ws);
+            t[n++] = rand_tensor(ctx, D, G * H, H, ws);
+        }
         if (c->bias) t[n++] = rand_tensor(ctx, D, 2 * G * H, 0, ws);
         if (c->seq_lens) {
             const int64_t d1[1] = {b_run};
@@ -166,7 +180,7 @@ int main(void) {
     opts.threads = 1;
     dl_ctx *ctx = dl_ctx_new();
     /* name, op, direction, T, B, I, H, sym_b, sym_t, bias, h0, c0, n_out, extra, extra2,
-     * seq_lens, peephole, native */
+     * seq_lens, peephole, native, const_wr */
     /* clang-format off */
     const rcase cases[] = {
         {"forward, all inputs and outputs", "LSTM", "forward", 7, 3, 5, 20, false, false, true, true, true, 3, NULL, NULL, false, false, true},
@@ -185,6 +199,12 @@ int main(void) {
         {"batch 8, hidden 256 (threads)", "GRU", "bidirectional", 10, 8, 32, 256, false, false, true, false, false, 1, "linear_before_reset=1", NULL, false, false, true},
         {"forward", "RNN", "forward", 8, 3, 5, 24, false, false, true, true, false, 2, NULL, NULL, false, false, true},
         {"bidirectional, symbolic sequence", "RNN", "bidirectional", 5, 2, 4, 9, false, true, false, false, false, 2, NULL, NULL, false, false, true},
+        /* constant weights, packed at load */
+        {"bidirectional, constant weights", "LSTM", "bidirectional", 6, 3, 24, 64, false, false, true, true, true, 3, NULL, NULL, false, false, true, true},
+        {"batch 8, hidden 256, constant weights (threads)", "LSTM", "bidirectional", 9, 8, 40, 256, false, false, true, false, false, 3, NULL, NULL, false, false, true, true},
+        {"bidirectional, constant weights, symbolic batch", "GRU", "bidirectional", 5, 3, 11, 20, true, false, true, true, false, 2, NULL, NULL, false, false, true, true},
+        {"linear_before_reset, constant weights", "GRU", "reverse", 5, 3, 11, 20, false, false, true, true, false, 2, "linear_before_reset=1", NULL, false, false, true, true},
+        {"reverse, constant weights", "RNN", "reverse", 7, 2, 5, 33, false, false, true, false, false, 2, NULL, NULL, false, false, true, true},
         /* left to the reference kernel */
         {"with Relu", "RNN", "forward", 4, 2, 3, 5, false, false, true, false, false, 2, "activations=[Relu]", NULL, false, false, false},
         {"with clip", "LSTM", "forward", 4, 2, 3, 5, false, false, true, false, false, 3, "clip=0.5", NULL, false, false, false},

@@ -363,7 +363,11 @@ enum { DLRT_RNN_SIMPLE = 0, DLRT_RNN_GRU = 1, DLRT_RNN_LSTM = 2 };
  * G*H, H], bias [dirs, 2*G*H] or NULL, h0 and c0 [dirs, B, H] or NULL (zeros); outputs y [T,
  * dirs, B, H], yh and yc [dirs, B, H], each may be NULL. G is 1 (RNN), 3 (GRU: z r h) or 4
  * (LSTM: i o f c). reverse runs a single direction backward; with dirs 2 the second runs
- * backward. workspace: dlrt_rnn_workspace(p) bytes. */
+ * backward. packed (may be NULL) holds per direction d, at 3 d, 3 d + 1 and 3 d + 2, its W, R
+ * and, for a GRU without linear_before_reset, R's candidate rows, prepacked as GEMM operand 1
+ * (dlrt_gemm_pack_operand(1, G*H, I, w_d, I, 1, ...), (1, G*H, H, r_d, H, 1, ...), or for that
+ * GRU (1, 2*H, H, r_d, ...) and (1, H, H, r_d + 2*H*H, ...)); a NULL entry is packed per call.
+ * workspace: dlrt_rnn_workspace(p) bytes. */
 typedef struct dlrt_rnn {
     int kind, dirs, reverse, linear_before_reset;
     int64_t T, B, I, H;
@@ -373,7 +377,7 @@ int64_t dlrt_rnn_gates(int kind);
 size_t dlrt_rnn_workspace(const dlrt_rnn *p);
 void dlrt_rnn_forward(const dlrt_rnn *p, const float *x, const float *w, const float *r,
                       const float *bias, const float *h0, const float *c0, float *y, float *yh,
-                      float *yc, void *workspace);
+                      float *yc, const float *const *packed, void *workspace);
 
 /* ---- Resize (resize.c) ---- */
 

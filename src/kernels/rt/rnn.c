@@ -5,7 +5,8 @@
  * The input's share of every gate does not depend on the state, so it is one product for all
  * time steps, X [T*B, I] times W^T, the biases that add to it folded in through the epilogue.
  * Each step then multiplies the state h [B, H] by R^T, whose panels are packed once per call
- * (every step reads all of R), and combines the two in a pass over the gates. The reference
+ * (every step reads all of R), or at load with W's where the weights are constants, and
+ * combines the two in a pass over the gates. The reference
  * kernel (src/ops/rnn.c) runs each (direction, batch row) on its own, a dot product per gate
  * value, in double: a 64-step LSTM of 256 over a batch of 8 took 0.73 s. The products here are
  * dlrt_sgemm's, whose results do not depend on the thread count; the gate passes run in the
@@ -88,6 +89,8 @@ typedef struct dlrt_rnn_dir {
     int backward;
     const float *x, *w, *r, *wb, *rb, *h0, *c0;
     float *y, *yh, *yc;
+    const float *wp;                  /* W's panels packed at load, or NULL */
+    const float *rp_load, *rp_h_load; /* R's likewise (rp_h_load: a split GRU's) */
     float *xw, *rp, *rp_h, *g, *h, *c, *tmp, *bx, *rbh;
     void *gw; /* the products' workspace, gw_bytes */
     size_t gw_bytes;
@@ -192,11 +195,15 @@ static void dlrt_rnn_direction(dlrt_rnn_dir *s) {
         s->bx[j] = s->wb ? (lbr && j >= 2 * H ? s->wb[j] : s->wb[j] + s->rb[j]) : 0.0f;
     for (int64_t j = 0; j < H; j++) s->rbh[j] = lbr && s->rb ? s->rb[2 * H + j] : 0.0f;
     const dlrt_epilogue ep = {.alpha = 1, .beta = 1, .bias = s->bx, .bias_rs = 0, .bias_cs = 1};
-    if (split) {
-        dlrt_gemm_pack_operand(1, 2 * H, H, s->r, H, 1, s->rp);
+    /* R's panels: packed at load, else here, once per call */
+    const float *rp = s->rp_load, *rp_h = s->rp_h_load;
+    if (!rp) {
+        dlrt_gemm_pack_operand(1, split ? 2 * H : GH, H, s->r, H, 1, s->rp);
+        rp = s->rp;
+    }
+    if (split && !rp_h) {
         dlrt_gemm_pack_operand(1, H, H, s->r + 2 * H * H, H, 1, s->rp_h);
-    } else {
-        dlrt_gemm_pack_operand(1, GH, H, s->r, H, 1, s->rp);
+        rp_h = s->rp_h;
     }
     if (s->h0)
         memcpy(s->h, s->h0, (size_t)BH * sizeof(float));
@@ -212,19 +219,19 @@ static void dlrt_rnn_direction(dlrt_rnn_dir *s) {
         if (st % chunk == 0) { /* the next steps' input shares: times [t_lo, t_lo + n) */
             const int64_t n = T - st < chunk ? T - st : chunk;
             t_lo = s->backward ? T - st - n : st;
-            dlrt_sgemm_ws(n * B, GH, I, s->x + t_lo * B * I, I, 0, 0, s->w, I, 1, 0, s->xw, GH, &ep,
-                          s->gw, s->gw_bytes);
+            dlrt_sgemm_ws(n * B, GH, I, s->x + t_lo * B * I, I, 0, 0, s->wp ? s->wp : s->w, I, 1,
+                          s->wp != NULL, s->xw, GH, &ep, s->gw, s->gw_bytes);
         }
         s->xt = s->xw + (t - t_lo) * B * GH;
         /* h R^T: all the gates, or a GRU's z and r first, then (r * h) R_h^T; R, read every
          * step, is in cache, not prefetched (DLRT_B_PACKED_HOT) */
-        dlrt_sgemm_ws(B, split ? 2 * H : GH, H, s->h, H, 0, 0, s->rp, 0, 0, DLRT_B_PACKED_HOT, s->g,
+        dlrt_sgemm_ws(B, split ? 2 * H : GH, H, s->h, H, 0, 0, rp, 0, 0, DLRT_B_PACKED_HOT, s->g,
                       GH, NULL, s->gw, s->gw_bytes);
         s->phase = 0;
         dlrt_rnn_gate_pass(s);
         if (split) {
-            dlrt_sgemm_ws(B, H, H, s->tmp, H, 0, 0, s->rp_h, 0, 0, DLRT_B_PACKED_HOT, s->g + 2 * H,
-                          GH, NULL, s->gw, s->gw_bytes);
+            dlrt_sgemm_ws(B, H, H, s->tmp, H, 0, 0, rp_h, 0, 0, DLRT_B_PACKED_HOT, s->g + 2 * H, GH,
+                          NULL, s->gw, s->gw_bytes);
             s->phase = 1;
             dlrt_rnn_gate_pass(s);
         }
@@ -241,7 +248,7 @@ static void dlrt_rnn_directions(void *ctx, int64_t lo, int64_t hi) {
 
 void dlrt_rnn_forward(const dlrt_rnn *p, const float *x, const float *w, const float *r,
                       const float *bias, const float *h0, const float *c0, float *y, float *yh,
-                      float *yc, void *workspace) {
+                      float *yc, const float *const *packed, void *workspace) {
     const int64_t B = p->B, I = p->I, H = p->H, GH = dlrt_rnn_gates(p->kind) * H, BH = B * H;
     dlrt_rnn_dir dirs[2];
     float *at = workspace;
@@ -258,7 +265,10 @@ void dlrt_rnn_forward(const dlrt_rnn *p, const float *x, const float *w, const f
                             .c0 = c0 ? c0 + d * BH : NULL,
                             .y = y ? y + d * BH : NULL,
                             .yh = yh ? yh + d * BH : NULL,
-                            .yc = yc ? yc + d * BH : NULL};
+                            .yc = yc ? yc + d * BH : NULL,
+                            .wp = packed ? packed[3 * d] : NULL,
+                            .rp_load = packed ? packed[3 * d + 1] : NULL,
+                            .rp_h_load = packed ? packed[3 * d + 2] : NULL};
         s->xw = dlrt_rnn_take(&at, (size_t)(dlrt_rnn_chunk(p) * B * GH));
         s->rp = dlrt_rnn_take(&at, dlrt_rnn_packed_floats(p));
         s->rp_h = dlrt_rnn_split_r(p) /* (only this layout has room for it) */
