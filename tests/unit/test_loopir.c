@@ -48,7 +48,7 @@ static char cc_log[8192];
 static void *build_so(const char *src) {
     char dir[] = "/tmp/dlcc-loopir-XXXXXX";
     if (!mkdtemp(dir)) return NULL;
-    char c_path[64], so_path[64], err_path[64], cmd[1024];
+    char c_path[64], so_path[64], err_path[64], cmd[2048];
     snprintf(c_path, sizeof c_path, "%s/k.c", dir);
     snprintf(so_path, sizeof so_path, "%s/k.so", dir);
     snprintf(err_path, sizeof err_path, "%s/err.txt", dir);
@@ -65,8 +65,9 @@ static void *build_so(const char *src) {
         if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;
         snprintf(cmd, sizeof cmd,
                  "%s -O2 -std=c11 -fPIC -shared -pthread -DDLRT_THREADS -fopenmp-simd -Wall "
-                 "-Wextra -Werror %s -o %s %s %s/src/kernels/rt/threads.c -lm 2>%s",
-                 cc ? cc : "cc", extra ? extra : "", so_path, c_path, cwd, err_path);
+                 "-Wextra -Werror -I%s/src/kernels/rt %s -o %s %s %s/src/kernels/rt/threads.c -lm "
+                 "2>%s",
+                 cc ? cc : "cc", cwd, extra ? extra : "", so_path, c_path, cwd, err_path);
         int rc = system(cmd);
         cc_log[0] = 0;
         FILE *e = fopen(err_path, "r");
@@ -96,6 +97,8 @@ typedef struct batch {
 static void batch_init(batch *b) {
     memset(b, 0, sizeof *b);
     dl_render_prelude(&b->src);
+    /* as a module (module.c): the runtime's math (Erf is dlrt_erf) */
+    dl_sb_put(&b->src, "#include \"vecmath.h\"\n");
 }
 
 static const char *batch_add(batch *b, const char *name) {
