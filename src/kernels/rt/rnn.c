@@ -16,8 +16,14 @@
 #include <string.h>
 
 enum {
-    DLRT_RNN_ALIGN = 16,     /* floats: each workspace part starts a cache line */
-    DLRT_RNN_CHUNK = 1 << 20 /* floats of the input's share held at once (4 MiB) */
+    DLRT_RNN_ALIGN = 16,      /* floats: each workspace part starts a cache line */
+    DLRT_RNN_CHUNK = 1 << 20, /* floats of the input's share held at once (4 MiB) */
+    /* R's packed bytes up to which the steps' products take R as in cache (DLRT_B_PACKED_HOT:
+     * not prefetched). LSTMs over 8 rows, one thread, ms with / without the prefetches: hidden
+     * 256 (R 1 MiB) 2.63 / 2.39, 512 (4 MiB) 9.9 / 9.4, 768 (9 MiB) 5.7 / 5.4, but 1024 (16
+     * MiB) 10.9 / 11.6 and 2048 (64 MiB, from memory) 27.4 / 33.1: this machine's L3 is 32 MiB,
+     * shared. */
+    DLRT_RNN_HOT_BYTES = 12 << 20
 };
 
 int64_t dlrt_rnn_gates(int kind) {
@@ -197,6 +203,8 @@ static void dlrt_rnn_direction(dlrt_rnn_dir *s) {
     const dlrt_epilogue ep = {.alpha = 1, .beta = 1, .bias = s->bx, .bias_rs = 0, .bias_cs = 1};
     /* R's panels: packed at load, else here, once per call */
     const float *rp = s->rp_load, *rp_h = s->rp_h_load;
+    const int r_mode =
+        dlrt_gemm_packed_bytes(1, GH, H) <= DLRT_RNN_HOT_BYTES ? DLRT_B_PACKED_HOT : 1;
     if (!rp) {
         dlrt_gemm_pack_operand(1, split ? 2 * H : GH, H, s->r, H, 1, s->rp);
         rp = s->rp;
@@ -224,14 +232,14 @@ static void dlrt_rnn_direction(dlrt_rnn_dir *s) {
         }
         s->xt = s->xw + (t - t_lo) * B * GH;
         /* h R^T: all the gates, or a GRU's z and r first, then (r * h) R_h^T; R, read every
-         * step, is in cache, not prefetched (DLRT_B_PACKED_HOT) */
-        dlrt_sgemm_ws(B, split ? 2 * H : GH, H, s->h, H, 0, 0, rp, 0, 0, DLRT_B_PACKED_HOT, s->g,
-                      GH, NULL, s->gw, s->gw_bytes);
+         * step, stays in cache unless large (r_mode) */
+        dlrt_sgemm_ws(B, split ? 2 * H : GH, H, s->h, H, 0, 0, rp, 0, 0, r_mode, s->g, GH, NULL,
+                      s->gw, s->gw_bytes);
         s->phase = 0;
         dlrt_rnn_gate_pass(s);
         if (split) {
-            dlrt_sgemm_ws(B, H, H, s->tmp, H, 0, 0, rp_h, 0, 0, DLRT_B_PACKED_HOT, s->g + 2 * H, GH,
-                          NULL, s->gw, s->gw_bytes);
+            dlrt_sgemm_ws(B, H, H, s->tmp, H, 0, 0, rp_h, 0, 0, r_mode, s->g + 2 * H, GH, NULL,
+                          s->gw, s->gw_bytes);
             s->phase = 1;
             dlrt_rnn_gate_pass(s);
         }
