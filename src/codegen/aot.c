@@ -194,13 +194,21 @@ static dl_status emit_model(dl_ctx *ctx, const dl_program *p, const bool *used, 
                      i);
     for (int i = 0; i < g->outputs.len; i++)
         dl_sb_printf(&m, "    b[%d] = outputs[%d];\n", ((dl_value *)g->outputs.items[i])->id, i);
+    /* values the plan computes straight into the bytes of an output that is a view of them (a
+     * kernel's result reshaped into the output): they had no pointer, and their kernel wrote
+     * through NULL */
+    for (int i = 0; i < g->values.len; i++)
+        if (pl->out_view && pl->out_view[i] >= 0)
+            dl_sb_printf(&m, "    b[%d] = b[%d]; /* computed in the output's bytes */\n", i,
+                         pl->out_view[i]);
     for (int gi = 0; gi < p->fusion->n; gi++) {
         const dl_group *gr = &p->fusion->groups[gi];
         if (gr->kind == DL_G_VIEW) {
             int in = gr->nodes[0]->in[0]->id, out = gr->out[0]->id;
-            if (gr->out[0]->is_output)
-                dl_sb_printf(&m, "    memcpy(b[%d], b[%d], %lld); /* %s */\n", out, in,
-                             (long long)dl_type_nbytes(&pl->ctype[out]), gr->nodes[0]->op->name);
+            if (gr->out[0]->is_output) /* (nothing to move where the input was computed there) */
+                dl_sb_printf(&m, "    if (b[%d] != b[%d]) memcpy(b[%d], b[%d], %lld); /* %s */\n",
+                             out, in, out, in, (long long)dl_type_nbytes(&pl->ctype[out]),
+                             gr->nodes[0]->op->name);
             else
                 dl_sb_printf(&m, "    b[%d] = b[%d]; /* %s */\n", out, in, gr->nodes[0]->op->name);
         } else {

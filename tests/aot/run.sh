@@ -103,6 +103,36 @@ g = helper.make_graph(nodes, 'decoder', [helper.make_tensor_value_info('x', T.FL
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), d + '/m.onnx')
 PYEOF
 aot_case decoder "$WORK/decoder/m.onnx" 1,16,5,7
+# A kernel whose result the plan computes in the bytes of the output that reshapes it (ReLU,
+# Transpose, Reshape: the bundle had left that value without a pointer and crashed), and two
+# bidirectional LSTM layers from PyTorch (constant weights packed per call in a bundle; each
+# layer's Y transposed and reshaped, the last into the output).
+mkdir -p "$WORK/reshaped" "$WORK/lstm"
+"$PY" - "$WORK/reshaped" <<'PYEOF'
+import sys, numpy as np, onnx
+from onnx import helper, TensorProto as T, numpy_helper as nh
+d = sys.argv[1]
+shape = nh.from_array(np.array([13, 3 * 40], np.int64), 'shape')
+nodes = [helper.make_node('Relu', ['x'], ['r']),
+         helper.make_node('Transpose', ['r'], ['t'], perm=[1, 0, 2]),
+         helper.make_node('Reshape', ['t', 'shape'], ['y'])]
+g = helper.make_graph(nodes, 'reshaped', [helper.make_tensor_value_info('x', T.FLOAT, [3, 13, 40])],
+                      [helper.make_tensor_value_info('y', T.FLOAT, [13, 120])], [shape])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), d + '/m.onnx')
+PYEOF
+aot_case reshaped_output "$WORK/reshaped/m.onnx" 3,13,40
+if "$PY" - "$WORK/lstm" <<'PYEOF' >"$WORK/lstm/export.log" 2>&1
+import sys, torch
+torch.manual_seed(0)
+class M(torch.nn.Module):
+    def __init__(s):
+        super().__init__(); s.r = torch.nn.LSTM(12, 20, num_layers=2, bidirectional=True)
+    def forward(s, x): return s.r(x)[0]
+torch.onnx.export(M().eval(), torch.randn(6, 3, 12), sys.argv[1] + '/m.onnx', opset_version=14,
+                  input_names=['x'], output_names=['y'])
+PYEOF
+then aot_case lstm_bidirectional "$WORK/lstm/m.onnx" 6,3,12
+else fail "lstm_bidirectional: torch export failed: $(tail -2 "$WORK/lstm/export.log")"; fi
 # An embedding lookup (token ids picking rows of a table, then a product): the bundle's output
 # matches dlcc run's (rtol 1e-5: the bundle's product is built without -march), and ids past the table make model_run say so (the run exits 1 with a
 # message) instead of reading past the table.
