@@ -99,6 +99,12 @@ static dl_status request_pack_at(dl_ctx *ctx, dl_packs *pk, const dl_value *v, i
                                  int *index) {
     *index = -1;
     if (!pk || !dl_gemm_packed_weight(v) || lines <= 0 || K <= 0) return DL_OK;
+    if (offset != 0) { /* (RNN weights, one direction's matrix: GEMM operand 1 or 0) */
+        const bool rows = (operand == 1) == (trans != 0); /* lines are rows of ld floats */
+        const int64_t end = offset + (rows ? (lines - 1) * ld + K : (K - 1) * ld + lines);
+        if ((operand != 0 && operand != 1) || offset < 0 || end > v->constant->numel)
+            return dl_fail(ctx, DL_ERR_INTERNAL, "a packed weight would read past '%s'", v->name);
+    }
     for (int i = 0; i < pk->n; i++) { /* one weight read by several products is packed once */
         const dl_pack_req *r = &pk->items[i];
         if (r->src == v->id && r->operand == operand && r->lines == lines && r->K == K &&

@@ -170,8 +170,9 @@ static bool match_gelu_end(fuser *fu, const dl_value *v, const dl_value *x, dl_n
 /* GELU as torch exports nn.GELU(): y = x * (erf(x / d) + 1) * 0.5, five nodes reading x from a
  * Div and a Mul and nothing else (BERT's feed-forward layers). chain[] gets Div, Erf, Add, Mul,
  * Mul and *d the divisor (sqrt(2)); the GEMM applies it to its rows as DLRT_ACT_GELU, with the
- * runtime's own erf (dlrt_erf: within 6 ulp of erf, at a third of the cost of the unfused
- * chain's erff; dlrt-impl.h says what that means for GELU's small negative values). */
+ * runtime's own erf (dlrt_erf, vecmath.h: within 6 ulp of erf, at a third of the cost of glibc's
+ * vector erff; an unfused chain's Erf calls it too; dlrt-impl.h says what that means for GELU's
+ * small negative values). */
 static bool match_gelu(fuser *fu, dl_value *x, dl_node **chain, float *d) {
     if (x->is_output || n_uses(fu, x) != 2 || x->type.dtype != DL_F32) return false;
     /* x's two readers come at or after its first one, in topological order */

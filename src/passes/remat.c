@@ -37,7 +37,8 @@ enum { DL_REMAT_MAX_NODES = 16, DL_REMAT_MIN_NUMEL = 4096 };
 /* Ops cheap enough to compute twice: a few vector instructions a value. A transcendental costs
  * more than the memory traffic it would save (glibc's vector erff about 24 cycles per 16 floats
  * on a Zen 5, expf 13, against about 4 to stream 16 floats in or out): recomputing the GELU's
- * erf in its backward made that group 0.45 -> 0.71 ms where the forward saved 0.04. Div, Sqrt
+ * erf in its backward made that group 0.45 -> 0.71 ms where the forward saved 0.04. (Erf is
+ * now the runtime's dlrt_erf, about a third of erff's cost, not measured again here.) Div, Sqrt
  * and Reciprocal are slower than the rest (a vdivps about 5 cycles per 16 floats) but on the
  * side of the traffic: the GELU's x / sqrt(2), recomputed, made its backward faster. */
 static bool cheap_op(const dl_node *n) {

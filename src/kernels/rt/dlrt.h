@@ -20,7 +20,7 @@ enum {
     DLRT_ACT_SIGMOID,
     DLRT_ACT_TANH,
     DLRT_ACT_GELU,         /* x*(erf(x/a)+1)*0.5, a the divisor (sqrt(2), GELU as torch exports
-                              it; a = 0 is taken as sqrt(2)); erf is dlrt_erf (dlrt-impl.h) */
+                              it; a = 0 is taken as sqrt(2)); erf is dlrt_erf (vecmath.h) */
     DLRT_ACT_HARD_SIGMOID, /* max(0, min(1, a*x + b)) */
     DLRT_ACT_HARD_SWISH,   /* x * max(0, min(1, x/6 + 1/2)) */
     DLRT_ACT_GELU_TANH,    /* x*(1+tanh(a*(x + b*x*x*x)))*0.5, GELU's tanh form: a = sqrt(2/pi)

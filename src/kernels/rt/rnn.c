@@ -18,11 +18,13 @@
 enum {
     DLRT_RNN_ALIGN = 16,      /* floats: each workspace part starts a cache line */
     DLRT_RNN_CHUNK = 1 << 20, /* floats of the input's share held at once (4 MiB) */
-    /* R's packed bytes up to which the steps' products take R as in cache (DLRT_B_PACKED_HOT:
-     * not prefetched). LSTMs over 8 rows, one thread, ms with / without the prefetches: hidden
-     * 256 (R 1 MiB) 2.63 / 2.39, 512 (4 MiB) 9.9 / 9.4, 768 (9 MiB) 5.7 / 5.4, but 1024 (16
-     * MiB) 10.9 / 11.6 and 2048 (64 MiB, from memory) 27.4 / 33.1: this machine's L3 is 32 MiB,
-     * shared. */
+    /* R's packed bytes (a direction's) up to which the steps' products take R as in cache
+     * (DLRT_B_PACKED_HOT: not prefetched). LSTMs, input size = hidden, one thread, ms with /
+     * without the prefetches: hidden 256, 64 steps of batch 8 (R 1 MiB) 2.63 / 2.39; 512, 32
+     * steps of batch 16 (4 MiB) 9.9 / 9.4; 16 steps of batch 8 at 768 (9 MiB) 5.7 / 5.4, but at
+     * 1024 (16 MiB) 10.9 / 11.6, and 8 steps at 2048 (64 MiB, from memory) 27.4 / 33.1. Measured
+     * on a Zen 5 with 32 MiB of L3, shared with other tenants; the two directions of a
+     * bidirectional layer at 2 threads hold two such R's at once, not measured. */
     DLRT_RNN_HOT_BYTES = 12 << 20
 };
 
