@@ -205,10 +205,11 @@ static dl_status emit_model(dl_ctx *ctx, const dl_program *p, const bool *used, 
         const dl_group *gr = &p->fusion->groups[gi];
         if (gr->kind == DL_G_VIEW) {
             int in = gr->nodes[0]->in[0]->id, out = gr->out[0]->id;
-            if (gr->out[0]->is_output) /* (nothing to move where the input was computed there) */
-                dl_sb_printf(&m, "    if (b[%d] != b[%d]) memcpy(b[%d], b[%d], %lld); /* %s */\n",
-                             out, in, out, in, (long long)dl_type_nbytes(&pl->ctype[out]),
-                             gr->nodes[0]->op->name);
+            if (pl->out_view && pl->out_view[in] == out) /* computed there: nothing to move */
+                dl_sb_printf(&m, "    /* %s: in place */\n", gr->nodes[0]->op->name);
+            else if (gr->out[0]->is_output)
+                dl_sb_printf(&m, "    memcpy(b[%d], b[%d], %lld); /* %s */\n", out, in,
+                             (long long)dl_type_nbytes(&pl->ctype[out]), gr->nodes[0]->op->name);
             else
                 dl_sb_printf(&m, "    b[%d] = b[%d]; /* %s */\n", out, in, gr->nodes[0]->op->name);
         } else {

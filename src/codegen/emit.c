@@ -418,26 +418,20 @@ static void emit_slot_or_null(dl_sbuf *sb, const char *type, int slot) {
 }
 
 /* An RNN group: one dlrt_rnn_forward call over the node's inputs and outputs. Constant weights
- * are packed at load, each direction's W and R as the right operands of the products that read
- * them (R of a GRU without linear_before_reset in two parts: the z and r rows, then the
- * candidate's), in the order dlrt_rnn_forward's `packed` takes them; NULL where not packed. */
+ * are packed at load, part by part as the kernel reads them (dlrt_rnn_packed_part), in the order
+ * its `packed` takes them; NULL where not packed. */
 static dl_status emit_rnn(dl_ctx *ctx, const dl_group *gr, const char *name, dl_packs *packs,
                           dl_sbuf *sb) {
     dl_rnn_params rp;
     if (!dl_rnn_params_of(gr->nodes[0], &rp))
         return dl_fail(ctx, DL_ERR_UNSUPPORTED, "not an rnn kernel");
-    const dl_value *x = gr->nodes[0]->in[0], *w = gr->nodes[0]->in[1], *r = gr->nodes[0]->in[2];
-    const int64_t H = rp.p.H, I = rp.p.I, GH = dlrt_rnn_gates(rp.p.kind) * H;
-    const bool split = rp.p.kind == DLRT_RNN_GRU && !rp.p.linear_before_reset;
+    const dl_value *x = gr->nodes[0]->in[0];
     int pk[6] = {-1, -1, -1, -1, -1, -1};
-    for (int d = 0; d < rp.p.dirs; d++) {
-        DL_TRY(request_pack_at(ctx, packs, w, 1, GH, I, I, 1, d * GH * I, &pk[3 * d]));
-        DL_TRY(request_pack_at(ctx, packs, r, 1, split ? 2 * H : GH, H, H, 1, d * GH * H,
-                               &pk[3 * d + 1]));
-        if (split)
-            DL_TRY(request_pack_at(ctx, packs, r, 1, H, H, H, 1, d * GH * H + 2 * H * H,
-                                   &pk[3 * d + 2]));
-    }
+    dlrt_rnn_part part;
+    for (int i = 0; i < 6; i++)
+        if (dlrt_rnn_packed_part(&rp.p, i / 3, i % 3, &part))
+            DL_TRY(request_pack_at(ctx, packs, gr->nodes[0]->in[part.input], 1, part.lines, part.K,
+                                   part.K, 1, part.offset, &pk[i]));
     emit_open(sb, name);
     dl_sb_put(sb, "    const float *const pk[6] = {");
     for (int i = 0; i < 6; i++)

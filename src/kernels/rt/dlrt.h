@@ -363,10 +363,8 @@ enum { DLRT_RNN_SIMPLE = 0, DLRT_RNN_GRU = 1, DLRT_RNN_LSTM = 2 };
  * G*H, H], bias [dirs, 2*G*H] or NULL, h0 and c0 [dirs, B, H] or NULL (zeros); outputs y [T,
  * dirs, B, H], yh and yc [dirs, B, H], each may be NULL. G is 1 (RNN), 3 (GRU: z r h) or 4
  * (LSTM: i o f c). reverse runs a single direction backward; with dirs 2 the second runs
- * backward. packed (may be NULL) holds per direction d, at 3 d, 3 d + 1 and 3 d + 2, its W, R
- * and, for a GRU without linear_before_reset, R's candidate rows, prepacked as GEMM operand 1
- * (dlrt_gemm_pack_operand(1, G*H, I, w_d, I, 1, ...), (1, G*H, H, r_d, H, 1, ...), or for that
- * GRU (1, 2*H, H, r_d, ...) and (1, H, H, r_d + 2*H*H, ...)); a NULL entry is packed per call.
+ * backward. packed (may be NULL) holds at 3 d + k part k of direction d's weights
+ * (dlrt_rnn_packed_part) prepacked; a NULL entry is packed per call (or W read as it is).
  * workspace: dlrt_rnn_workspace(p) bytes. */
 typedef struct dlrt_rnn {
     int kind, dirs, reverse, linear_before_reset;
@@ -375,6 +373,15 @@ typedef struct dlrt_rnn {
 /* G for a kind: 1, 3 or 4 gates. */
 int64_t dlrt_rnn_gates(int kind);
 size_t dlrt_rnn_workspace(const dlrt_rnn *p);
+/* Part k (0 W, 1 R, 2 R's candidate rows) of direction d's weights as dlrt_rnn_forward's products
+ * read them prepacked: dlrt_gemm_pack_operand(1, lines, K, in + offset, K, 1, ...), in the
+ * kernel's input `input` (1: w, 2: r). R is in two parts for a GRU without linear_before_reset
+ * (its z and r rows, then the candidate's), else part 2 does not exist: 0 then, else 1. */
+typedef struct dlrt_rnn_part {
+    int input;
+    int64_t lines, K, offset;
+} dlrt_rnn_part;
+int dlrt_rnn_packed_part(const dlrt_rnn *p, int d, int k, dlrt_rnn_part *part);
 void dlrt_rnn_forward(const dlrt_rnn *p, const float *x, const float *w, const float *r,
                       const float *bias, const float *h0, const float *c0, float *y, float *yh,
                       float *yc, const float *const *packed, void *workspace);

@@ -50,6 +50,22 @@ static int64_t dlrt_rnn_chunk(const dlrt_rnn *p) {
     return n < 1 ? 1 : n > p->T ? p->T : n;
 }
 
+int dlrt_rnn_packed_part(const dlrt_rnn *p, int d, int k, dlrt_rnn_part *part) {
+    const int64_t H = p->H, GH = dlrt_rnn_gates(p->kind) * H;
+    const int split = dlrt_rnn_split_r(p);
+    if (d < 0 || d >= p->dirs || k < 0 || k > 2 || (k == 2 && !split)) return 0;
+    if (k == 0)
+        *part = (dlrt_rnn_part){.input = 1, .lines = GH, .K = p->I, .offset = d * GH * p->I};
+    else /* R whole, or a split GRU's z and r rows (k 1) and its candidate's (k 2) */
+        *part = (dlrt_rnn_part){.input = 2,
+                                .lines = k == 2  ? H
+                                         : split ? 2 * H
+                                                 : GH,
+                                .K = H,
+                                .offset = d * GH * H + (k == 2 ? 2 * H * H : 0)};
+    return 1;
+}
+
 static size_t dlrt_rnn_packed_floats(const dlrt_rnn *p) {
     const int64_t G = dlrt_rnn_gates(p->kind), H = p->H;
     if (dlrt_rnn_split_r(p))
@@ -97,9 +113,10 @@ typedef struct dlrt_rnn_dir {
     int backward;
     const float *x, *w, *r, *wb, *rb, *h0, *c0;
     float *y, *yh, *yc;
-    const float *wp;                  /* W's panels packed at load, or NULL */
-    const float *rp_load, *rp_h_load; /* R's likewise (rp_h_load: a split GRU's) */
-    float *xw, *rp, *rp_h, *g, *h, *c, *tmp, *bx, *rbh;
+    /* the packed parts (dlrt_rnn_packed_part): W's, R's, a split GRU's candidate rows; packed
+     * at load, or NULL (W is then read as it is; R's are packed per call into rp_room) */
+    const float *packed[3];
+    float *xw, *rp_room[3], *g, *h, *c, *tmp, *bx, *rbh;
     void *gw; /* the products' workspace, gw_bytes */
     size_t gw_bytes;
     const float *xt; /* the current step's input shares */
@@ -204,17 +221,16 @@ static void dlrt_rnn_direction(dlrt_rnn_dir *s) {
     for (int64_t j = 0; j < H; j++) s->rbh[j] = lbr && s->rb ? s->rb[2 * H + j] : 0.0f;
     const dlrt_epilogue ep = {.alpha = 1, .beta = 1, .bias = s->bx, .bias_rs = 0, .bias_cs = 1};
     /* R's panels: packed at load, else here, once per call */
-    const float *rp = s->rp_load, *rp_h = s->rp_h_load;
+    const float *rp[3] = {s->packed[0], s->packed[1], s->packed[2]};
+    dlrt_rnn_part part;
+    for (int k = 1; k < 3; k++)
+        if (!rp[k] && dlrt_rnn_packed_part(p, 0, k, &part)) { /* (direction 0: s->r is ours) */
+            dlrt_gemm_pack_operand(1, part.lines, part.K, s->r + part.offset, part.K, 1,
+                                   s->rp_room[k]);
+            rp[k] = s->rp_room[k];
+        }
     const int r_mode =
         dlrt_gemm_packed_bytes(1, GH, H) <= DLRT_RNN_HOT_BYTES ? DLRT_B_PACKED_HOT : 1;
-    if (!rp) {
-        dlrt_gemm_pack_operand(1, split ? 2 * H : GH, H, s->r, H, 1, s->rp);
-        rp = s->rp;
-    }
-    if (split && !rp_h) {
-        dlrt_gemm_pack_operand(1, H, H, s->r + 2 * H * H, H, 1, s->rp_h);
-        rp_h = s->rp_h;
-    }
     if (s->h0)
         memcpy(s->h, s->h0, (size_t)BH * sizeof(float));
     else
@@ -229,18 +245,18 @@ static void dlrt_rnn_direction(dlrt_rnn_dir *s) {
         if (st % chunk == 0) { /* the next steps' input shares: times [t_lo, t_lo + n) */
             const int64_t n = T - st < chunk ? T - st : chunk;
             t_lo = s->backward ? T - st - n : st;
-            dlrt_sgemm_ws(n * B, GH, I, s->x + t_lo * B * I, I, 0, 0, s->wp ? s->wp : s->w, I, 1,
-                          s->wp != NULL, s->xw, GH, &ep, s->gw, s->gw_bytes);
+            dlrt_sgemm_ws(n * B, GH, I, s->x + t_lo * B * I, I, 0, 0, rp[0] ? rp[0] : s->w, I, 1,
+                          rp[0] != NULL, s->xw, GH, &ep, s->gw, s->gw_bytes);
         }
         s->xt = s->xw + (t - t_lo) * B * GH;
         /* h R^T: all the gates, or a GRU's z and r first, then (r * h) R_h^T; R, read every
          * step, stays in cache unless large (r_mode) */
-        dlrt_sgemm_ws(B, split ? 2 * H : GH, H, s->h, H, 0, 0, rp, 0, 0, r_mode, s->g, GH, NULL,
+        dlrt_sgemm_ws(B, split ? 2 * H : GH, H, s->h, H, 0, 0, rp[1], 0, 0, r_mode, s->g, GH, NULL,
                       s->gw, s->gw_bytes);
         s->phase = 0;
         dlrt_rnn_gate_pass(s);
         if (split) {
-            dlrt_sgemm_ws(B, H, H, s->tmp, H, 0, 0, rp_h, 0, 0, r_mode, s->g + 2 * H, GH, NULL,
+            dlrt_sgemm_ws(B, H, H, s->tmp, H, 0, 0, rp[2], 0, 0, r_mode, s->g + 2 * H, GH, NULL,
                           s->gw, s->gw_bytes);
             s->phase = 1;
             dlrt_rnn_gate_pass(s);
@@ -275,15 +291,14 @@ void dlrt_rnn_forward(const dlrt_rnn *p, const float *x, const float *w, const f
                             .c0 = c0 ? c0 + d * BH : NULL,
                             .y = y ? y + d * BH : NULL,
                             .yh = yh ? yh + d * BH : NULL,
-                            .yc = yc ? yc + d * BH : NULL,
-                            .wp = packed ? packed[3 * d] : NULL,
-                            .rp_load = packed ? packed[3 * d + 1] : NULL,
-                            .rp_h_load = packed ? packed[3 * d + 2] : NULL};
+                            .yc = yc ? yc + d * BH : NULL};
+        for (int k = 0; k < 3; k++) s->packed[k] = packed ? packed[3 * d + k] : NULL;
         s->xw = dlrt_rnn_take(&at, (size_t)(dlrt_rnn_chunk(p) * B * GH));
-        s->rp = dlrt_rnn_take(&at, dlrt_rnn_packed_floats(p));
-        s->rp_h = dlrt_rnn_split_r(p) /* (only this layout has room for it) */
-                      ? s->rp + dlrt_rnn_round(dlrt_gemm_packed_bytes(1, 2 * H, H) / sizeof(float))
-                      : NULL;
+        s->rp_room[1] = dlrt_rnn_take(&at, dlrt_rnn_packed_floats(p));
+        s->rp_room[2] = dlrt_rnn_split_r(p) /* (only this layout has room for it) */
+                            ? s->rp_room[1] + dlrt_rnn_round(dlrt_gemm_packed_bytes(1, 2 * H, H) /
+                                                             sizeof(float))
+                            : NULL;
         s->g = dlrt_rnn_take(&at, (size_t)(B * GH));
         s->h = dlrt_rnn_take(&at, (size_t)BH), s->c = dlrt_rnn_take(&at, (size_t)BH);
         s->tmp = dlrt_rnn_take(&at, (size_t)BH);
